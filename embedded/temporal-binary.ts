@@ -1,0 +1,98 @@
+import { execFile } from 'node:child_process';
+import { promises as fs, constants as fsConstants } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
+
+/** The official Temporal CLI release Cairn builds when no binary is provided. */
+export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli';
+export const TEMPORAL_CLI_VERSION = 'v1.5.1';
+
+const PROJECT_ROOT = path.resolve(__dirname, '..');
+/** Git-ignored cache folder of the project where a built CLI is kept between runs. */
+export const TEMPORAL_CACHE_DIR = path.join(PROJECT_ROOT, '.cache', 'temporal-cli', TEMPORAL_CLI_VERSION);
+
+export class TemporalCliUnavailable extends Error {}
+
+async function isExecutable(file: string): Promise<boolean> {
+  try {
+    await fs.access(file, fsConstants.X_OK);
+    return (await fs.stat(file)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function onPath(name: string): Promise<string | undefined> {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, name);
+    if (await isExecutable(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+/**
+ * Builds the pinned CLI from its Go module. `go install` refuses the module (its go.mod may carry
+ * replace directives), so the module is downloaded, copied somewhere writable and built there.
+ */
+async function buildFromModule(log: (line: string) => void): Promise<string> {
+  const goBinary = await onPath('go');
+  if (!goBinary) throw new Error('no Go toolchain on PATH');
+  log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} from its Go module (first start only; takes a few minutes)`);
+  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-temporal-build-'));
+  try {
+    const env = { ...process.env, GOFLAGS: '-mod=mod', GO111MODULE: 'on' };
+    const { stdout } = await execFileAsync(goBinary, ['mod', 'download', '-json', `${TEMPORAL_CLI_MODULE}@${TEMPORAL_CLI_VERSION}`], {
+      cwd: work,
+      env,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    const moduleDir = (JSON.parse(stdout) as { Dir?: string; Error?: string });
+    if (!moduleDir.Dir) throw new Error(moduleDir.Error ?? 'go mod download returned no directory');
+    const source = path.join(work, 'src');
+    await fs.cp(moduleDir.Dir, source, { recursive: true });
+    await execFileAsync('chmod', ['-R', 'u+w', source]);
+    await fs.mkdir(TEMPORAL_CACHE_DIR, { recursive: true });
+    const partial = path.join(TEMPORAL_CACHE_DIR, `temporal.partial-${process.pid}`);
+    await execFileAsync(goBinary, ['build', '-o', partial, './cmd/temporal'], {
+      cwd: source,
+      env,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const finalPath = path.join(TEMPORAL_CACHE_DIR, 'temporal');
+    // rename is atomic: a concurrent build by another process simply wins or loses whole.
+    await fs.rename(partial, finalPath);
+    return finalPath;
+  } finally {
+    await fs.rm(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Finds the Temporal CLI, in this order: TEMPORAL_CLI, `temporal` on PATH, a copy built earlier into
+ * the project's cache folder, and finally a fresh build from the official Go module.
+ */
+export async function findTemporalCli(log: (line: string) => void = () => {}): Promise<string> {
+  const fromEnv = process.env.TEMPORAL_CLI;
+  if (fromEnv) {
+    if (await isExecutable(fromEnv)) return fromEnv;
+    throw new TemporalCliUnavailable(`TEMPORAL_CLI is set to ${fromEnv}, which is not an executable file`);
+  }
+  const fromPath = await onPath('temporal');
+  if (fromPath) return fromPath;
+  const cached = path.join(TEMPORAL_CACHE_DIR, 'temporal');
+  if (await isExecutable(cached)) return cached;
+  try {
+    return await buildFromModule(log);
+  } catch (err) {
+    throw new TemporalCliUnavailable(
+      `the Temporal CLI could not be found or built (${(err as Error).message.split('\n')[0]}). Provide it one of three ways: ` +
+        `set TEMPORAL_CLI to the path of a temporal binary, put \`temporal\` on PATH, or install Go so Cairn can build ` +
+        `${TEMPORAL_CLI_MODULE}@${TEMPORAL_CLI_VERSION} into ${TEMPORAL_CACHE_DIR}. ` +
+        `Or point Cairn at a running server with --temporal-address.`,
+    );
+  }
+}

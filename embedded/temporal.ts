@@ -1,0 +1,103 @@
+import { spawn } from 'node:child_process';
+import { createWriteStream, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { findTemporalCli } from './temporal-binary';
+import {
+  portAnswers,
+  processAlive,
+  processCommandLine,
+  readServiceState,
+  rememberedOrFreePort,
+  waitFor,
+  writeServiceState,
+} from './state';
+
+export interface EmbeddedTemporal {
+  address: string;
+  uiUrl: string;
+  /** Stops the dev server when this process started it; a reused one is left running for its owner. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Dynamic config that shortens the dev server's task dispatch path. The stock values favour a
+ * cluster's throughput; a single-node install wants low latency per run.
+ */
+export const DEV_SERVER_TUNING = [
+  'history.transferProcessorMaxPollRPS=1000',
+  'history.timerProcessorMaxPollRPS=1000',
+  'matching.numTaskqueueReadPartitions=1',
+  'matching.numTaskqueueWritePartitions=1',
+];
+
+/**
+ * Runs `temporal server start-dev` on the data dir's SQLite file, or reuses the one a previous
+ * (killed) `serve` left running on the same data dir.
+ */
+export async function startEmbeddedTemporal(
+  dataDir: string,
+  namespace: string,
+  log: (line: string) => void,
+): Promise<EmbeddedTemporal> {
+  const dir = path.join(dataDir, 'temporal');
+  await fs.mkdir(dir, { recursive: true });
+  const dbFile = path.join(dir, 'temporal.sqlite');
+  const remembered = await readServiceState(dataDir, 'temporal');
+
+  if (remembered?.pid && processAlive(remembered.pid) && (await processCommandLine(remembered.pid)).includes(dbFile)) {
+    if (await portAnswers(remembered.port)) {
+      log(`reusing the Temporal dev server already running on this data dir (pid ${remembered.pid})`);
+      return {
+        address: `127.0.0.1:${remembered.port}`,
+        uiUrl: `http://127.0.0.1:${remembered.uiPort}`,
+        stop: async () => {},
+      };
+    }
+  }
+
+  const binary = await findTemporalCli(log);
+  const port = await rememberedOrFreePort(remembered?.port);
+  let uiPort = await rememberedOrFreePort(remembered?.uiPort);
+  if (uiPort === port) uiPort = await rememberedOrFreePort(undefined);
+  const args = [
+    'server', 'start-dev',
+    '--db-filename', dbFile,
+    '--ip', '127.0.0.1',
+    '--port', String(port),
+    '--ui-port', String(uiPort),
+    '--ui-ip', '127.0.0.1',
+    '--namespace', namespace,
+    '--log-level', 'warn',
+    ...DEV_SERVER_TUNING.flatMap((value) => ['--dynamic-config-value', value]),
+  ];
+  const logFile = createWriteStream(path.join(dir, 'server.log'), { flags: 'a' });
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.pipe(logFile);
+  child.stderr.pipe(logFile);
+  let exited = false;
+  child.once('exit', () => {
+    exited = true;
+  });
+  await writeServiceState(dataDir, 'temporal', { port, uiPort, pid: child.pid });
+  try {
+    await waitFor('the Temporal dev server', async () => {
+      if (exited) throw new Error(`the Temporal dev server exited at start; see ${path.join(dir, 'server.log')}`);
+      return portAnswers(port);
+    }, 60_000);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    address: `127.0.0.1:${port}`,
+    uiUrl: `http://127.0.0.1:${uiPort}`,
+    stop: async () => {
+      if (exited) return;
+      const done = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await done;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,35 @@
+import postgres from 'postgres';
+
+export type Sql = postgres.Sql;
+/** A connection or an open transaction: store functions that must join a caller's transaction take this. */
+export type Db = postgres.Sql | postgres.TransactionSql;
+
+export function connectDatabase(url: string, options: { max?: number } = {}): Sql {
+  return postgres(url, {
+    max: options.max ?? 20,
+    idle_timeout: 30,
+    connect_timeout: 10,
+    onnotice: () => {},
+    // Counts and offsets are bigint; they stay far below 2^53, so read them as numbers.
+    types: { bigint: { to: 20, from: [20], serialize: (value: number) => String(value), parse: (value: string) => Number(value) } },
+    transform: { undefined: null },
+  });
+}
+
+/** True when the database answers a trivial query within the time given. */
+export async function databaseAnswers(sql: Sql, timeoutMs = 2000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      sql`SELECT 1`,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timeout')), timeoutMs);
+      }),
+    ]);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
