@@ -1,0 +1,136 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { ExecutionOutcome } from '../core/run-outcome';
+import { runView } from '../core/run-view';
+import type { Sql } from '../store/db';
+import { appendEvent } from '../store/events';
+import { appendLog } from '../store/logs';
+import { getRunForUpdate, markRunning, recordProcess, type Run } from '../store/runs';
+import { recordRunEnd } from '../services/run-lifecycle';
+import { getTool } from '../tools/registry';
+import { LogSink } from './log-sink';
+import { killLeftoverProcess, spawnTool } from './process';
+
+export interface RunActivityDeps {
+  sql: Sql;
+  logger: Logger;
+  /** Where runs get their scratch work dirs. */
+  workRoot: string;
+  onFinished?: (run: Run) => void;
+  onExecutionChange?: (delta: 1 | -1) => void;
+}
+
+const HOST = os.hostname();
+const HEARTBEAT_MS = 1000;
+
+/** The environment a tool sees: none of the server's own (it holds database and key material). */
+function toolEnvironment(runId: string, workDir: string, extra: Record<string, string>): Record<string, string> {
+  return {
+    ...extra,
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: process.env.HOME ?? workDir,
+    LANG: 'C.UTF-8',
+    TMPDIR: workDir,
+    CAIRN_RUN_ID: runId,
+  };
+}
+
+export function createRunActivities(deps: RunActivityDeps) {
+  const { sql, logger } = deps;
+
+  /** Claims the run for this attempt: pending or requeued becomes running, with its event, in one write. */
+  async function claim(runId: string): Promise<{ run: Run; previous: Run } | 'finished' | 'canceled'> {
+    return sql.begin(async (tx) => {
+      const previous = await getRunForUpdate(tx, runId);
+      if (!previous) throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
+      if (previous.finished_at) return 'finished';
+      if (previous.cancel_requested_at) return 'canceled';
+      const run = await markRunning(tx, runId, HOST);
+      if (previous.status === 'pending') {
+        await appendEvent(tx, runId, 'run.started', { run: runView(run) });
+      } else {
+        await appendEvent(tx, runId, 'run.requeued', {
+          attempt: run.attempts,
+          previous_host: previous.exec_host,
+          reason: 'the worker executing the run stopped renewing its lease',
+        });
+      }
+      return { run, previous };
+    });
+  }
+
+  async function executeRun(runId: string): Promise<ExecutionOutcome | 'skipped'> {
+    const ctx = Context.current();
+    const claimed = await claim(runId);
+    if (claimed === 'finished') return 'skipped';
+    if (claimed === 'canceled') return { kind: 'canceled' };
+    const { run, previous } = claimed;
+    const tool = getTool(run.tool);
+    if (!tool) return { kind: 'spawn_failed', message: `the ${run.tool} tool is not available on this server` };
+
+    const sink = new LogSink(
+      (data) => appendLog(sql, runId, data),
+      (err) => logger.warn({ runId, err: (err as Error).message }, 'storing run output failed; will retry'),
+    );
+    if (previous.status === 'running') {
+      if (previous.exec_host === HOST && previous.exec_pid) await killLeftoverProcess(previous.exec_pid, runId);
+      sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
+    }
+
+    const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
+    await fs.rm(workDir, { recursive: true, force: true });
+    await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
+    const invocation = tool.invocation(run.spec);
+    for (const [name, content] of Object.entries(invocation.files)) {
+      await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
+    }
+
+    deps.onExecutionChange?.(1);
+    const heartbeat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
+    try {
+      let spawned;
+      try {
+        spawned = spawnTool(invocation.argv, {
+          cwd: workDir,
+          env: toolEnvironment(runId, workDir, invocation.env),
+          onOutput: (chunk) => sink.write(chunk),
+        });
+      } catch (err) {
+        return { kind: 'spawn_failed', message: `could not start ${tool.binary}: ${(err as Error).message}` };
+      }
+      await recordProcess(sql, runId, spawned.pid);
+      const onCancel = () => spawned.kill();
+      ctx.cancellationSignal.addEventListener('abort', onCancel);
+      let exit;
+      try {
+        exit = await spawned.exited;
+      } catch (err) {
+        return { kind: 'spawn_failed', message: `could not start ${tool.binary}: ${(err as Error).message}` };
+      } finally {
+        ctx.cancellationSignal.removeEventListener('abort', onCancel);
+        await sink.close();
+      }
+      // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
+      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+      return { kind: 'exited', exitCode: exit.exitCode, signal: exit.signal };
+    } finally {
+      clearInterval(heartbeat);
+      deps.onExecutionChange?.(-1);
+      await fs.rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  /** Records the run's end and its event once, however often it is called. */
+  async function finishRun(runId: string, outcome: ExecutionOutcome): Promise<void> {
+    const finished = await recordRunEnd(sql, runId, outcome);
+    if (finished) deps.onFinished?.(finished);
+  }
+
+  return { executeRun, finishRun };
+}
+
+export type RunActivities = ReturnType<typeof createRunActivities>;

@@ -1,0 +1,48 @@
+import Koa from 'koa';
+import { randomUUID } from 'node:crypto';
+import type { ServerContext } from '../services/context';
+import { authenticate } from './middleware/auth';
+import { jsonBody } from './middleware/body';
+import { errorHandler } from './middleware/errors';
+import { requestTargetHygiene } from './middleware/hygiene';
+import { accountRoutes } from './routes/accounts';
+import { healthRoutes } from './routes/health';
+import { runOutputRoutes } from './routes/run-output';
+import { runRoutes } from './routes/runs';
+
+/** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
+export function createApp(server: ServerContext): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+
+  app.use(async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    ctx.state.requestId = randomUUID();
+    ctx.state.logger = server.logger.child({ requestId: ctx.state.requestId });
+    ctx.set('X-Request-Id', ctx.state.requestId);
+    await next();
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    // Paths only: query strings can carry tickets, and bodies are never logged.
+    ctx.state.logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+  });
+  app.use(errorHandler);
+  app.use(requestTargetHygiene);
+  app.use(async (ctx, next) => {
+    // Only /api/v2's external-compatible callback is ever served under /api/, and not by this release.
+    if (ctx.path === '/api' || ctx.path.startsWith('/api/')) {
+      ctx.status = 404;
+      ctx.body = { error: `no route for ${ctx.method} ${ctx.path}` };
+      return;
+    }
+    await next();
+  });
+  app.use(authenticate(server));
+  app.use(jsonBody);
+
+  for (const router of [healthRoutes(server), accountRoutes(server), runRoutes(server), runOutputRoutes(server)]) {
+    app.use(router.routes());
+    app.use(router.allowedMethods());
+  }
+  return app;
+}

@@ -1,0 +1,41 @@
+import type { Context, Next } from 'koa';
+import { forbidden, unauthorized } from '../../core/errors';
+import { hashBearerSecret } from '../../core/secrets';
+import type { Role } from '../../store/accounts';
+import { resolveToken, touchToken, type Caller } from '../../store/tokens';
+import type { ServerContext } from '../../services/context';
+
+/** Routes a caller reaches without a bearer token; the stream route checks its own ticket. */
+const PUBLIC = [/^\/healthz$/, /^\/readyz$/, /^\/$/, /^\/ui(\/.*)?$/, /^\/v1\/auth\/login$/, /^\/v1\/runs\/[^/]+\/stream$/];
+
+const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
+
+/** Resolves the bearer token of every non-public request; no token or a dead one is a 401. */
+export function authenticate(server: ServerContext) {
+  return async (ctx: Context, next: Next) => {
+    if (PUBLIC.some((re) => re.test(ctx.path))) return next();
+    const header = ctx.get('authorization');
+    const match = /^Bearer\s+(\S+)$/i.exec(header);
+    if (!match) throw unauthorized('this route needs an Authorization: Bearer <token> header');
+    const caller = await resolveToken(server.sql, hashBearerSecret(match[1]));
+    if (!caller) throw unauthorized('the bearer token is not valid (unknown, revoked or expired)');
+    ctx.state.caller = caller;
+    touchToken(server.sql, caller.token.id).catch(() => undefined);
+    await next();
+  };
+}
+
+export function callerOf(ctx: Context): Caller {
+  const caller = ctx.state.caller as Caller | undefined;
+  if (!caller) throw unauthorized();
+  return caller;
+}
+
+/** The caller, who must hold at least this role: a viewer reads, an operator runs, an admin administers. */
+export function requireRole(ctx: Context, role: Role): Caller {
+  const caller = callerOf(ctx);
+  if (RANK[caller.account.role] < RANK[role]) {
+    throw forbidden(`this needs the ${role} role; ${caller.account.username} is ${caller.account.role}`, { required_role: role });
+  }
+  return caller;
+}

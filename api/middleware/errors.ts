@@ -1,0 +1,33 @@
+import type { Context, Next } from 'koa';
+import { ApiError } from '../../core/errors';
+
+/**
+ * First in the chain: every failure leaves as `{"error": "...", ...details}`. Errors meant for the
+ * client keep their status and words; anything else is a 500 whose detail stays in the server log.
+ */
+export async function errorHandler(ctx: Context, next: Next): Promise<void> {
+  try {
+    await next();
+    if (ctx.status === 404 && ctx.body === undefined) {
+      ctx.status = 404;
+      ctx.body = { error: `no route for ${ctx.method} ${ctx.path}` };
+    } else if (ctx.status === 405 && ctx.body === undefined) {
+      ctx.body = { error: `${ctx.method} is not allowed on ${ctx.path}` };
+    }
+  } catch (err) {
+    if (err instanceof ApiError) {
+      ctx.status = err.status;
+      ctx.body = { error: err.message, ...err.details };
+      return;
+    }
+    const status = (err as { status?: number; expose?: boolean }).status;
+    if (status && status >= 400 && status < 500 && (err as { expose?: boolean }).expose) {
+      ctx.status = status;
+      ctx.body = { error: (err as Error).message };
+      return;
+    }
+    ctx.state.logger?.error({ err }, 'request failed');
+    ctx.status = 500;
+    ctx.body = { error: 'internal server error; the server log has the details', request_id: ctx.state.requestId };
+  }
+}

@@ -1,0 +1,94 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import { badRequest, notFound } from '../../core/errors';
+import { runView } from '../../core/run-view';
+import type { ServerContext } from '../../services/context';
+import { cancelRun, rerunRun, submitRun } from '../../services/runs';
+import { getRun, TERMINAL_STATUSES } from '../../store/runs';
+import { requireRole } from '../middleware/auth';
+import { listEnvelope, pageQuery } from '../paging';
+import { parseInput, queryObject } from '../validate';
+import { listRuns } from '../../store/runs';
+
+const byteLength = (max: number, what: string) => (value: string) => Buffer.byteLength(value) <= max || `${what} must be at most ${max} bytes`;
+
+const runSubmission = z.strictObject({
+  tool: z.string({ message: 'tool is required' }).min(1, 'tool is required'),
+  command: z.string({ message: 'command is required and must be a string' }).min(1, 'command must not be empty'),
+  extra_vars: z.record(z.string(), z.unknown(), { message: 'extra_vars must be an object' }).default({}),
+  timeout: z.number({ message: 'timeout must be a number of seconds' }).int('timeout must be whole seconds').min(0, 'timeout must not be negative').optional(),
+  queue: z
+    .string({ message: 'queue must be a string' })
+    .refine((v) => Buffer.byteLength(v) <= 255, 'queue must be at most 255 bytes')
+    .default(''),
+});
+
+const RUN_STATUSES = ['pending', 'running', ...TERMINAL_STATUSES] as const;
+
+const runListQuery = z.strictObject({
+  ...pageQuery(200, 1000),
+  status: z.enum(RUN_STATUSES, { message: `status must be one of ${RUN_STATUSES.join(', ')}` }).optional(),
+  tool: z.string().optional(),
+  order: z.enum(['asc', 'desc'], { message: 'order must be asc or desc' }).default('desc'),
+  after: z.iso.datetime({ offset: true, message: 'after must be an RFC 3339 time' }).transform((v) => new Date(v)).optional(),
+  before: z.iso.datetime({ offset: true, message: 'before must be an RFC 3339 time' }).transform((v) => new Date(v)).optional(),
+  q: z.string().max(200, 'q must be at most 200 characters').optional(),
+  task: z.string().optional(),
+});
+
+/** The Idempotency-Key header, at most 255 bytes. */
+function idempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined || header === '') return undefined;
+  const fits = byteLength(255, 'Idempotency-Key')(header);
+  if (fits !== true) throw badRequest(fits, { header: 'Idempotency-Key' });
+  return header;
+}
+
+export function runRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/v1/runs' });
+
+  router.post('/', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const input = parseInput(runSubmission, ctx.request.body);
+    const { run, created } = await submitRun(
+      server,
+      caller,
+      { tool: input.tool, spec: { command: input.command, extra_vars: input.extra_vars }, queue: input.queue, timeout: input.timeout },
+      idempotencyKey(ctx.get('idempotency-key') || undefined),
+    );
+    ctx.status = created ? 201 : 200;
+    ctx.set('Location', `/v1/runs/${run.id}`);
+    ctx.body = runView(run);
+  });
+
+  router.get('/', async (ctx) => {
+    requireRole(ctx, 'viewer');
+    const query = parseInput(runListQuery, queryObject(ctx.query));
+    const { rows, total } = await listRuns(server.sql, query);
+    ctx.body = listEnvelope('runs', rows.map(runView), total, query.offset);
+  });
+
+  router.get('/:id', async (ctx) => {
+    requireRole(ctx, 'viewer');
+    const run = await getRun(server.sql, ctx.params.id);
+    if (!run) throw notFound(`run ${ctx.params.id}`);
+    ctx.body = runView(run);
+  });
+
+  router.post('/:id/cancel', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const run = await cancelRun(server, caller, ctx.params.id);
+    ctx.status = run.finished_at ? 200 : 202;
+    ctx.body = runView(run);
+  });
+
+  router.post('/:id/rerun', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const run = await rerunRun(server, caller, ctx.params.id, idempotencyKey(ctx.get('idempotency-key') || undefined));
+    ctx.status = 201;
+    ctx.set('Location', `/v1/runs/${run.id}`);
+    ctx.body = runView(run);
+  });
+
+  return router;
+}

@@ -1,0 +1,66 @@
+import { z } from 'zod';
+
+const maxBytes = (max: number, field: string) => (v: string) => Buffer.byteLength(v) <= max || `${field} must be at most ${max} bytes`;
+const singleLine = (field: string) =>
+  z
+    .string({ message: `${field} must be a string` })
+    .max(320, `${field} must be at most 320 characters`)
+    .refine((v) => !/[\r\n]/.test(v), `${field} must be a single line`);
+
+export const ROLES = ['admin', 'operator', 'viewer'] as const;
+export const role = z.enum(ROLES, { message: 'role must be admin, operator or viewer' });
+
+export const username = z
+  .string({ message: 'username is required' })
+  .min(1, 'username must not be empty')
+  .refine((v) => !/[\s\p{C}]/u.test(v), 'username must not hold spaces or control characters')
+  .refine(maxBytes(255, 'username'), { error: 'username must be at most 255 bytes' });
+
+export const password = z.string({ message: 'password must be a string' }).min(8, 'password must be at least 8 characters').max(1024, 'password must be at most 1024 characters');
+
+/** Profile values are personal data: messages name the field and never echo what was sent. */
+export const profile = z.strictObject({
+  full_name: singleLine('full_name').optional(),
+  email: singleLine('email').optional(),
+  phone: singleLine('phone').optional(),
+  title: singleLine('title').optional(),
+  notes: z.string({ message: 'notes must be a string' }).max(2000, 'notes must be at most 2000 characters').optional(),
+  links: z
+    .array(
+      z.string({ message: 'each link must be a string' }).max(320, 'each link must be at most 320 characters').refine((v) => {
+        try {
+          return ['http:', 'https:'].includes(new URL(v).protocol);
+        } catch {
+          return false;
+        }
+      }, 'each link must be an http or https address'),
+      { message: 'links must be a list' },
+    )
+    .max(8, 'links holds at most 8 addresses')
+    .optional(),
+});
+
+export const userCreate = z.strictObject({
+  username,
+  role,
+  password: password.optional(),
+  profile: profile.optional(),
+});
+
+export const userUpdate = z.strictObject({
+  role: role.optional(),
+  password: password.optional(),
+  profile: profile.optional(),
+});
+
+export const tokenCreate = z.strictObject({
+  name: z.string({ message: 'name is required' }).min(1, 'name must not be empty').refine(maxBytes(255, 'name'), { error: 'name must be at most 255 bytes' }),
+  username: username.optional(),
+  kind: z.enum(['user', 'agent'], { message: 'kind must be user or agent' }).default('user'),
+  expires_in: z.number({ message: 'expires_in must be a number of seconds' }).int('expires_in must be whole seconds').min(60, 'expires_in must be at least 60 seconds').optional(),
+});
+
+export const login = z.strictObject({
+  username: z.string({ message: 'username is required' }).min(1, 'username is required'),
+  password: z.string({ message: 'password is required' }).min(1, 'password is required'),
+});

@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError, loadConfig, parseFlags, settingsHelp } from './config';
+import { createLogger, openDatabase, startServer } from './serve';
+import { runTokenCommand, runUserCommand } from './accounts';
+import { runWorkerCommand } from './worker';
+import { TemporalCliUnavailable } from '../embedded/temporal-binary';
+
+const USAGE = `usage: cairn <command> [flags]
+
+commands:
+  serve                      run the API and the pool worker (embedded PostgreSQL and Temporal when unset)
+  worker                     run an extra pool worker against the same PostgreSQL and Temporal
+  token create --username U --name N [--kind user|agent]
+                             mint an API token and print it once
+  user create --username U --role admin|operator|viewer [--password-stdin]
+                             create an account
+
+flags (each also an environment variable):
+${settingsHelp()}
+`;
+
+async function serveCommand(args: string[]): Promise<void> {
+  const { values, rest } = parseFlags(args);
+  if (rest.length) throw new ConfigError(`unknown argument ${rest[0]}`);
+  const config = loadConfig(values);
+  const logger = createLogger(config);
+  const server = await startServer(config, logger);
+  if (server.adminToken) process.stdout.write(`admin token: ${server.adminToken}\n`);
+  process.stdout.write(`Cairn is serving at ${server.url}\n`);
+  if (server.temporalUiUrl) process.stdout.write(`Temporal UI: ${server.temporalUiUrl}\n`);
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    server.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [command, ...args] = argv;
+  switch (command) {
+    case 'serve':
+      return serveCommand(args);
+    case 'worker':
+      return runWorkerCommand(args);
+    case 'token':
+      return runTokenCommand(args, openDatabase, createLogger);
+    case 'user':
+      return runUserCommand(args, openDatabase, createLogger, () => readFileSync(0, 'utf8').trim());
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE);
+      return;
+    default:
+      throw new ConfigError(`unknown command "${command}"\n\n${USAGE}`);
+  }
+}
+
+/** Entry point of bin/cairn.js: a usage or configuration fault exits 2 with one line, anything else 1. */
+export function runCli(argv: string[]): void {
+  main(argv).catch((err) => {
+    const known = err instanceof ConfigError || err instanceof TemporalCliUnavailable;
+    process.stderr.write(`cairn: ${known ? err.message : ((err as Error).stack ?? String(err))}\n`);
+    process.exit(err instanceof ConfigError ? 2 : 1);
+  });
+}

@@ -1,0 +1,124 @@
+import { Client, Connection } from '@temporalio/client';
+import { promises as fs } from 'node:fs';
+import type { Server } from 'node:http';
+import pino, { type Logger } from 'pino';
+import { createApp } from '../api/app';
+import { startEmbeddedPostgres } from '../embedded/postgres';
+import { startEmbeddedTemporal } from '../embedded/temporal';
+import { bootstrapAdmin } from '../services/bootstrap';
+import { Faults, type ServerContext } from '../services/context';
+import { createMetrics } from '../services/metrics';
+import { RunActivityHub } from '../services/run-activity-hub';
+import { startSweeper } from '../services/sweeper';
+import { connectDatabase, type Sql } from '../store/db';
+import { migrate } from '../store/migrate';
+import { startPoolWorker } from '../workers/pool';
+import type { Config } from './config';
+import { ensureNamespace } from './temporal-namespace';
+
+export interface RunningServer {
+  url: string;
+  temporalAddress: string;
+  temporalUiUrl?: string;
+  /** Printed once, on the very first start of an install. */
+  adminToken?: string;
+  context: ServerContext;
+  stop(): Promise<void>;
+}
+
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+  return pino({ level: config.logLevel, base: { service: 'cairn' } });
+}
+
+/** Where the records live: the configured PostgreSQL, or an embedded one in the data dir. */
+export async function openDatabase(config: Config, logger: Logger): Promise<{ sql: Sql; stop(): Promise<void> }> {
+  let embedded: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  let url = config.databaseUrl;
+  if (!url) {
+    await fs.mkdir(config.dataDir, { recursive: true });
+    embedded = await startEmbeddedPostgres(config.dataDir, (line) => logger.info(line));
+    url = embedded.url;
+  }
+  const sql = connectDatabase(url);
+  return {
+    sql,
+    async stop() {
+      await sql.end({ timeout: 5 });
+      await embedded?.stop();
+    },
+  };
+}
+
+/** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
+export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
+  const stack: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const stop of stack.reverse()) await stop().catch((err) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
+  };
+  try {
+    const database = await openDatabase(config, logger);
+    stack.push(database.stop);
+    const { sql } = database;
+    const applied = await migrate(sql);
+    if (applied.length) logger.info({ applied }, 'schema migrations applied');
+    const adminToken = await bootstrapAdmin(sql);
+
+    let temporalAddress = config.temporalAddress;
+    let temporalUiUrl: string | undefined;
+    if (!temporalAddress) {
+      const embedded = await startEmbeddedTemporal(config.dataDir, config.temporalNamespace, (line) => logger.info(line));
+      stack.push(embedded.stop);
+      temporalAddress = embedded.address;
+      temporalUiUrl = embedded.uiUrl;
+    }
+    const connection = await Connection.connect({ address: temporalAddress });
+    stack.push(() => connection.close());
+    await ensureNamespace(connection, config.temporalNamespace, logger);
+    const temporal = new Client({ connection, namespace: config.temporalNamespace });
+
+    const metrics = createMetrics(sql, config.poolSize);
+    const hub = new RunActivityHub(sql, logger);
+    await hub.start();
+    stack.push(() => hub.stop());
+    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults) };
+
+    const worker = await startPoolWorker({
+      address: temporalAddress,
+      namespace: config.temporalNamespace,
+      taskQueue: config.poolQueue,
+      poolSize: config.poolSize,
+      sql,
+      logger,
+      metrics,
+    });
+    stack.push(() => worker.stop());
+    const sweeper = startSweeper(context);
+    stack.push(() => sweeper.stop());
+
+    const app = createApp(context);
+    const http: Server = await new Promise((resolve, reject) => {
+      const server = app.listen(config.listenPort, config.listenHost, () => resolve(server));
+      server.once('error', reject);
+    });
+    stack.push(
+      () =>
+        new Promise<void>((resolve) => {
+          http.close(() => resolve());
+          http.closeAllConnections();
+        }),
+    );
+    const address = http.address();
+    const port = typeof address === 'object' && address ? address.port : config.listenPort;
+    return {
+      url: `http://${config.listenHost}:${port}`,
+      temporalAddress,
+      temporalUiUrl,
+      adminToken,
+      context,
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

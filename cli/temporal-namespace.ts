@@ -1,0 +1,35 @@
+import type { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
+import type { Logger } from 'pino';
+
+/** gRPC status codes Temporal answers with (google.rpc.Code). */
+const NOT_FOUND = 5;
+const ALREADY_EXISTS = 6;
+
+/** Registers the namespace when the Temporal server lacks it, so a fresh cluster works on first start. */
+export async function ensureNamespace(connection: Connection, namespace: string, logger: Logger): Promise<void> {
+  try {
+    await connection.workflowService.describeNamespace({ namespace });
+    return;
+  } catch (err) {
+    if ((err as { code?: number }).code !== NOT_FOUND) throw err;
+  }
+  logger.info({ namespace }, 'registering the Temporal namespace');
+  try {
+    await connection.workflowService.registerNamespace({
+      namespace,
+      workflowExecutionRetentionPeriod: msToTs('7 days'),
+    });
+  } catch (err) {
+    if ((err as { code?: number }).code !== ALREADY_EXISTS) throw err;
+  }
+  // A new namespace takes a moment to reach every Temporal service.
+  for (let i = 0; i < 100; i++) {
+    try {
+      await connection.workflowService.describeNamespace({ namespace });
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}

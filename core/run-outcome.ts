@@ -1,0 +1,33 @@
+import type { TerminalStatus } from '../store/runs';
+
+/** How an execution ended, as the run workflow saw it. */
+export type ExecutionOutcome =
+  | { kind: 'exited'; exitCode: number | null; signal: string | null }
+  | { kind: 'spawn_failed'; message: string }
+  | { kind: 'timed_out'; seconds: number }
+  | { kind: 'canceled' }
+  | { kind: 'lost'; message: string };
+
+export interface FinalState {
+  status: TerminalStatus;
+  error: string | null;
+  exit_code: number | null;
+}
+
+/** The terminal status and error a user reads for an outcome. */
+export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | null): FinalState {
+  switch (outcome.kind) {
+    case 'exited':
+      if (outcome.exitCode === 0) return { status: 'succeeded', error: null, exit_code: 0 };
+      if (outcome.signal) return { status: 'failed', error: `killed by signal ${outcome.signal}`, exit_code: null };
+      return { status: 'failed', error: `exited with code ${outcome.exitCode}`, exit_code: outcome.exitCode };
+    case 'spawn_failed':
+      return { status: 'failed', error: outcome.message, exit_code: null };
+    case 'timed_out':
+      return { status: 'failed', error: `timed out after ${outcome.seconds} s`, exit_code: null };
+    case 'canceled':
+      return { status: 'canceled', error: canceledBy ? `canceled by ${canceledBy}` : 'canceled', exit_code: null };
+    case 'lost':
+      return { status: 'interrupted', error: outcome.message, exit_code: null };
+  }
+}

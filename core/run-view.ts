@@ -1,0 +1,28 @@
+import type { Run } from '../store/runs';
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** A run as the API and event bodies show it. */
+export function runView(run: Run) {
+  return {
+    id: run.id,
+    tool: run.tool,
+    status: run.status,
+    command: run.spec.command,
+    extra_vars: run.spec.extra_vars,
+    timeout: run.timeout_seconds,
+    queue: run.queue,
+    error: run.error,
+    exit_code: run.exit_code,
+    requested_by: run.requested_by,
+    actor_kind: run.actor_kind,
+    rerun_of: run.rerun_of,
+    attempts: run.attempts,
+    log_bytes: run.log_bytes,
+    created_at: iso(run.created_at),
+    started_at: iso(run.started_at),
+    finished_at: iso(run.finished_at),
+  };
+}
+
+export type RunView = ReturnType<typeof runView>;

@@ -1,0 +1,29 @@
+import type { Client } from '@temporalio/client';
+import type { Logger } from 'pino';
+import type { Config } from '../cli/config';
+import type { Sql } from '../store/db';
+import type { Metrics } from './metrics';
+import type { RunActivityHub } from './run-activity-hub';
+
+/** What request handlers and the sweeper share: the stores, the Temporal client and settings. */
+export interface ServerContext {
+  config: Config;
+  sql: Sql;
+  temporal: Client;
+  logger: Logger;
+  metrics: Metrics;
+  hub: RunActivityHub;
+  faults: Faults;
+}
+
+/** Test-only faults named in CAIRN_FAULTS (comma separated); each fires once per process. */
+export class Faults {
+  private readonly armed: Set<string>;
+  constructor(spec: string) {
+    this.armed = new Set(spec.split(',').map((s) => s.trim()).filter(Boolean));
+  }
+  /** True the first time a fault named in the setting is reached. */
+  fire(name: string): boolean {
+    return this.armed.delete(name);
+  }
+}

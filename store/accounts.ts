@@ -1,0 +1,91 @@
+import type { Db } from './db';
+
+export type Role = 'admin' | 'operator' | 'viewer';
+
+export interface Profile {
+  full_name?: string;
+  email?: string;
+  phone?: string;
+  title?: string;
+  links?: string[];
+  notes?: string;
+}
+
+export interface Account {
+  id: string;
+  username: string;
+  role: Role;
+  password_hash: string | null;
+  profile: Profile;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = ['id', 'username', 'role', 'password_hash', 'profile', 'created_at', 'updated_at'];
+
+export async function createAccount(
+  db: Db,
+  account: Pick<Account, 'id' | 'username' | 'role' | 'password_hash' | 'profile'>,
+): Promise<Account> {
+  const [row] = await db<Account[]>`
+    INSERT INTO accounts (id, username, role, password_hash, profile)
+    VALUES (${account.id}, ${account.username}, ${account.role}, ${account.password_hash}, ${db.json(account.profile as never)})
+    RETURNING ${db(COLUMNS)}`;
+  return row;
+}
+
+export async function getAccountById(db: Db, id: string): Promise<Account | undefined> {
+  const [row] = await db<Account[]>`SELECT ${db(COLUMNS)} FROM accounts WHERE id = ${id}`;
+  return row;
+}
+
+export async function getAccountByUsername(db: Db, username: string): Promise<Account | undefined> {
+  const [row] = await db<Account[]>`SELECT ${db(COLUMNS)} FROM accounts WHERE username = ${username}`;
+  return row;
+}
+
+export async function countAccounts(db: Db): Promise<number> {
+  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts`;
+  return row.n;
+}
+
+export async function listAccounts(
+  db: Db,
+  page: { limit: number; offset: number; ids?: string[] },
+): Promise<{ rows: Account[]; total: number }> {
+  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
+  const rows = await db<Account[]>`
+    SELECT ${db(COLUMNS)} FROM accounts ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts ${filter}`;
+  return { rows, total: n };
+}
+
+export async function updateAccount(
+  db: Db,
+  id: string,
+  changes: Partial<Pick<Account, 'role' | 'password_hash' | 'profile'>>,
+): Promise<Account | undefined> {
+  const set: Record<string, unknown> = { updated_at: new Date() };
+  if (changes.role !== undefined) set.role = changes.role;
+  if (changes.password_hash !== undefined) set.password_hash = changes.password_hash;
+  if (changes.profile !== undefined) set.profile = db.json(changes.profile as never);
+  const [row] = await db<Account[]>`
+    UPDATE accounts SET ${db(set)} WHERE id = ${id} RETURNING ${db(COLUMNS)}`;
+  return row;
+}
+
+/** Deletes the account; its tokens go with it (ON DELETE CASCADE), so they stop working at once. */
+export async function deleteAccount(db: Db, id: string): Promise<boolean> {
+  const rows = await db`DELETE FROM accounts WHERE id = ${id} RETURNING id`;
+  return rows.length > 0;
+}
+
+/**
+ * Admins counted under a transaction-scoped lock, so two requests demoting or deleting the last two
+ * admins at once cannot both see "another admin remains". Call inside a transaction.
+ */
+export async function countAdminsLocked(db: Db): Promise<number> {
+  await db`SELECT pg_advisory_xact_lock(7201773)`;
+  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts WHERE role = 'admin'`;
+  return row.n;
+}

@@ -1,0 +1,34 @@
+import type { Db } from './db';
+
+export interface RunEvent {
+  seq: number;
+  kind: string;
+  body: Record<string, unknown>;
+  at: Date;
+}
+
+/** Channel announcing "run <id> has new events or log" to every server's live streams. */
+export const RUN_ACTIVITY_CHANNEL = 'cairn_run_activity';
+
+/**
+ * Appends an event with the run's next sequence number. Call it inside the transaction that makes
+ * the change the event reports, so the two commit together or not at all.
+ */
+export async function appendEvent(db: Db, runId: string, kind: string, body: Record<string, unknown>): Promise<number> {
+  const [{ seq }] = await db<{ seq: number }[]>`
+    UPDATE runs SET next_event_seq = next_event_seq + 1 WHERE id = ${runId} RETURNING next_event_seq - 1 AS seq`;
+  await db`INSERT INTO run_events (run_id, seq, kind, body) VALUES (${runId}, ${seq}, ${kind}, ${db.json(body as never)})`;
+  await db`SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, ${runId})`;
+  return seq;
+}
+
+export async function listEvents(db: Db, runId: string, after: number, limit: number): Promise<RunEvent[]> {
+  return db<RunEvent[]>`
+    SELECT seq, kind, body, at FROM run_events
+    WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`;
+}
+
+export async function countEventsOfKind(db: Db, runId: string, kind: string): Promise<number> {
+  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM run_events WHERE run_id = ${runId} AND kind = ${kind}`;
+  return row.n;
+}

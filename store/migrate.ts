@@ -1,0 +1,28 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { Sql } from './db';
+
+const SCHEMA_DIR = path.resolve(__dirname, '..', 'schema');
+/** One fixed advisory lock key: two servers starting at once apply the schema one after the other. */
+const MIGRATION_LOCK = 7_201_771;
+
+/** Applies the numbered SQL files in schema/ that this database has not seen, each once, in order. */
+export async function migrate(sql: Sql): Promise<string[]> {
+  const files = (await fs.readdir(SCHEMA_DIR)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+  return sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version text PRIMARY KEY,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`;
+    const done = new Set((await tx`SELECT version FROM schema_migrations`).map((r) => r.version as string));
+    const applied: string[] = [];
+    for (const file of files) {
+      if (done.has(file)) continue;
+      await tx.unsafe(await fs.readFile(path.join(SCHEMA_DIR, file), 'utf8'));
+      await tx`INSERT INTO schema_migrations (version) VALUES (${file})`;
+      applied.push(file);
+    }
+    return applied;
+  });
+}

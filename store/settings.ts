@@ -1,0 +1,14 @@
+import type { Db } from './db';
+
+export async function getSetting<T>(db: Db, key: string): Promise<T | undefined> {
+  const [row] = await db<{ value: T }[]>`SELECT value FROM settings WHERE key = ${key}`;
+  return row?.value;
+}
+
+/** Inserts the setting unless it exists; true when this call wrote it. */
+export async function insertSettingOnce(db: Db, key: string, value: unknown): Promise<boolean> {
+  const rows = await db`
+    INSERT INTO settings (key, value) VALUES (${key}, ${db.json(value as never)})
+    ON CONFLICT (key) DO NOTHING RETURNING key`;
+  return rows.length > 0;
+}

@@ -1,0 +1,82 @@
+import type { Db } from './db';
+import type { Account } from './accounts';
+
+export type TokenKind = 'user' | 'agent' | 'session';
+
+export interface Token {
+  id: string;
+  account_id: string;
+  name: string;
+  kind: TokenKind;
+  created_by: string;
+  created_by_type: string;
+  created_at: Date;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+}
+
+const COLUMNS = ['id', 'account_id', 'name', 'kind', 'created_by', 'created_by_type', 'created_at', 'expires_at', 'last_used_at'];
+
+export async function createToken(
+  db: Db,
+  token: Omit<Token, 'created_at' | 'last_used_at'> & { secret_hash: Buffer },
+): Promise<Token> {
+  const [row] = await db<Token[]>`
+    INSERT INTO tokens (id, account_id, name, kind, secret_hash, created_by, created_by_type, expires_at)
+    VALUES (${token.id}, ${token.account_id}, ${token.name}, ${token.kind}, ${token.secret_hash},
+            ${token.created_by}, ${token.created_by_type}, ${token.expires_at})
+    RETURNING ${db(COLUMNS)}`;
+  return row;
+}
+
+export interface Caller {
+  token: Token;
+  account: Account;
+}
+
+/** The live token with this secret hash and its account; expired tokens resolve to nothing. */
+export async function resolveToken(db: Db, secretHash: Buffer): Promise<Caller | undefined> {
+  const [row] = await db`
+    SELECT t.id, t.account_id, t.name, t.kind, t.created_by, t.created_by_type, t.created_at, t.expires_at,
+           t.last_used_at, a.username, a.role, a.password_hash, a.profile, a.created_at AS account_created_at,
+           a.updated_at AS account_updated_at
+    FROM tokens t JOIN accounts a ON a.id = t.account_id
+    WHERE t.secret_hash = ${secretHash} AND (t.expires_at IS NULL OR t.expires_at > now())`;
+  if (!row) return undefined;
+  return {
+    token: {
+      id: row.id, account_id: row.account_id, name: row.name, kind: row.kind, created_by: row.created_by,
+      created_by_type: row.created_by_type, created_at: row.created_at, expires_at: row.expires_at,
+      last_used_at: row.last_used_at,
+    },
+    account: {
+      id: row.account_id, username: row.username, role: row.role, password_hash: row.password_hash,
+      profile: row.profile, created_at: row.account_created_at, updated_at: row.account_updated_at,
+    },
+  };
+}
+
+/** Records use at most once a minute per token, so authentication stays a read on the hot path. */
+export async function touchToken(db: Db, id: string): Promise<void> {
+  await db`UPDATE tokens SET last_used_at = now()
+           WHERE id = ${id} AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`;
+}
+
+export async function listTokens(
+  db: Db,
+  page: { limit: number; offset: number; ids?: string[] },
+): Promise<{ rows: (Token & { username: string })[]; total: number }> {
+  const filter = page.ids?.length ? db`WHERE t.id IN ${db(page.ids)}` : db``;
+  const rows = await db<(Token & { username: string })[]>`
+    SELECT t.id, t.account_id, t.name, t.kind, t.created_by, t.created_by_type, t.created_at, t.expires_at,
+           t.last_used_at, a.username
+    FROM tokens t JOIN accounts a ON a.id = t.account_id ${filter}
+    ORDER BY t.id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM tokens t ${filter}`;
+  return { rows, total: n };
+}
+
+export async function deleteToken(db: Db, id: string): Promise<boolean> {
+  const rows = await db`DELETE FROM tokens WHERE id = ${id} RETURNING id`;
+  return rows.length > 0;
+}

@@ -1,0 +1,83 @@
+import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import os from 'node:os';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { createRunActivities } from '../activities/runs';
+import type { Sql } from '../store/db';
+import type { Metrics } from '../services/metrics';
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** The workflow bundle, built once per process: every worker here runs the same workflow code. */
+function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../workflows/index'), logger: quietBundlerLogger });
+  return bundle;
+}
+
+const quietBundlerLogger = {
+  log: () => {},
+  trace: () => {},
+  debug: () => {},
+  info: () => {},
+  warn: (message: string) => process.stderr.write(`workflow bundler: ${message}\n`),
+  error: (message: string) => process.stderr.write(`workflow bundler: ${message}\n`),
+};
+
+export interface PoolWorkerOptions {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  poolSize: number;
+  sql: Sql;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+export interface RunningWorker {
+  /** Stops polling; runs still executing are cancelled after a short grace and requeued elsewhere. */
+  stop(): Promise<void>;
+}
+
+/** A Temporal worker for the server's own pool: it runs run workflows and executes their tools. */
+export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
+  const connection = await NativeConnection.connect({ address: options.address });
+  const activities = createRunActivities({
+    sql: options.sql,
+    logger: options.logger,
+    workRoot: path.join(os.tmpdir(), 'cairn-runs'),
+    onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
+    onFinished: (run) => {
+      options.metrics.runsFinished.inc({ status: run.status, tool: run.tool });
+      if (run.started_at && run.finished_at) {
+        options.metrics.runDuration.observe(
+          { tool: run.tool, status: run.status },
+          (run.finished_at.getTime() - run.started_at.getTime()) / 1000,
+        );
+      }
+    },
+  });
+  const worker = await Worker.create({
+    connection,
+    namespace: options.namespace,
+    taskQueue: options.taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities,
+    maxConcurrentActivityTaskExecutions: options.poolSize,
+    maxConcurrentLocalActivityExecutions: Math.max(options.poolSize, 16),
+    // Cancels reach an activity through its heartbeat: throttle heartbeats to a second so a cancel lands fast.
+    maxHeartbeatThrottleInterval: '1s',
+    defaultHeartbeatThrottleInterval: '1s',
+    shutdownGraceTime: '5s',
+  });
+  const running = worker.run();
+  options.metrics.workerUp.set(1);
+  running.catch((err) => options.logger.error({ err }, 'the pool worker stopped with an error'));
+  return {
+    async stop() {
+      options.metrics.workerUp.set(0);
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await connection.close();
+    },
+  };
+}

@@ -1,0 +1,2 @@
+// The workflow bundle's entry point: every workflow a Cairn worker runs is exported here.
+export { runWorkflow } from './run';

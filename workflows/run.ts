@@ -1,0 +1,70 @@
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  proxyLocalActivities,
+  sleep,
+} from '@temporalio/workflow';
+import type { ExecutionOutcome } from '../core/run-outcome';
+import type { RunActivities } from '../activities/runs';
+
+export interface RunWorkflowInput {
+  runId: string;
+  /** Zero means no limit. */
+  timeoutSeconds: number;
+  /** A worker that misses three renewals in a row (one lease) has lost the run, and it is requeued. */
+  leaseSeconds: number;
+}
+
+const TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000;
+const TIMER_FIRED = Symbol('timer fired');
+
+/** One run: execute the tool on the run's queue, raced against its timeout, then record the end once. */
+export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
+  const { executeRun } = proxyActivities<RunActivities>({
+    startToCloseTimeout: input.timeoutSeconds > 0 ? (input.timeoutSeconds + 300) * 1000 : TEN_YEARS_MS,
+    heartbeatTimeout: input.leaseSeconds * 1000,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: ['RunNotFound'] },
+  });
+  const { finishRun } = proxyLocalActivities<RunActivities>({
+    startToCloseTimeout: '30s',
+    // Recording the end must outlast a database outage: retry until it lands.
+    retry: { initialInterval: '500ms', maximumInterval: '10s' },
+  });
+
+  let outcome: ExecutionOutcome | 'skipped';
+  const execution = new CancellationScope();
+  try {
+    const running = execution.run(() => executeRun(input.runId));
+    if (input.timeoutSeconds > 0) {
+      const timer = sleep(input.timeoutSeconds * 1000).then(
+        () => TIMER_FIRED,
+        // Cancelled along with the workflow: the execution's own cancellation reports that.
+        () => new Promise<never>(() => {}),
+      );
+      const first = await Promise.race([running, timer]);
+      if (first === TIMER_FIRED) {
+        execution.cancel();
+        await running.catch(() => undefined);
+        outcome = { kind: 'timed_out', seconds: input.timeoutSeconds };
+      } else {
+        outcome = first as ExecutionOutcome | 'skipped';
+      }
+    } else {
+      outcome = await running;
+    }
+  } catch (err) {
+    if (isCancellation(err)) {
+      outcome = { kind: 'canceled' };
+    } else {
+      const cause = err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message;
+      outcome = { kind: 'lost', message: `execution could not complete: ${cause}` };
+    }
+  }
+  if (outcome === 'skipped') return;
+  const final = outcome;
+  await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
+}
