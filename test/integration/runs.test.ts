@@ -1,0 +1,209 @@
+import { execFileSync } from 'node:child_process';
+import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer({ CAIRN_RUN_TIMEOUT: '1h' });
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+async function submit(body: Record<string, unknown>, headers: Record<string, string> = {}) {
+  return t.api.request('POST', '/v1/runs', { body, headers });
+}
+
+async function eventsOf(runId: string) {
+  const { body } = await t.api.get(`/v1/runs/${runId}/events?limit=1000`);
+  return body.events as { seq: number; event: string; run?: any }[];
+}
+
+test('a bash run succeeds and its log keeps stdout and stderr in the order written', async () => {
+  const { status, body: run } = await submit({
+    tool: 'bash',
+    command: 'echo one; echo two >&2; echo three; echo four >&2; echo "greeting=$GREETING"',
+    extra_vars: { GREETING: 'hello', PATH: 'not-exported' },
+  });
+  expect(status).toBe(201);
+  expect(run.id).toMatch(/^run_/);
+  const ended = await waitForRunEnd(t.api, run.id);
+  expect(ended.status).toBe('succeeded');
+  expect(ended.exit_code).toBe(0);
+  const log = await t.api.get(`/v1/runs/${run.id}/logs`);
+  expect(log.headers.get('content-type')).toMatch(/^text\/plain/);
+  expect(log.text).toBe('one\ntwo\nthree\nfour\ngreeting=hello\n');
+  const kinds = (await eventsOf(run.id)).map((e) => e.event);
+  expect(kinds).toEqual(['run.created', 'run.started', 'run.finished']);
+});
+
+test('a python run reads its extra vars and a failing script ends failed with its exit code', async () => {
+  const { body: ok } = await submit({
+    tool: 'python',
+    command: 'import json, os\nprint(json.loads(os.environ["CAIRN_EXTRA_VARS"])["n"] * 2)',
+    extra_vars: { n: 21 },
+  });
+  const { body: bad } = await submit({ tool: 'python', command: 'import sys\nprint("bye")\nsys.exit(3)' });
+  expect((await waitForRunEnd(t.api, ok.id)).status).toBe('succeeded');
+  expect((await t.api.get(`/v1/runs/${ok.id}/logs`)).text).toBe('42\n');
+  const failed = await waitForRunEnd(t.api, bad.id);
+  expect(failed).toMatchObject({ status: 'failed', exit_code: 3, error: 'exited with code 3' });
+});
+
+test('the tool does not see the server environment', async () => {
+  process.env.CAIRN_TEST_SERVER_SECRET = 'server-only-value';
+  const { body: run } = await submit({ tool: 'bash', command: 'env' });
+  await waitForRunEnd(t.api, run.id);
+  const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(log).toContain(`CAIRN_RUN_ID=${run.id}`);
+  expect(log).not.toContain('server-only-value');
+  expect(log).not.toContain('DATABASE_URL');
+});
+
+test('cancel stops a long run, kills its whole process group and records the end once', async () => {
+  const marker = `cairn-cancel-${Date.now()}`;
+  const { body: run } = await submit({ tool: 'bash', command: `sleep 300 & sleep 301; echo ${marker}` });
+  await waitForRun(t.api, run.id, (r) => r.status === 'running');
+  await new Promise((r) => setTimeout(r, 300));
+  const cancel = await t.api.post(`/v1/runs/${run.id}/cancel`);
+  expect([200, 202]).toContain(cancel.status);
+  const ended = await waitForRunEnd(t.api, run.id);
+  expect(ended.status).toBe('canceled');
+  expect(ended.error).toBe('canceled by admin');
+  // Both sleeps were in the run's process group; neither survives the cancel.
+  const left = execFileSync('sh', ['-c', `pgrep -f "sleep 30[01]" || true`]).toString().trim();
+  expect(left).toBe('');
+  const kinds = (await eventsOf(run.id)).map((e) => e.event);
+  expect(kinds.filter((k) => k === 'run.finished')).toHaveLength(1);
+  expect(kinds).toContain('run.cancel_requested');
+  const again = await t.api.post(`/v1/runs/${run.id}/cancel`);
+  expect(again.status).toBe(409);
+  expect(again.body.error).toMatch(/already ended/);
+});
+
+test('a run past its timeout is stopped and finalized failed with the reason', async () => {
+  const { body: run } = await submit({ tool: 'bash', command: 'echo started; sleep 30', timeout: 2 });
+  expect(run.timeout).toBe(2);
+  const ended = await waitForRunEnd(t.api, run.id, 20_000);
+  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 2 s' });
+  expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('started\n');
+});
+
+test('rerun makes a new run with the same settings and leaves the original unchanged', async () => {
+  const { body: first } = await submit({ tool: 'bash', command: 'echo "v=$V"', extra_vars: { V: 7 }, timeout: 60 });
+  const original = await waitForRunEnd(t.api, first.id);
+  const rerun = await t.api.post(`/v1/runs/${first.id}/rerun`);
+  expect(rerun.status).toBe(201);
+  expect(rerun.body.id).not.toBe(first.id);
+  expect(rerun.body).toMatchObject({ rerun_of: first.id, tool: 'bash', command: 'echo "v=$V"', extra_vars: { V: 7 }, timeout: 60 });
+  expect((await waitForRunEnd(t.api, rerun.body.id)).status).toBe('succeeded');
+  expect((await t.api.get(`/v1/runs/${rerun.body.id}/logs`)).text).toBe('v=7\n');
+  expect((await t.api.get(`/v1/runs/${first.id}`)).body).toEqual(original);
+});
+
+test('a repeated Idempotency-Key by the same account returns the original run', async () => {
+  const key = `deploy-${Date.now()}`;
+  const a = await submit({ tool: 'bash', command: 'echo once' }, { 'Idempotency-Key': key });
+  const b = await submit({ tool: 'bash', command: 'echo once' }, { 'Idempotency-Key': key });
+  expect(a.status).toBe(201);
+  expect(b.status).toBe(200);
+  expect(b.body.id).toBe(a.body.id);
+  const tooLong = await submit({ tool: 'bash', command: 'true' }, { 'Idempotency-Key': 'k'.repeat(256) });
+  expect(tooLong.status).toBe(400);
+  expect(tooLong.body.error).toMatch(/Idempotency-Key must be at most 255 bytes/);
+});
+
+test('submissions name what is wrong: unknown tool, unserved tool, bad fields, named queue', async () => {
+  const unknown = await submit({ tool: 'fortran', command: 'x' });
+  expect(unknown.status).toBe(400);
+  expect(unknown.body.error).toMatch(/unknown tool "fortran"/);
+  const unserved = await submit({ tool: 'powershell', command: 'Get-Date' });
+  expect(unserved.status).toBe(400);
+  expect(unserved.body.error).toMatch(/powershell tool is not available on this server/);
+  const noCommand = await submit({ tool: 'bash' });
+  expect(noCommand.status).toBe(400);
+  expect(noCommand.body).toMatchObject({ field: 'command' });
+  const extra = await submit({ tool: 'bash', command: 'true', colour: 'blue' });
+  expect(extra.status).toBe(400);
+  expect(extra.body.error).toMatch(/unknown field: colour/);
+  const queue = await submit({ tool: 'bash', command: 'true', queue: 'gpu' });
+  expect(queue.status).toBe(403);
+  expect(queue.body).toMatchObject({ feature: 'named queue' });
+  expect(queue.body.error).toMatch(/Team tier/);
+  const longQueue = await submit({ tool: 'bash', command: 'true', queue: 'q'.repeat(256) });
+  expect(longQueue.status).toBe(400);
+  expect(longQueue.body.error).toMatch(/queue must be at most 255 bytes/);
+});
+
+test('the run list is newest first, filters, pages and refuses a limit past its bound', async () => {
+  const ids: string[] = [];
+  for (const command of ['echo a', 'echo b', 'exit 1']) {
+    const { body } = await submit({ tool: 'bash', command });
+    ids.push(body.id);
+    await waitForRunEnd(t.api, body.id);
+  }
+  const page = await t.api.get('/v1/runs?limit=2');
+  expect(page.status).toBe(200);
+  expect(page.body.runs.map((r: any) => r.id)).toEqual([ids[2], ids[1]]);
+  expect(page.body).toMatchObject({ count: 2, has_more: true, next_offset: 2 });
+  expect(page.body.total).toBeGreaterThanOrEqual(3);
+  const asc = await t.api.get('/v1/runs?order=asc&limit=1000');
+  const ascIds = asc.body.runs.map((r: any) => r.id);
+  expect(ascIds).toEqual([...ascIds].sort());
+  const failed = await t.api.get('/v1/runs?status=failed&tool=bash&limit=1000');
+  expect(failed.body.runs.map((r: any) => r.id)).toContain(ids[2]);
+  expect(failed.body.runs.every((r: any) => r.status === 'failed')).toBe(true);
+  const search = await t.api.get(`/v1/runs?q=${encodeURIComponent('echo b')}`);
+  expect(search.body.runs.map((r: any) => r.id)).toEqual([ids[1]]);
+  const future = await t.api.get(`/v1/runs?after=${encodeURIComponent(new Date(Date.now() + 3600_000).toISOString())}`);
+  expect(future.body.runs).toEqual([]);
+  const tooMany = await t.api.get('/v1/runs?limit=1001');
+  expect(tooMany.status).toBe(400);
+  expect(tooMany.body.error).toBe('limit: limit must be at most 1000');
+  expect((await t.api.get('/v1/runs?status=sideways')).status).toBe(400);
+});
+
+test('log tail returns the end and says how much it left out', async () => {
+  const { body: run } = await submit({ tool: 'bash', command: 'for i in $(seq 1 1000); do echo "line $i"; done' });
+  await waitForRunEnd(t.api, run.id);
+  const full = await t.api.get(`/v1/runs/${run.id}/logs`);
+  const tail = await t.api.get(`/v1/runs/${run.id}/logs?tail=20`);
+  expect(tail.text).toBe(full.text.slice(-20));
+  expect(tail.headers.get('service-log-truncated')).toBe('1');
+  expect(Number(tail.headers.get('service-log-omitted-bytes'))).toBe(full.text.length - 20);
+  const whole = await t.api.get(`/v1/runs/${run.id}/logs?tail=${10 * 1024 * 1024}`);
+  expect(whole.text).toBe(full.text);
+  expect(whole.headers.get('service-log-truncated')).toBeNull();
+});
+
+test('events page with after and next_after, and download as NDJSON', async () => {
+  const { body: run } = await submit({ tool: 'bash', command: 'true' });
+  await waitForRunEnd(t.api, run.id);
+  const first = await t.api.get(`/v1/runs/${run.id}/events?limit=2`);
+  expect(first.body).toMatchObject({ count: 2, has_more: true, next_after: 2 });
+  const rest = await t.api.get(`/v1/runs/${run.id}/events?after=${first.body.next_after}`);
+  expect(rest.body.events.map((e: any) => e.seq)).toEqual([3]);
+  expect(rest.body.has_more).toBe(false);
+  const download = await t.api.get(`/v1/runs/${run.id}/events?download=1`);
+  expect(download.headers.get('content-disposition')).toMatch(/attachment/);
+  const lines = download.text.trim().split('\n').map((l) => JSON.parse(l));
+  expect(lines.map((l) => l.event)).toEqual(['run.created', 'run.started', 'run.finished']);
+});
+
+test('a stream ticket opens one live stream of log and events, once', async () => {
+  const { body: run } = await submit({ tool: 'bash', command: 'echo first; sleep 1; echo second' });
+  const ticket = await t.api.post(`/v1/runs/${run.id}/stream-ticket`);
+  expect(ticket.status).toBe(201);
+  expect(ticket.body.expires_in).toBe(30);
+  const stream = await fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket.body.ticket}`);
+  expect(stream.status).toBe(200);
+  expect(stream.headers.get('content-type')).toMatch(/text\/event-stream/);
+  const text = await stream.text();
+  const logText = [...text.matchAll(/event: log\ndata: (.*)\n/g)].map((m) => JSON.parse(m[1]).text).join('');
+  expect(logText).toBe('first\nsecond\n');
+  expect(text).toMatch(/event: run-event\nid: \d+\ndata: .*"run.finished"/);
+  expect(text).toMatch(/event: end\ndata: \{"status":"succeeded"/);
+  const reuse = await fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket.body.ticket}`);
+  expect(reuse.status).toBe(401);
+  const none = await fetch(`${t.url}/v1/runs/${run.id}/stream`);
+  expect(none.status).toBe(401);
+});

@@ -1,0 +1,75 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+
+export const ROOT = path.resolve(__dirname, '..', '..');
+
+export interface ChildHandle {
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** Resolves with the first match of the pattern in the output. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function startChild(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildHandle {
+  const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer) => {
+    output += chunk.toString();
+    for (const listener of listeners) listener();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    output: () => output,
+    exited,
+    waitFor(pattern, timeoutMs = 90_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const match = output.match(pattern);
+          if (match) {
+            cleanup();
+            resolve(match);
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`timed out waiting for ${pattern} in:\n${output.slice(-3000)}`));
+        }, timeoutMs);
+        const onExit = () => {
+          check();
+          cleanup();
+          reject(new Error(`process exited before ${pattern} appeared:\n${output.slice(-3000)}`));
+        };
+        const cleanup = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+          child.off('exit', onExit);
+        };
+        listeners.add(check);
+        child.once('exit', onExit);
+        check();
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+/** `node bin/run-ts.js <script> args…`: a TypeScript script in its own process. */
+export function startTsScript(script: string, args: string[], env?: NodeJS.ProcessEnv): ChildHandle {
+  return startChild(process.execPath, [path.join(ROOT, 'bin', 'run-ts.js'), script, ...args], env);
+}
+
+/** `cairn serve` (or another command) as a real process. */
+export function startCairn(args: string[], env: NodeJS.ProcessEnv): ChildHandle {
+  return startChild(process.execPath, [path.join(ROOT, 'bin', 'cairn.js'), ...args], env);
+}
