@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { createRunActivities } from '../activities/runs';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
+import { installTemporalLogging } from './runtime';
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
@@ -40,6 +41,7 @@ export interface RunningWorker {
 
 /** A Temporal worker for the server's own pool: it runs run workflows and executes their tools. */
 export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
+  installTemporalLogging(options.logger);
   const connection = await NativeConnection.connect({ address: options.address });
   const activities = createRunActivities({
     sql: options.sql,

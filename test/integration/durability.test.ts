@@ -1,0 +1,107 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createTestDatabase } from '../support/database';
+import { apiClient } from '../support/http';
+import { startCairn, startTsScript } from '../support/processes';
+import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
+
+/** Pids whose command line matches; the pattern is a regex, written so it does not match itself. */
+const processesMatching = (pattern: string) =>
+  execFileSync('sh', ['-c', `pgrep -f '${pattern}' || true`]).toString().trim();
+
+test('kill -9 of the server while a run sleeps: a new server on the same data ends the run exactly once', async () => {
+  const database = await createTestDatabase();
+  const marker = `${os.tmpdir()}/cairn-durability-${Date.now()}`;
+  // The first attempt sleeps long; a requeued attempt finds the marker and finishes at once.
+  const command = `echo start; if mkdir ${marker} 2>/dev/null; then sleep 120.5; fi; echo end`;
+  const env = { ...process.env, ...testSettings(database.url, { CAIRN_LEASE_SECONDS: '3', CAIRN_LOG_LEVEL: 'warn' }) };
+  const first = startCairn(['serve'], env);
+  let second: ReturnType<typeof startCairn> | undefined;
+  try {
+    const [, token] = await first.waitFor(/admin token: (\S+)/);
+    const [, url] = await first.waitFor(/serving at (\S+)/);
+    const api = apiClient(url, token);
+    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command });
+    await waitForRun(api, run.id, (r) => r.status === 'running' && r.log_bytes > 0);
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(processesMatching('sleep 12[0][.]5')).not.toBe(''); // the orphaned tool outlives its server
+
+    second = startCairn(['serve'], env);
+    const [, url2] = await second.waitFor(/serving at (\S+)/);
+    expect(second.output()).not.toMatch(/admin token:/);
+    const api2 = apiClient(url2, token);
+    const ended = await waitForRunEnd(api2, run.id, 60_000);
+    expect(ended.status).toBe('succeeded');
+    expect(ended.attempts).toBe(2);
+
+    const log = (await api2.get(`/v1/runs/${run.id}/logs`)).text;
+    expect(log).toMatch(/^start\n\n\[cairn\] the worker running this run was lost; running it again \(attempt 2\)\nstart\nend\n$/);
+    const { body } = await api2.get(`/v1/runs/${run.id}/events?limit=1000`);
+    const kinds = body.events.map((e: any) => e.event);
+    expect(kinds.filter((k: string) => k === 'run.finished')).toHaveLength(1);
+    expect(kinds.filter((k: string) => k === 'run.started')).toHaveLength(1);
+    expect(kinds).toContain('run.requeued');
+    // The second server killed what the first attempt left running on this host.
+    expect(processesMatching('sleep 12[0][.]5')).toBe('');
+  } finally {
+    await first.stop('SIGKILL');
+    await second?.stop();
+    execFileSync('rm', ['-rf', marker]);
+    await database.drop();
+  }
+});
+
+test('a submission whose workflow start failed is started by the sweeper', async () => {
+  const t = await startTestServer({ CAIRN_FAULTS: 'workflow-start-once' });
+  try {
+    const submitted = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo swept' });
+    expect(submitted.status).toBe(201);
+    expect(submitted.body.status).toBe('pending');
+    const ended = await waitForRunEnd(t.api, submitted.body.id, 30_000);
+    expect(ended.status).toBe('succeeded');
+    expect((await t.api.get(`/v1/runs/${submitted.body.id}/logs`)).text).toBe('swept\n');
+    const second = await t.api.post('/v1/runs', { tool: 'bash', command: 'true' });
+    expect((await waitForRunEnd(t.api, second.body.id, 5_000)).status).toBe('succeeded');
+  } finally {
+    await t.stop();
+  }
+});
+
+test('readyz answers 503 while PostgreSQL is stopped and 200 again once it is back', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'cairn-readyz-pg-'));
+  let pg = startTsScript('test/support/postgres-process.ts', [dir]);
+  const [, url] = await pg.waitFor(/postgres url: (\S+)/, 120_000);
+  const { startServer } = await import('../../cli/serve');
+  const { loadConfig } = await import('../../cli/config');
+  const config = loadConfig({}, testSettings(url));
+  const server = await startServer(config);
+  const api = apiClient(server.url, server.adminToken);
+  try {
+    expect((await api.get('/readyz')).status).toBe(200);
+    await pg.stop('SIGTERM');
+    const down = await api.get('/readyz');
+    expect(down.status).toBe(503);
+    expect(down.body.error).toMatch(/store does not answer/);
+    expect((await api.get('/healthz')).status).toBe(200);
+
+    pg = startTsScript('test/support/postgres-process.ts', [dir]);
+    const [, urlAgain] = await pg.waitFor(/postgres url: (\S+)/, 120_000);
+    expect(urlAgain).toBe(url); // the same remembered port
+    const deadline = Date.now() + 20_000;
+    let status = 0;
+    while (Date.now() < deadline && status !== 200) {
+      status = (await api.get('/readyz')).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(status).toBe(200);
+    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo back' });
+    expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+  } finally {
+    await server.stop();
+    await pg.stop('SIGTERM');
+  }
+});
