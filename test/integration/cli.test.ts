@@ -1,0 +1,120 @@
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { portAnswers } from '../../embedded/state';
+import { connectDatabase } from '../../store/db';
+import { migrate } from '../../store/migrate';
+import { createTestDatabase } from '../support/database';
+import { apiClient } from '../support/http';
+import { startCairn, startChild, ROOT } from '../support/processes';
+import { startTestServer, waitForRunEnd } from '../support/server';
+
+/** The environment of a person with nothing configured: no database or Temporal address of their own. */
+function bareEnvironment(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, CAIRN_LOG_LEVEL: 'warn' };
+  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'CAIRN_LISTEN', 'CAIRN_DATA_DIR', 'CAIRN_POOL_QUEUE']) delete env[name];
+  return env;
+}
+
+async function serveEmbedded(dataDir: string) {
+  const serve = startCairn(['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0'], bareEnvironment());
+  const [, url] = await serve.waitFor(/serving at (\S+)/, 180_000);
+  return { serve, url };
+}
+
+test('serve on embedded defaults prints the admin token once, runs work, and a restart keeps everything', async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-quickstart-'));
+  const first = await serveEmbedded(dataDir);
+  let second: Awaited<ReturnType<typeof serveEmbedded>> | undefined;
+  try {
+    const tokens = [...first.serve.output().matchAll(/^admin token: (\S+)$/gm)].map((m) => m[1]);
+    expect(tokens).toHaveLength(1);
+    const [, uiUrl] = first.serve.output().match(/Temporal UI: (http:\/\/\S+)/)!;
+    expect((await fetch(uiUrl)).status).toBe(200);
+    const api = apiClient(first.url, tokens[0]);
+    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo embedded' });
+    expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+
+    first.serve.child.kill('SIGTERM');
+    expect(await first.serve.exited).toBe(0);
+    // A clean stop takes the embedded services down with it.
+    expect(await portAnswers(Number(new URL(uiUrl).port))).toBe(false);
+
+    second = await serveEmbedded(dataDir);
+    expect(second.serve.output()).not.toMatch(/admin token:/);
+    const again = apiClient(second.url, tokens[0]);
+    const listed = await again.get('/v1/runs');
+    expect(listed.body.runs.map((r: any) => r.id)).toContain(run.id);
+    expect((await again.get(`/v1/runs/${run.id}/logs`)).text).toBe('embedded\n');
+  } finally {
+    await first.serve.stop();
+    await second?.serve.stop();
+  }
+});
+
+test('two installs with two data dirs run side by side', async () => {
+  const [a, b] = await Promise.all([
+    serveEmbedded(mkdtempSync(path.join(os.tmpdir(), 'cairn-side-a-'))),
+    serveEmbedded(mkdtempSync(path.join(os.tmpdir(), 'cairn-side-b-'))),
+  ]);
+  try {
+    expect(a.url).not.toBe(b.url);
+    for (const install of [a, b]) {
+      const [, token] = install.serve.output().match(/admin token: (\S+)/)!;
+      const api = apiClient(install.url, token);
+      const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo side' });
+      expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+      expect((await api.get('/v1/runs')).body.total).toBe(1);
+    }
+  } finally {
+    await Promise.all([a.serve.stop(), b.serve.stop()]);
+  }
+});
+
+test('cairn token create and cairn user create work against the install database', async () => {
+  const t = await startTestServer();
+  try {
+    const env = { ...process.env, DATABASE_URL: t.databaseUrl, CAIRN_LOG_LEVEL: 'warn' };
+    const mint = startCairn(['token', 'create', '--username', 'admin', '--name', 'ci pipeline'], env);
+    expect(await mint.exited).toBe(0);
+    const [, secret] = mint.output().match(/^token: (\S+)$/m)!;
+    const me = await t.as(secret).get('/v1/auth/me');
+    expect(me.body).toMatchObject({ username: 'admin', role: 'admin' });
+    expect(me.body.token).toMatchObject({ name: 'ci pipeline', created_by: 'cairn-cli', created_by_type: 'system' });
+
+    const create = startChild('sh', ['-c', `printf 'correct horse battery' | node ${ROOT}/bin/cairn.js user create --username dana --role operator --password-stdin`], env);
+    expect(await create.exited).toBe(0);
+    expect(create.output()).toMatch(/user dana created/);
+    const login = await t.as(null).post('/v1/auth/login', { username: 'dana', password: 'correct horse battery' });
+    expect(login.status).toBe(200);
+    expect(login.body.role).toBe('operator');
+
+    const bad = startCairn(['user', 'create', '--username', 'eve', '--role', 'root'], env);
+    expect(await bad.exited).toBe(2);
+    expect(bad.output()).toMatch(/role must be admin, operator or viewer/);
+  } finally {
+    await t.stop();
+  }
+});
+
+test('two servers applying the schema at once apply each migration once', async () => {
+  const database = await createTestDatabase();
+  const a = connectDatabase(database.url);
+  const b = connectDatabase(database.url);
+  try {
+    const [appliedA, appliedB] = await Promise.all([migrate(a), migrate(b)]);
+    expect([...appliedA, ...appliedB].sort()).toEqual(['001_foundation.sql']);
+    const rows = await a`SELECT version FROM schema_migrations`;
+    expect(rows.map((r) => r.version)).toEqual(['001_foundation.sql']);
+  } finally {
+    await a.end();
+    await b.end();
+    await database.drop();
+  }
+});
+
+test('serve refuses a bad setting with one line naming the flag', async () => {
+  const serve = startCairn(['serve', '--run-timeout', 'soon'], bareEnvironment());
+  expect(await serve.exited).toBe(2);
+  expect(serve.output().trim()).toBe('cairn: --run-timeout (CAIRN_RUN_TIMEOUT): "soon" is not a duration (try 3600, 90s, 30m or 24h)');
+});
