@@ -8,4 +8,5 @@ module.exports = {
   testTimeout: 120000,
   // Two cores: one test file at a time keeps timings honest and the shared servers unhurried.
   maxWorkers: 1,
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
 };
