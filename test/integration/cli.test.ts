@@ -118,3 +118,34 @@ test('serve refuses a bad setting with one line naming the flag', async () => {
   expect(await serve.exited).toBe(2);
   expect(serve.output().trim()).toBe('cairn: --run-timeout (CAIRN_RUN_TIMEOUT): "soon" is not a duration (try 3600, 90s, 30m or 24h)');
 });
+
+test('cairn worker adds execution capacity to the default pool', async () => {
+  const t = await startTestServer({ CAIRN_POOL_SIZE: '1' });
+  const worker = startCairn(['worker'], {
+    ...process.env,
+    DATABASE_URL: t.databaseUrl,
+    TEMPORAL_ADDRESS: t.config.temporalAddress!,
+    CAIRN_POOL_QUEUE: t.config.poolQueue,
+    CAIRN_POOL_SIZE: '1',
+    CAIRN_LOG_LEVEL: 'info',
+  });
+  try {
+    await worker.waitFor(/worker polling/);
+    const runs = await Promise.all(
+      [1, 2].map(async () => (await t.api.post('/v1/runs', { tool: 'bash', command: 'sleep 2' })).body.id as string),
+    );
+    // One slot on the server and one on the worker: both runs are running at the same moment.
+    const deadline = Date.now() + 15_000;
+    let bothRunning = false;
+    while (!bothRunning && Date.now() < deadline) {
+      const states = await Promise.all(runs.map(async (id) => (await t.api.get(`/v1/runs/${id}`)).body.status));
+      bothRunning = states.every((s) => s === 'running');
+      if (!bothRunning) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(bothRunning).toBe(true);
+    for (const id of runs) expect((await waitForRunEnd(t.api, id)).status).toBe('succeeded');
+  } finally {
+    await worker.stop();
+    await t.stop();
+  }
+});
