@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { fitsBytes } from './schemas/common';
 
 /** `limit` within its bound (a value past the bound is a 400, never silently cut) and `offset`. */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
@@ -22,5 +23,5 @@ export function listEnvelope<T>(name: string, rows: T[], total: number, offset: 
 /** The configuration lists' paging (part B 8): `limit` default and maximum 1000, `offset`, repeatable `id`. */
 export const configListQuery = z.strictObject({
   ...pageQuery(1000, 1000),
-  id: z.array(z.string().max(512, 'id must be at most 512 bytes')).optional(),
+  id: z.array(z.string().refine(fitsBytes(512), 'id must be at most 512 bytes')).optional(),
 });

@@ -54,7 +54,7 @@ export async function runTokenCommand(args: string[], open: OpenDatabase, create
   await withDatabase(config, open, createLogger, async (sql) => {
     const account = await getAccountByUsername(sql, flags.username as string);
     if (!account) throw new ConfigError(`no account named ${flags.username}`);
-    const { token, secret } = await mintToken(sql, account, { name: input.name, kind: input.kind, minter: { name: 'cairn-cli', type: 'system' } });
+    const { token, secret } = await mintToken(sql, account, { name: input.name, kind: input.kind ?? 'user', minter: { name: 'cairn-cli', type: 'system' } });
     process.stdout.write(`token id: ${token.id}\ntoken: ${secret}\n`);
   });
 }

@@ -49,6 +49,21 @@ export async function openDatabase(config: Config, logger: Logger): Promise<{ sq
   };
 }
 
+/**
+ * Node's HTTP parser refuses some requests before Koa sees them (raw NUL or non-ASCII bytes in the
+ * request line, broken headers); they still get the one JSON error shape.
+ */
+function answerMalformedRequest(err: Error & { code?: string }, socket: import('node:stream').Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify({ error: 'the request could not be parsed: its request line or headers are malformed' });
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
 /** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
 export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
   const stack: (() => Promise<void>)[] = [];
@@ -100,6 +115,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       const server = app.listen(config.listenPort, config.listenHost, () => resolve(server));
       server.once('error', reject);
     });
+    http.on('clientError', answerMalformedRequest);
     stack.push(
       () =>
         new Promise<void>((resolve) => {

@@ -32,7 +32,9 @@ export async function jsonBody(ctx: Context, next: Next): Promise<void> {
     try {
       body = JSON.parse(raw);
     } catch (err) {
-      throw badRequest(`request body is not valid JSON: ${(err as Error).message}`);
+      // The parser's message quotes the text around the fault, which may be a password: keep only the position.
+      const at = /at position (\d+)/.exec((err as Error).message);
+      throw badRequest(`request body is not valid JSON${at ? ` (at position ${at[1]})` : ''}`);
     }
   }
   const nul = findNulString(body);

@@ -13,6 +13,9 @@ export async function errorHandler(ctx: Context, next: Next): Promise<void> {
       ctx.body = { error: `no route for ${ctx.method} ${ctx.path}` };
     } else if (ctx.status === 405 && ctx.body === undefined) {
       ctx.body = { error: `${ctx.method} is not allowed on ${ctx.path}` };
+    } else if (ctx.status === 501 && ctx.body === undefined) {
+      // The router answers an HTTP method it does not know with a bare 501.
+      ctx.body = { error: `the ${ctx.method} method is not supported` };
     }
   } catch (err) {
     if (err instanceof ApiError) {

@@ -86,12 +86,12 @@ export function accountRoutes(server: ServerContext): Router {
       if (!other) throw notFound(`account ${input.username}`);
       account = other;
     }
-    if (caller.token.kind === 'agent' && input.kind !== 'agent') {
-      throw forbidden('an agent may mint only agent tokens');
-    }
+    // An agent mints agent tokens: that is its default, and asking for more is refused.
+    const kind = input.kind ?? (caller.token.kind === 'agent' ? 'agent' : 'user');
+    if (caller.token.kind === 'agent' && kind !== 'agent') throw forbidden('an agent may mint only agent tokens');
     const { token, secret } = await mintToken(sql, account, {
       name: input.name,
-      kind: input.kind,
+      kind,
       minter: minterOf(caller),
       expiresAt: input.expires_in ? new Date(Date.now() + input.expires_in * 1000) : null,
     });

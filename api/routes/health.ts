@@ -27,7 +27,8 @@ export function healthRoutes(server: ServerContext): Router {
   });
 
   router.get('/', (ctx) => ctx.redirect('/ui/'));
-  router.get('/ui', (ctx) => ctx.redirect('/ui/'));
+  // Routes match with or without a trailing slash, so only the bare /ui may redirect (else /ui/ loops).
+  router.get('/ui', (ctx, next) => (ctx.path === '/ui' ? ctx.redirect('/ui/') : next()));
   router.get('/ui/', async (ctx) => {
     ctx.type = 'text/html; charset=utf-8';
     ctx.set('Content-Security-Policy', "default-src 'self'; style-src 'unsafe-inline'");

@@ -4,13 +4,11 @@ import { badRequest, notFound } from '../../core/errors';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { cancelRun, rerunRun, submitRun } from '../../services/runs';
-import { getRun, TERMINAL_STATUSES } from '../../store/runs';
+import { getRun, listRuns, TERMINAL_STATUSES } from '../../store/runs';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
+import { fitsBytes } from '../schemas/common';
 import { parseInput, queryObject } from '../validate';
-import { listRuns } from '../../store/runs';
-
-const byteLength = (max: number, what: string) => (value: string) => Buffer.byteLength(value) <= max || `${what} must be at most ${max} bytes`;
 
 const runSubmission = z.strictObject({
   tool: z.string({ message: 'tool is required' }).min(1, 'tool is required'),
@@ -19,7 +17,7 @@ const runSubmission = z.strictObject({
   timeout: z.number({ message: 'timeout must be a number of seconds' }).int('timeout must be whole seconds').min(0, 'timeout must not be negative').optional(),
   queue: z
     .string({ message: 'queue must be a string' })
-    .refine((v) => Buffer.byteLength(v) <= 255, 'queue must be at most 255 bytes')
+    .refine(fitsBytes(255), 'queue must be at most 255 bytes')
     .default(''),
 });
 
@@ -39,8 +37,7 @@ const runListQuery = z.strictObject({
 /** The Idempotency-Key header, at most 255 bytes. */
 function idempotencyKey(header: string | undefined): string | undefined {
   if (header === undefined || header === '') return undefined;
-  const fits = byteLength(255, 'Idempotency-Key')(header);
-  if (fits !== true) throw badRequest(fits, { header: 'Idempotency-Key' });
+  if (!fitsBytes(255)(header)) throw badRequest('Idempotency-Key must be at most 255 bytes', { header: 'Idempotency-Key' });
   return header;
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { fitsBytes } from './common';
 
-const maxBytes = (max: number, field: string) => (v: string) => Buffer.byteLength(v) <= max || `${field} must be at most ${max} bytes`;
 const singleLine = (field: string) =>
   z
     .string({ message: `${field} must be a string` })
@@ -14,7 +14,7 @@ export const username = z
   .string({ message: 'username is required' })
   .min(1, 'username must not be empty')
   .refine((v) => !/[\s\p{C}]/u.test(v), 'username must not hold spaces or control characters')
-  .refine(maxBytes(255, 'username'), { error: 'username must be at most 255 bytes' });
+  .refine(fitsBytes(255), { error: 'username must be at most 255 bytes' });
 
 export const password = z.string({ message: 'password must be a string' }).min(8, 'password must be at least 8 characters').max(1024, 'password must be at most 1024 characters');
 
@@ -54,9 +54,9 @@ export const userUpdate = z.strictObject({
 });
 
 export const tokenCreate = z.strictObject({
-  name: z.string({ message: 'name is required' }).min(1, 'name must not be empty').refine(maxBytes(255, 'name'), { error: 'name must be at most 255 bytes' }),
+  name: z.string({ message: 'name is required' }).min(1, 'name must not be empty').refine(fitsBytes(255), { error: 'name must be at most 255 bytes' }),
   username: username.optional(),
-  kind: z.enum(['user', 'agent'], { message: 'kind must be user or agent' }).default('user'),
+  kind: z.enum(['user', 'agent'], { message: 'kind must be user or agent' }).optional(),
   expires_in: z.number({ message: 'expires_in must be a number of seconds' }).int('expires_in must be whole seconds').min(60, 'expires_in must be at least 60 seconds').optional(),
 });
 
