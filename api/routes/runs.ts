@@ -10,11 +10,13 @@ import { listEnvelope, pageQuery } from '../paging';
 import { fitsBytes } from '../schemas/common';
 import { parseInput, queryObject } from '../validate';
 
+const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
+
 const runSubmission = z.strictObject({
   tool: z.string({ message: 'tool is required' }).min(1, 'tool is required'),
   command: z.string({ message: 'command is required and must be a string' }).min(1, 'command must not be empty'),
   extra_vars: z.record(z.string(), z.unknown(), { message: 'extra_vars must be an object' }).default({}),
-  timeout: z.number({ message: 'timeout must be a number of seconds' }).int('timeout must be whole seconds').min(0, 'timeout must not be negative').optional(),
+  timeout: z.number({ message: 'timeout must be a number of seconds' }).int('timeout must be whole seconds').min(0, 'timeout must not be negative').max(MAX_TIMEOUT_SECONDS, `timeout must be at most ${MAX_TIMEOUT_SECONDS} seconds (a year)`).optional(),
   queue: z
     .string({ message: 'queue must be a string' })
     .refine(fitsBytes(255), 'queue must be at most 255 bytes')

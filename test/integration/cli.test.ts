@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { portAnswers } from '../../embedded/state';
@@ -19,6 +19,7 @@ function bareEnvironment(): NodeJS.ProcessEnv {
 async function serveEmbedded(dataDir: string) {
   const serve = startCairn(['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0'], bareEnvironment());
   const [, url] = await serve.waitFor(/serving at (\S+)/, 180_000);
+  await serve.waitFor(/Temporal UI: /);
   return { serve, url };
 }
 
@@ -49,6 +50,36 @@ test('serve on embedded defaults prints the admin token once, runs work, and a r
   } finally {
     await first.serve.stop();
     await second?.serve.stop();
+  }
+});
+
+test('after kill -9 on embedded defaults the next serve adopts the leftover services and stops them with itself', async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-adopt-'));
+  const first = await serveEmbedded(dataDir);
+  const [, token] = first.serve.output().match(/admin token: (\S+)/)!;
+  const [, uiUrl] = first.serve.output().match(/Temporal UI: (http:\/\/\S+)/)!;
+  const statePort = (service: string) => JSON.parse(readFileSync(path.join(dataDir, `${service}.state.json`), 'utf8')).port as number;
+  first.serve.child.kill('SIGKILL');
+  await first.serve.exited;
+  // The embedded services outlive a killed server.
+  expect(await portAnswers(statePort('postgres'))).toBe(true);
+  expect(await portAnswers(statePort('temporal'))).toBe(true);
+
+  const second = await serveEmbedded(dataDir);
+  try {
+    const owner = (service: string) => JSON.parse(readFileSync(path.join(dataDir, `${service}.state.json`), 'utf8')).ownerPid;
+    expect(owner('postgres')).toBe(second.serve.child.pid);
+    expect(owner('temporal')).toBe(second.serve.child.pid);
+    expect(second.serve.output()).toMatch(new RegExp(`Temporal UI: ${uiUrl}`));
+    const api = apiClient(second.url, token);
+    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo adopted' });
+    expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+    second.serve.child.kill('SIGTERM');
+    expect(await second.serve.exited).toBe(0);
+    expect(await portAnswers(statePort('postgres'))).toBe(false);
+    expect(await portAnswers(statePort('temporal'))).toBe(false);
+  } finally {
+    await second.serve.stop();
   }
 });
 

@@ -1,0 +1,30 @@
+# Cairn. The image runs `cairn serve` by default; the command `worker` runs `cairn worker`.
+# Cairn runs its TypeScript sources through tsx, so there is no build step.
+# It is meant for DATABASE_URL and TEMPORAL_ADDRESS set (see docker-compose.yml): it carries no
+# Temporal CLI for the embedded dev server.
+FROM node:20-bookworm-slim
+
+# The bash and python tools run these on the machine that executes the run.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bash python3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+
+COPY . .
+
+# Only an embedded PostgreSQL would write here; the directory exists so that mode also works.
+RUN mkdir -p /var/lib/cairn && chown node:node /var/lib/cairn
+
+ENV CAIRN_LISTEN=0.0.0.0:8080 \
+    CAIRN_DATA_DIR=/var/lib/cairn
+
+USER node
+EXPOSE 8080
+
+ENTRYPOINT ["node", "bin/cairn.js"]
+CMD ["serve"]
