@@ -1,0 +1,110 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
+import { loadConfig } from '../cli/config';
+import { createLogger, startServer, type RunningServer } from '../cli/serve';
+
+export interface BenchEnvironment {
+  server: RunningServer;
+  url: string;
+  adminToken: string;
+  /** A postgres.js connection of the benchmark's own to the server's database (not the server's pool). */
+  sql: postgres.Sql;
+  /** Where the database came from, for the report. */
+  databaseKind: string;
+}
+
+/** Undo steps, run newest first; each runs even when an earlier one fails. */
+export class Teardown {
+  private readonly steps: { what: string; run: () => Promise<unknown> }[] = [];
+  private done: Promise<void> | undefined;
+
+  push(what: string, run: () => Promise<unknown>): void {
+    this.steps.push({ what, run });
+  }
+
+  /** Safe to call more than once (the finally block and a signal may both ask). */
+  run(): Promise<void> {
+    this.done ??= (async () => {
+      for (const step of this.steps.reverse()) {
+        await step.run().catch((err) => process.stderr.write(`teardown: ${step.what} failed: ${(err as Error).message}\n`));
+      }
+    })();
+    return this.done;
+  }
+}
+
+/** A fresh database on the given server, dropped (with any connection still on it) at teardown. */
+async function freshDatabase(serverUrl: string, teardown: Teardown): Promise<string> {
+  const name = `cairn_bench_${randomBytes(6).toString('hex')}`;
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  teardown.push(`dropping database ${name}`, async () => {
+    const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+    try {
+      await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    } finally {
+      await sql.end();
+    }
+  });
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * A Cairn install of its own: a temporary data dir, embedded PostgreSQL (or a fresh database on
+ * BENCH_DATABASE_URL), an embedded Temporal dev server and a fresh task queue. Nothing is read
+ * from the caller's environment except BENCH_DATABASE_URL, so a configured DATABASE_URL or
+ * TEMPORAL_ADDRESS never leaks in.
+ */
+export async function startBenchEnvironment(teardown: Teardown): Promise<BenchEnvironment> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-'));
+  teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
+
+  const settings: Record<string, string> = {
+    CAIRN_LISTEN: '127.0.0.1:0',
+    CAIRN_DATA_DIR: dataDir,
+    CAIRN_POOL_QUEUE: `cairn-bench-${randomBytes(6).toString('hex')}`,
+    CAIRN_LOG_LEVEL: 'silent',
+  };
+  const external = process.env.BENCH_DATABASE_URL;
+  if (external) settings.DATABASE_URL = await freshDatabase(external, teardown);
+
+  const config = loadConfig({}, settings);
+  const server = await startServer(config, createLogger(config));
+  teardown.push('stopping the server', () => server.stop());
+  if (!server.adminToken) throw new Error('a fresh install should have minted an admin token');
+
+  const sql = postgres(settings.DATABASE_URL ?? serverDatabaseUrl(server), { max: 1, onnotice: () => {} });
+  // Pushed after the server, so it ends first: a fresh-database drop would otherwise wait on it.
+  teardown.push('closing the benchmark connection', () => sql.end({ timeout: 5 }));
+  return {
+    server,
+    url: server.url,
+    adminToken: server.adminToken,
+    sql,
+    databaseKind: external ? 'fresh database on BENCH_DATABASE_URL' : 'embedded PostgreSQL',
+  };
+}
+
+/**
+ * The embedded PostgreSQL's URL, read back from the server's own postgres.js options: the server
+ * chose the port and credentials, and `pass` is there at run time though the typings hide it.
+ */
+function serverDatabaseUrl(server: RunningServer): string {
+  const options = server.context.sql.options as unknown as { host: string[]; port: number[]; user: string; pass: string; database: string };
+  const url = new URL('postgres://localhost');
+  url.hostname = options.host[0];
+  url.port = String(options.port[0]);
+  url.username = options.user;
+  url.password = options.pass;
+  url.pathname = `/${options.database}`;
+  return url.toString();
+}
