@@ -13,13 +13,15 @@ import { getRunForUpdate, markRunning, recordProcess, type Run } from '../store/
 import { recordRunEnd } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
-import { killLeftoverProcess, spawnTool } from './process';
+import { LauncherStopped, type LaunchedTool, type ToolLauncher } from './launcher';
+import { killLeftoverProcess } from './process';
 
 export interface RunActivityDeps {
   sql: Sql;
   logger: Logger;
   /** Where runs get their scratch work dirs. */
   workRoot: string;
+  launcher: ToolLauncher;
   onFinished?: (run: Run) => void;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
@@ -63,14 +65,23 @@ export function createRunActivities(deps: RunActivityDeps) {
     });
   }
 
-  async function executeRun(runId: string): Promise<ExecutionOutcome | 'skipped'> {
+  /**
+   * Executes the run's tool for this attempt and records how it ended. A cancel (by a person or the
+   * timeout) surfaces as the activity's cancellation; the workflow records that end itself.
+   */
+  async function executeRun(runId: string): Promise<void> {
+    const outcome = await runTool(runId);
+    if (outcome !== 'skipped') await finishRun(runId, outcome);
+  }
+
+  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped'> {
     const ctx = Context.current();
     const claimed = await claim(runId);
     if (claimed === 'finished') return 'skipped';
     if (claimed === 'canceled') return { kind: 'canceled' };
     const { run, previous } = claimed;
-    const tool = getTool(run.tool);
-    if (!tool) return { kind: 'spawn_failed', message: `the ${run.tool} tool is not available on this server` };
+    const definition = getTool(run.tool);
+    if (!definition) return { kind: 'spawn_failed', message: `the ${run.tool} tool is not available on this server` };
 
     const sink = new LogSink(
       (data) => appendLog(sql, runId, data),
@@ -84,7 +95,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
     await fs.rm(workDir, { recursive: true, force: true });
     await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
-    const invocation = tool.invocation(run.spec);
+    const invocation = definition.invocation(run.spec);
     for (const [name, content] of Object.entries(invocation.files)) {
       await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
     }
@@ -92,24 +103,24 @@ export function createRunActivities(deps: RunActivityDeps) {
     deps.onExecutionChange?.(1);
     const heartbeat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
     try {
-      let spawned;
+      let tool: LaunchedTool;
       try {
-        spawned = spawnTool(invocation.argv, {
+        tool = await deps.launcher.launch(invocation.argv, {
           cwd: workDir,
           env: toolEnvironment(runId, workDir, invocation.env),
           onOutput: (chunk) => sink.write(chunk),
         });
       } catch (err) {
-        return { kind: 'spawn_failed', message: `could not start ${tool.binary}: ${(err as Error).message}` };
+        if (err instanceof LauncherStopped) throw err;
+        return { kind: 'spawn_failed', message: `could not start ${definition.binary}: ${(err as Error).message}` };
       }
-      await recordProcess(sql, runId, spawned.pid);
-      const onCancel = () => spawned.kill();
+      await recordProcess(sql, runId, tool.pid);
+      const onCancel = () => tool.kill();
       ctx.cancellationSignal.addEventListener('abort', onCancel);
       let exit;
       try {
-        exit = await spawned.exited;
-      } catch (err) {
-        return { kind: 'spawn_failed', message: `could not start ${tool.binary}: ${(err as Error).message}` };
+        // A launcher that dies takes the execution with it: the error fails this attempt, which is retried.
+        exit = await tool.exited;
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', onCancel);
         await sink.close();

@@ -93,7 +93,7 @@ export async function submitRun(
   } catch (err) {
     ctx.logger.warn({ runId: run.id, err: (err as Error).message }, 'starting the run workflow failed; the sweeper will retry');
   }
-  return { run: (await getRun(ctx.sql, run.id)) ?? run, created: true };
+  return { run, created: true };
 }
 
 /** Starts the run's workflow; starting one that already exists is harmless (workflow id = run id). */

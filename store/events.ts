@@ -15,10 +15,15 @@ export const RUN_ACTIVITY_CHANNEL = 'cairn_run_activity';
  * the change the event reports, so the two commit together or not at all.
  */
 export async function appendEvent(db: Db, runId: string, kind: string, body: Record<string, unknown>): Promise<number> {
+  // One round trip: take the sequence number, insert, and notify listeners (delivered at commit).
   const [{ seq }] = await db<{ seq: number }[]>`
-    UPDATE runs SET next_event_seq = next_event_seq + 1 WHERE id = ${runId} RETURNING next_event_seq - 1 AS seq`;
-  await db`INSERT INTO run_events (run_id, seq, kind, body) VALUES (${runId}, ${seq}, ${kind}, ${db.json(body as never)})`;
-  await db`SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, ${runId})`;
+    WITH next AS (
+      UPDATE runs SET next_event_seq = next_event_seq + 1 WHERE id = ${runId} RETURNING next_event_seq - 1 AS seq
+    ), inserted AS (
+      INSERT INTO run_events (run_id, seq, kind, body)
+      SELECT ${runId}, seq, ${kind}, ${db.json(body as never)} FROM next RETURNING seq
+    )
+    SELECT seq, pg_notify(${RUN_ACTIVITY_CHANNEL}, ${runId}) FROM inserted`;
   return seq;
 }
 

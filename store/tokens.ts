@@ -56,7 +56,7 @@ export async function resolveToken(db: Db, secretHash: Buffer): Promise<Caller |
   };
 }
 
-/** Records use at most once a minute per token, so authentication stays a read on the hot path. */
+/** Records that a token was used; the caller does this at most about once a minute per token. */
 export async function touchToken(db: Db, id: string): Promise<void> {
   await db`UPDATE tokens SET last_used_at = now()
            WHERE id = ${id} AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`;

@@ -2,6 +2,7 @@ import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundleWithSo
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { ToolLauncher } from '../activities/launcher';
 import { createRunActivities } from '../activities/runs';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
@@ -43,7 +44,9 @@ export interface RunningWorker {
 export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
   installTemporalLogging(options.logger);
   const connection = await NativeConnection.connect({ address: options.address });
+  const launcher = new ToolLauncher();
   const activities = createRunActivities({
+    launcher,
     sql: options.sql,
     logger: options.logger,
     workRoot: path.join(os.tmpdir(), 'cairn-runs'),
@@ -79,6 +82,7 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
       options.metrics.workerUp.set(0);
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
+      await launcher.stop();
       await connection.close();
     },
   };

@@ -27,6 +27,8 @@ export function installTemporalLogging(logger: Logger): void {
     }
   };
   Runtime.install({
+    // The SDK's native core prints to the console unless its lines are forwarded to this logger.
+    telemetryOptions: { logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} } },
     logger: {
       log: emit,
       trace: (m, meta) => emit('TRACE', m, meta),

@@ -38,7 +38,9 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     retry: { initialInterval: '500ms', maximumInterval: '10s' },
   });
 
-  let outcome: ExecutionOutcome | 'skipped';
+  // The activity records every end it sees (exit, failure to start); the workflow records the
+  // ends only it knows of: the timeout, a cancel, and an execution that could not complete.
+  let outcome: ExecutionOutcome | undefined;
   const execution = new CancellationScope();
   try {
     const running = execution.run(() => executeRun(input.runId));
@@ -48,16 +50,13 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
         // Cancelled along with the workflow: the execution's own cancellation reports that.
         () => new Promise<never>(() => {}),
       );
-      const first = await Promise.race([running, timer]);
-      if (first === TIMER_FIRED) {
+      if ((await Promise.race([running, timer])) === TIMER_FIRED) {
         execution.cancel();
         await running.catch(() => undefined);
         outcome = { kind: 'timed_out', seconds: input.timeoutSeconds };
-      } else {
-        outcome = first as ExecutionOutcome | 'skipped';
       }
     } else {
-      outcome = await running;
+      await running;
     }
   } catch (err) {
     if (isCancellation(err)) {
@@ -67,7 +66,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
       outcome = { kind: 'lost', message: `execution could not complete: ${cause}` };
     }
   }
-  if (outcome === 'skipped') return;
+  if (!outcome) return;
   const final = outcome;
   await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
 }

@@ -8,6 +8,9 @@ import type { ServerContext } from '../../services/context';
 /** Routes a caller reaches without a bearer token; the stream route checks its own ticket. */
 const PUBLIC = [/^\/healthz$/, /^\/readyz$/, /^\/$/, /^\/ui(\/.*)?$/, /^\/v1\/auth\/login$/, /^\/v1\/runs\/[^/]+\/stream$/];
 
+/** last_used_at is kept to the minute, so most requests stay a single read. */
+const TOUCH_INTERVAL_MS = 60_000;
+
 const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
 
 /** Resolves the bearer token of every non-public request; no token or a dead one is a 401. */
@@ -20,7 +23,9 @@ export function authenticate(server: ServerContext) {
     const caller = await resolveToken(server.sql, hashBearerSecret(match[1]));
     if (!caller) throw unauthorized('the bearer token is not valid (unknown, revoked or expired)');
     ctx.state.caller = caller;
-    touchToken(server.sql, caller.token.id).catch(() => undefined);
+    if (!caller.token.last_used_at || Date.now() - caller.token.last_used_at.getTime() > TOUCH_INTERVAL_MS) {
+      touchToken(server.sql, caller.token.id).catch(() => undefined);
+    }
     await next();
   };
 }

@@ -9,6 +9,18 @@ import { apiClient } from '../support/http';
 import { startCairn, startTsScript } from '../support/processes';
 import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
 
+function isChildOfThisProcess(pid: string): boolean {
+  return execFileSync('ps', ['-o', 'ppid=', '-p', pid]).toString().trim() === String(process.pid);
+}
+
+async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** Pids whose command line matches; the pattern is a regex, written so it does not match itself. */
 const processesMatching = (pattern: string) =>
   execFileSync('sh', ['-c', `pgrep -f '${pattern}' || true`]).toString().trim();
@@ -30,7 +42,8 @@ test('kill -9 of the server while a run sleeps: a new server on the same data en
 
     first.child.kill('SIGKILL');
     await first.exited;
-    expect(processesMatching('sleep 12[0][.]5')).not.toBe(''); // the orphaned tool outlives its server
+    // The server's tool launcher sees it gone and stops the tool rather than leave it running.
+    await waitUntil(() => processesMatching('sleep 12[0][.]5') === '', 10_000);
 
     second = startCairn(['serve'], env);
     const [, url2] = await second.waitFor(/serving at (\S+)/);
@@ -47,13 +60,34 @@ test('kill -9 of the server while a run sleeps: a new server on the same data en
     expect(kinds.filter((k: string) => k === 'run.finished')).toHaveLength(1);
     expect(kinds.filter((k: string) => k === 'run.started')).toHaveLength(1);
     expect(kinds).toContain('run.requeued');
-    // The second server killed what the first attempt left running on this host.
-    expect(processesMatching('sleep 12[0][.]5')).toBe('');
   } finally {
     await first.stop('SIGKILL');
     await second?.stop();
     execFileSync('rm', ['-rf', marker]);
     await database.drop();
+  }
+});
+
+test('a killed tool launcher: the run is requeued and the leftover tool is ended before it runs again', async () => {
+  const t = await startTestServer({ CAIRN_LEASE_SECONDS: '3' });
+  const marker = `${os.tmpdir()}/cairn-launcher-${Date.now()}`;
+  try {
+    const command = `echo start; if mkdir ${marker} 2>/dev/null; then sleep 121.5; fi; echo end`;
+    const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command });
+    await waitForRun(t.api, run.id, (r) => r.status === 'running' && r.log_bytes > 0);
+    const launcher = processesMatching(`launcher-process`).split('\n').find((pid) => pid && isChildOfThisProcess(pid));
+    expect(launcher).toBeDefined();
+    process.kill(Number(launcher), 'SIGKILL');
+    // Killed with its launcher's own signal, the tool is orphaned: it keeps running for now.
+    expect(processesMatching('sleep 12[1][.]5')).not.toBe('');
+    const ended = await waitForRunEnd(t.api, run.id, 30_000);
+    expect(ended).toMatchObject({ status: 'succeeded', attempts: 2 });
+    expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toMatch(/^start\n\n\[cairn\] the worker running this run was lost; running it again \(attempt 2\)\nstart\nend\n$/);
+    // The second attempt ended the first attempt's tool before running the script again.
+    expect(processesMatching('sleep 12[1][.]5')).toBe('');
+  } finally {
+    execFileSync('rm', ['-rf', marker]);
+    await t.stop();
   }
 });
 

@@ -1,0 +1,103 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import type { LauncherEvent, LauncherRequest } from './launcher-protocol';
+import type { ProcessExit } from './process';
+
+export interface LaunchedTool {
+  pid: number;
+  exited: Promise<ProcessExit>;
+  /** Ends the tool's process group: SIGTERM, then SIGKILL after the grace period. */
+  kill(graceMs?: number): void;
+}
+
+interface Pending {
+  onOutput: (data: Buffer) => void;
+  spawned: (pid: number) => void;
+  exited: (exit: ProcessExit) => void;
+  failed: (err: Error) => void;
+}
+
+export class LauncherStopped extends Error {}
+
+/**
+ * Starts tools through a launcher child process (see launcher-process.ts), one per worker. If the
+ * launcher dies, the tools it ran fail with LauncherStopped (their activity is retried) and the
+ * next launch starts a new launcher.
+ */
+export class ToolLauncher {
+  private child: ChildProcess | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+
+  private ensureChild(): ChildProcess {
+    if (this.child && this.child.connected) return this.child;
+    const child = fork(require.resolve('./launcher-process'), [], {
+      execArgv: ['--require', require.resolve('tsx/cjs')],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    child.on('message', (event: LauncherEvent) => this.dispatch(event));
+    child.once('exit', () => {
+      if (this.child === child) this.child = undefined;
+      const lost = [...this.pending.values()];
+      this.pending.clear();
+      for (const p of lost) p.failed(new LauncherStopped('the tool launcher process stopped'));
+    });
+    this.child = child;
+    return child;
+  }
+
+  private dispatch(event: LauncherEvent): void {
+    const p = this.pending.get(event.id);
+    if (!p) return;
+    switch (event.type) {
+      case 'spawned':
+        return p.spawned(event.pid);
+      case 'output':
+        // Advanced serialization hands a Uint8Array back; view it as a Buffer without copying.
+        return p.onOutput(Buffer.from(event.data.buffer, event.data.byteOffset, event.data.byteLength));
+      case 'exit':
+        this.pending.delete(event.id);
+        return p.exited({ exitCode: event.exitCode, signal: event.signal });
+      case 'error':
+        this.pending.delete(event.id);
+        return p.failed(new Error(event.message));
+    }
+  }
+
+  private request(child: ChildProcess, message: LauncherRequest): void {
+    child.send(message);
+  }
+
+  /** Starts argv in its own process group; resolves once it runs, with its pid. */
+  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => void }): Promise<LaunchedTool> {
+    const child = this.ensureChild();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      let settleExit: (exit: ProcessExit) => void = () => {};
+      let failExit: (err: Error) => void = () => {};
+      const exited = new Promise<ProcessExit>((res, rej) => {
+        settleExit = res;
+        failExit = rej;
+      });
+      let started = false;
+      this.pending.set(id, {
+        onOutput: options.onOutput,
+        spawned: (pid) => {
+          started = true;
+          resolve({ pid, exited, kill: (graceMs = 5000) => this.request(child, { type: 'kill', id, graceMs }) });
+        },
+        exited: settleExit,
+        failed: (err) => (started ? failExit(err) : reject(err)),
+      });
+      this.request(child, { type: 'spawn', id, argv, cwd: options.cwd, env: options.env });
+    });
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.disconnect();
+    await gone;
+  }
+}
