@@ -7,10 +7,9 @@ import type { Logger } from 'pino';
 import type { ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
-import { appendEvent } from '../store/events';
 import { appendLog } from '../store/logs';
-import { getRunForUpdate, markRunning, recordProcess, type Run } from '../store/runs';
-import { recordRunEnd } from '../services/run-lifecycle';
+import { getRun, updateRunIf, type Run } from '../store/runs';
+import { MAX_MOVE_TRIES, recordRunEnd } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
 import { LauncherStopped, type LaunchedTool, type ToolLauncher } from './launcher';
@@ -27,6 +26,12 @@ export interface RunActivityDeps {
 }
 
 const HOST = os.hostname();
+
+/** What an attempt's heartbeats carry, so the attempt after a lost one can find its tool. */
+interface LeaseDetails {
+  host: string;
+  pid?: number;
+}
 const HEARTBEAT_MS = 1000;
 
 /** The environment a tool sees: none of the server's own (it holds database and key material). */
@@ -46,23 +51,32 @@ export function createRunActivities(deps: RunActivityDeps) {
 
   /** Claims the run for this attempt: pending or requeued becomes running, with its event, in one write. */
   async function claim(runId: string): Promise<{ run: Run; previous: Run } | 'finished' | 'canceled'> {
-    return sql.begin(async (tx) => {
-      const previous = await getRunForUpdate(tx, runId);
+    for (let i = 0; i < MAX_MOVE_TRIES; i++) {
+      const previous = await getRun(sql, runId);
       if (!previous) throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
       if (previous.finished_at) return 'finished';
       if (previous.cancel_requested_at) return 'canceled';
-      const run = await markRunning(tx, runId, HOST);
-      if (previous.status === 'pending') {
-        await appendEvent(tx, runId, 'run.started', { run: runView(run) });
-      } else {
-        await appendEvent(tx, runId, 'run.requeued', {
-          attempt: run.attempts,
-          previous_host: previous.exec_host,
-          reason: 'the worker executing the run stopped renewing its lease',
-        });
-      }
-      return { run, previous };
-    });
+      const changes = {
+        status: 'running' as const,
+        started_at: previous.started_at ?? new Date(),
+        attempts: previous.attempts + 1,
+        exec_host: HOST,
+      };
+      const event =
+        previous.status === 'pending'
+          ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next) }) }
+          : {
+              kind: 'run.requeued',
+              body: (next: Run) => ({
+                attempt: next.attempts,
+                previous_host: previous.exec_host,
+                reason: 'the worker executing the run stopped renewing its lease',
+              }),
+            };
+      const run = await updateRunIf(sql, previous, changes, event, { notCanceled: true });
+      if (run) return { run, previous };
+    }
+    throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to claim it`);
   }
 
   /**
@@ -88,7 +102,9 @@ export function createRunActivities(deps: RunActivityDeps) {
       (err) => logger.warn({ runId, err: (err as Error).message }, 'storing run output failed; will retry'),
     );
     if (previous.status === 'running') {
-      if (previous.exec_host === HOST && previous.exec_pid) await killLeftoverProcess(previous.exec_pid, runId);
+      // The lost attempt's heartbeats named its host and tool pid: end that tool if it is here and alive.
+      const lost = ctx.info.heartbeatDetails as LeaseDetails | undefined;
+      if (lost?.host === HOST && lost.pid) await killLeftoverProcess(lost.pid, runId);
       sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
     }
 
@@ -101,7 +117,8 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
 
     deps.onExecutionChange?.(1);
-    const heartbeat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
+    let lease: LeaseDetails = { host: HOST };
+    const heartbeat = setInterval(() => ctx.heartbeat(lease), HEARTBEAT_MS);
     try {
       let tool: LaunchedTool;
       try {
@@ -114,7 +131,8 @@ export function createRunActivities(deps: RunActivityDeps) {
         if (err instanceof LauncherStopped) throw err;
         return { kind: 'spawn_failed', message: `could not start ${definition.binary}: ${(err as Error).message}` };
       }
-      await recordProcess(sql, runId, tool.pid);
+      lease = { host: HOST, pid: tool.pid };
+      ctx.heartbeat(lease);
       const onCancel = () => tool.kill();
       ctx.cancellationSignal.addEventListener('abort', onCancel);
       let exit;

@@ -1,4 +1,5 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
@@ -13,6 +14,7 @@ import { startSweeper } from '../services/sweeper';
 import { connectDatabase, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
+import { installTemporalLogging } from '../workers/runtime';
 import type { Config } from './config';
 import { ensureNamespace } from './temporal-namespace';
 
@@ -86,7 +88,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       temporalAddress = embedded.address;
       temporalUiUrl = embedded.uiUrl;
     }
-    const connection = await Connection.connect({ address: temporalAddress });
+    // One native (Rust) connection serves both the client and the worker: cheaper per call than
+    // the JavaScript gRPC client, and one channel to Temporal per server.
+    installTemporalLogging(logger);
+    const connection = await NativeConnection.connect({ address: temporalAddress });
     stack.push(() => connection.close());
     await ensureNamespace(connection, config.temporalNamespace, logger);
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
@@ -98,7 +103,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults) };
 
     const worker = await startPoolWorker({
-      address: temporalAddress,
+      connection,
       namespace: config.temporalNamespace,
       taskQueue: config.poolQueue,
       poolSize: config.poolSize,

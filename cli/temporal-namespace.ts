@@ -1,4 +1,4 @@
-import type { Connection } from '@temporalio/client';
+import type { ConnectionLike } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { Logger } from 'pino';
 
@@ -7,7 +7,7 @@ const NOT_FOUND = 5;
 const ALREADY_EXISTS = 6;
 
 /** Registers the namespace when the Temporal server lacks it, so a fresh cluster works on first start. */
-export async function ensureNamespace(connection: Connection, namespace: string, logger: Logger): Promise<void> {
+export async function ensureNamespace(connection: ConnectionLike, namespace: string, logger: Logger): Promise<void> {
   try {
     await connection.workflowService.describeNamespace({ namespace });
     return;

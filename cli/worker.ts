@@ -1,4 +1,6 @@
+import { NativeConnection } from '@temporalio/worker';
 import { createMetrics } from '../services/metrics';
+import { installTemporalLogging } from '../workers/runtime';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { ConfigError, loadConfig, parseFlags } from './config';
@@ -19,8 +21,10 @@ export async function runWorkerCommand(args: string[]): Promise<void> {
   const logger = createLogger(config);
   const database = await openDatabase(config, logger);
   await migrate(database.sql);
+  installTemporalLogging(logger);
+  const connection = await NativeConnection.connect({ address: config.temporalAddress });
   const worker = await startPoolWorker({
-    address: config.temporalAddress,
+    connection,
     namespace: config.temporalNamespace,
     taskQueue: config.poolQueue,
     poolSize: config.poolSize,
@@ -31,6 +35,7 @@ export async function runWorkerCommand(args: string[]): Promise<void> {
   logger.info({ taskQueue: config.poolQueue }, 'worker polling');
   const stop = async () => {
     await worker.stop();
+    await connection.close();
     await database.stop();
     process.exit(0);
   };

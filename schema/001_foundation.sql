@@ -41,7 +41,6 @@ CREATE TABLE runs (
   idempotency_key     text,
   attempts            integer NOT NULL DEFAULT 0,
   exec_host           text,
-  exec_pid            integer,
   log_bytes           bigint NOT NULL DEFAULT 0,
   next_event_seq      integer NOT NULL DEFAULT 1,
   created_at          timestamptz NOT NULL DEFAULT now(),

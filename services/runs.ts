@@ -7,7 +7,7 @@ import {
   findRunByIdempotencyKey,
   getRun,
   getRunForUpdate,
-  insertRun,
+  insertRunWithEvent,
   markCancelRequested,
   markWorkflowStarted,
   type Run,
@@ -63,8 +63,9 @@ export async function submitRun(
 
   let run: Run;
   try {
-    run = await ctx.sql.begin(async (tx) => {
-      const inserted = await insertRun(tx, {
+    run = await insertRunWithEvent(
+      ctx.sql,
+      {
         id: newId('run'),
         tool: request.tool,
         spec: request.spec,
@@ -76,10 +77,9 @@ export async function submitRun(
         actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
         rerun_of: request.rerunOf ?? null,
         idempotency_key: idempotencyKey ?? null,
-      });
-      await appendEvent(tx, inserted.id, 'run.created', { run: runView(inserted) });
-      return inserted;
-    });
+      },
+      { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
+    );
   } catch (err) {
     if (idempotencyKey && isUniqueViolation(err)) {
       const existing = await findRunByIdempotencyKey(ctx.sql, caller.account.id, idempotencyKey);

@@ -1,4 +1,5 @@
 import type { Db } from './db';
+import { RUN_ACTIVITY_CHANNEL } from './events';
 
 export const TERMINAL_STATUSES = ['succeeded', 'failed', 'canceled', 'interrupted', 'rejected'] as const;
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
@@ -28,7 +29,6 @@ export interface Run {
   idempotency_key: string | null;
   attempts: number;
   exec_host: string | null;
-  exec_pid: number | null;
   log_bytes: number;
   created_at: Date;
   started_at: Date | null;
@@ -43,14 +43,74 @@ export type NewRun = Pick<
   'id' | 'tool' | 'spec' | 'queue' | 'timeout_seconds' | 'requested_by' | 'account_id' | 'token_id' | 'actor_kind' | 'rerun_of' | 'idempotency_key'
 >;
 
-export async function insertRun(db: Db, run: NewRun): Promise<Run> {
-  const [row] = await db<Run[]>`
-    INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
-                      rerun_of, idempotency_key)
-    VALUES (${run.id}, ${run.tool}, 'pending', ${db.json(run.spec as never)}, ${run.queue}, ${run.timeout_seconds},
-            ${run.requested_by}, ${run.account_id}, ${run.token_id}, ${run.actor_kind}, ${run.rerun_of}, ${run.idempotency_key})
-    RETURNING *`;
-  return row;
+/** The row a new submission becomes, as the database will hold it. */
+function newRunRow(run: NewRun, now: Date): Run {
+  return {
+    ...run,
+    status: 'pending',
+    error: null,
+    exit_code: null,
+    attempts: 0,
+    exec_host: null,
+    log_bytes: 0,
+    created_at: now,
+    started_at: null,
+    finished_at: null,
+    workflow_started_at: null,
+    cancel_requested_at: null,
+    cancel_requested_by: null,
+  };
+}
+
+/** Inserts a run and its first event (seq 1) in one statement: both land, or neither. */
+export async function insertRunWithEvent(db: Db, run: NewRun, event: { kind: string; body: (row: Run) => Record<string, unknown> }): Promise<Run> {
+  const row = newRunRow(run, new Date());
+  const [inserted] = await db<Run[]>`
+    WITH inserted AS (
+      INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
+                        rerun_of, idempotency_key, created_at, next_event_seq)
+      VALUES (${row.id}, ${row.tool}, ${row.status}, ${db.json(row.spec as never)}, ${row.queue}, ${row.timeout_seconds},
+              ${row.requested_by}, ${row.account_id}, ${row.token_id}, ${row.actor_kind}, ${row.rerun_of},
+              ${row.idempotency_key}, ${row.created_at}, 2)
+      RETURNING *
+    ), event AS (
+      INSERT INTO run_events (run_id, seq, kind, body)
+      SELECT id, 1, ${event.kind}, ${db.json(event.body(row) as never)} FROM inserted
+    )
+    SELECT * FROM inserted`;
+  return inserted;
+}
+
+export type RunChanges = Partial<Pick<Run, 'status' | 'error' | 'exit_code' | 'attempts' | 'exec_host' | 'started_at' | 'finished_at'>>;
+
+/**
+ * Compare-and-set on a run: applies the changes and appends one event in a single statement, only
+ * while the run is as the caller read it (same status and attempts, not ended, and with
+ * `notCanceled` no cancel recorded). Returns the updated run, or undefined when the run moved on;
+ * the caller reads it again and decides anew. The event body is made from the run as it will be.
+ */
+export async function updateRunIf(
+  db: Db,
+  previous: Run,
+  changes: RunChanges,
+  event: { kind: string; body: (next: Run) => Record<string, unknown> },
+  guard: { notCanceled?: boolean } = {},
+): Promise<Run | undefined> {
+  const next: Run = { ...previous, ...changes };
+  const [row] = await db<(Run & { notified: unknown })[]>`
+    WITH updated AS (
+      UPDATE runs SET ${db(changes as Record<string, unknown>)}, next_event_seq = next_event_seq + 1
+      WHERE id = ${previous.id} AND status = ${previous.status} AND attempts = ${previous.attempts} AND finished_at IS NULL
+        ${guard.notCanceled ? db`AND cancel_requested_at IS NULL` : db``}
+      RETURNING *
+    ), event AS (
+      INSERT INTO run_events (run_id, seq, kind, body)
+      SELECT id, next_event_seq - 1, ${event.kind}, ${db.json(event.body(next) as never)} FROM updated
+    )
+    SELECT updated.*, pg_notify(${RUN_ACTIVITY_CHANNEL}, updated.id) AS notified FROM updated`;
+  if (!row) return undefined;
+  const { notified: _, ...run } = row;
+  return run;
 }
 
 export async function getRun(db: Db, id: string): Promise<Run | undefined> {
@@ -103,31 +163,6 @@ export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run
 
 export async function markWorkflowStarted(db: Db, id: string): Promise<void> {
   await db`UPDATE runs SET workflow_started_at = now() WHERE id = ${id} AND workflow_started_at IS NULL`;
-}
-
-/** Moves a run into running for an execution attempt; the caller's transaction also writes the events. */
-export async function markRunning(db: Db, id: string, host: string): Promise<Run> {
-  const [row] = await db<Run[]>`
-    UPDATE runs SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
-                    exec_host = ${host}, exec_pid = NULL
-    WHERE id = ${id} RETURNING *`;
-  return row;
-}
-
-export async function recordProcess(db: Db, id: string, pid: number): Promise<void> {
-  await db`UPDATE runs SET exec_pid = ${pid} WHERE id = ${id}`;
-}
-
-export async function markFinished(
-  db: Db,
-  id: string,
-  outcome: { status: TerminalStatus; error: string | null; exit_code: number | null },
-): Promise<Run> {
-  const [row] = await db<Run[]>`
-    UPDATE runs SET status = ${outcome.status}, error = ${outcome.error}, exit_code = ${outcome.exit_code},
-                    finished_at = now(), exec_pid = NULL
-    WHERE id = ${id} RETURNING *`;
-  return row;
 }
 
 export async function markCancelRequested(db: Db, id: string, by: string): Promise<void> {

@@ -6,7 +6,6 @@ import { ToolLauncher } from '../activities/launcher';
 import { createRunActivities } from '../activities/runs';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
-import { installTemporalLogging } from './runtime';
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
@@ -26,7 +25,8 @@ const quietBundlerLogger = {
 };
 
 export interface PoolWorkerOptions {
-  address: string;
+  /** Shared with the server's client; the caller closes it. */
+  connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   poolSize: number;
@@ -42,8 +42,7 @@ export interface RunningWorker {
 
 /** A Temporal worker for the server's own pool: it runs run workflows and executes their tools. */
 export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
-  installTemporalLogging(options.logger);
-  const connection = await NativeConnection.connect({ address: options.address });
+  const { connection } = options;
   const launcher = new ToolLauncher();
   const activities = createRunActivities({
     launcher,
@@ -83,7 +82,6 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await launcher.stop();
-      await connection.close();
     },
   };
 }
