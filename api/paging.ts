@@ -1,4 +1,6 @@
+import type { Context } from 'koa';
 import { z } from 'zod';
+import { parseInput, queryObject } from './validate';
 import { fitsBytes } from './schemas/common';
 
 /** `limit` within its bound (a value past the bound is a 400, never silently cut) and `offset`. */
@@ -21,7 +23,25 @@ export function listEnvelope<T>(name: string, rows: T[], total: number, offset: 
 }
 
 /** The configuration lists' paging (part B 8): `limit` default and maximum 1000, `offset`, repeatable `id`. */
-export const configListQuery = z.strictObject({
+const configListQuery = z.strictObject({
   ...pageQuery(1000, 1000),
   id: z.array(z.string().refine(fitsBytes(512), 'id must be at most 512 bytes')).optional(),
 });
+
+export interface ConfigPage {
+  limit: number;
+  offset: number;
+  ids?: string[];
+}
+
+/** Answers a configuration list (users, tokens, and later templates, schedules…) in the envelope. */
+export async function answerConfigList<T, V>(
+  ctx: Context,
+  name: string,
+  fetch: (page: ConfigPage) => Promise<{ rows: T[]; total: number }>,
+  view: (row: T) => V,
+): Promise<void> {
+  const query = parseInput(configListQuery, queryObject(ctx.query, ['id']));
+  const { rows, total } = await fetch({ limit: query.limit, offset: query.offset, ids: query.id });
+  ctx.body = listEnvelope(name, rows.map(view), total, query.offset);
+}

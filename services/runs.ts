@@ -2,6 +2,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@te
 import { conflict, forbidden, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { runView } from '../core/run-view';
+import { isUniqueViolation } from '../store/db';
 import { appendEvent } from '../store/events';
 import {
   findRunByIdempotencyKey,
@@ -37,10 +38,6 @@ function requireQueueAllowed(queue: string): void {
       field: 'queue',
     });
   }
-}
-
-function isUniqueViolation(err: unknown): boolean {
-  return (err as { code?: string }).code === '23505';
 }
 
 /**

@@ -33,3 +33,8 @@ export async function databaseAnswers(sql: Sql, timeoutMs = 2000): Promise<boole
     clearTimeout(timer);
   }
 }
+
+/** A write refused by a unique constraint (SQLSTATE 23505), such as a name or key already taken. */
+export function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: string }).code === '23505';
+}

@@ -13,11 +13,12 @@ import {
   listAccounts,
   updateAccount,
 } from '../../store/accounts';
+import { isUniqueViolation } from '../../store/db';
 import { deleteToken, listTokens, type Caller } from '../../store/tokens';
 import { callerOf, requireRole } from '../middleware/auth';
-import { configListQuery, listEnvelope } from '../paging';
+import { answerConfigList } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
-import { parseInput, queryObject } from '../validate';
+import { parseInput } from '../validate';
 
 /** Login sessions last a working day; API tokens last until revoked unless minted with expires_in. */
 const SESSION_SECONDS = 12 * 3600;
@@ -26,10 +27,6 @@ const minterOf = (caller: Caller): Minter => ({
   name: caller.account.username,
   type: caller.token.kind === 'agent' ? 'agent' : 'user',
 });
-
-function isUniqueViolation(err: unknown): boolean {
-  return (err as { code?: string }).code === '23505';
-}
 
 export function accountRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1' });
@@ -101,9 +98,7 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.get('/tokens', async (ctx) => {
     requireRole(ctx, 'admin');
-    const query = parseInput(configListQuery, queryObject(ctx.query, ['id']));
-    const { rows, total } = await listTokens(sql, { limit: query.limit, offset: query.offset, ids: query.id });
-    ctx.body = listEnvelope('tokens', rows.map(tokenView), total, query.offset);
+    await answerConfigList(ctx, 'tokens', (page) => listTokens(sql, page), tokenView);
   });
 
   router.delete('/tokens/:id', async (ctx) => {
@@ -134,9 +129,7 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.get('/users', async (ctx) => {
     requireRole(ctx, 'admin');
-    const query = parseInput(configListQuery, queryObject(ctx.query, ['id']));
-    const { rows, total } = await listAccounts(sql, { limit: query.limit, offset: query.offset, ids: query.id });
-    ctx.body = listEnvelope('users', rows.map(userView), total, query.offset);
+    await answerConfigList(ctx, 'users', (page) => listAccounts(sql, page), userView);
   });
 
   router.get('/users/:id', async (ctx) => {

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { portAnswers } from '../../embedded/state';
 import { connectDatabase } from '../../store/db';
@@ -8,6 +7,7 @@ import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn, startChild, ROOT } from '../support/processes';
 import { startTestServer, waitForRunEnd } from '../support/server';
+import { tempDir } from '../support/temp';
 
 /** The environment of a person with nothing configured: no database or Temporal address of their own. */
 function bareEnvironment(): NodeJS.ProcessEnv {
@@ -24,7 +24,7 @@ async function serveEmbedded(dataDir: string) {
 }
 
 test('serve on embedded defaults prints the admin token once, runs work, and a restart keeps everything', async () => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-quickstart-'));
+  const dataDir = tempDir('cairn-quickstart');
   const first = await serveEmbedded(dataDir);
   let second: Awaited<ReturnType<typeof serveEmbedded>> | undefined;
   try {
@@ -54,7 +54,7 @@ test('serve on embedded defaults prints the admin token once, runs work, and a r
 });
 
 test('after kill -9 on embedded defaults the next serve adopts the leftover services and stops them with itself', async () => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-adopt-'));
+  const dataDir = tempDir('cairn-adopt');
   const first = await serveEmbedded(dataDir);
   const [, token] = first.serve.output().match(/admin token: (\S+)/)!;
   const [, uiUrl] = first.serve.output().match(/Temporal UI: (http:\/\/\S+)/)!;
@@ -85,8 +85,8 @@ test('after kill -9 on embedded defaults the next serve adopts the leftover serv
 
 test('two installs with two data dirs run side by side', async () => {
   const [a, b] = await Promise.all([
-    serveEmbedded(mkdtempSync(path.join(os.tmpdir(), 'cairn-side-a-'))),
-    serveEmbedded(mkdtempSync(path.join(os.tmpdir(), 'cairn-side-b-'))),
+    serveEmbedded(tempDir('cairn-side-a')),
+    serveEmbedded(tempDir('cairn-side-b')),
   ]);
   try {
     expect(a.url).not.toBe(b.url);

@@ -1,13 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { loadConfig } from '../../cli/config';
 import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn, startTsScript } from '../support/processes';
 import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
+import { tempDir } from '../support/temp';
 
 function isChildOfThisProcess(pid: string): boolean {
   return execFileSync('ps', ['-o', 'ppid=', '-p', pid]).toString().trim() === String(process.pid);
@@ -108,7 +107,7 @@ test('a submission whose workflow start failed is started by the sweeper', async
 });
 
 test('readyz answers 503 while PostgreSQL is stopped and 200 again once it is back', async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'cairn-readyz-pg-'));
+  const dir = tempDir('cairn-readyz-pg');
   let pg = startTsScript('test/support/postgres-process.ts', [dir]);
   const [, url] = await pg.waitFor(/postgres url: (\S+)/, 120_000);
   const config = loadConfig({}, testSettings(url));

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { loadConfig, type Config } from '../../cli/config';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { createTestDatabase } from './database';
 import { apiClient, type ApiClient } from './http';
+import { tempDir } from './temp';
 
 export interface TestServer {
   server: RunningServer;
@@ -30,7 +28,7 @@ export function testTemporalAddress(): string {
 export function testSettings(databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
     CAIRN_LISTEN: '127.0.0.1:0',
-    CAIRN_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'cairn-test-data-')),
+    CAIRN_DATA_DIR: tempDir('cairn-test-data'),
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: testTemporalAddress(),
     CAIRN_POOL_QUEUE: `cairn-test-${randomBytes(6).toString('hex')}`,
