@@ -1,5 +1,4 @@
 import { Client } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
@@ -16,7 +15,7 @@ import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { installTemporalLogging } from '../workers/runtime';
 import type { Config } from './config';
-import { ensureNamespace } from './temporal-namespace';
+import { connectTemporal, ensureNamespace } from './temporal-connection';
 
 export interface RunningServer {
   url: string;
@@ -91,7 +90,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     // One native (Rust) connection serves both the client and the worker: cheaper per call than
     // the JavaScript gRPC client, and one channel to Temporal per server.
     installTemporalLogging(logger);
-    const connection = await NativeConnection.connect({ address: temporalAddress });
+    const connection = await connectTemporal(temporalAddress, logger);
     stack.push(() => connection.close());
     await ensureNamespace(connection, config.temporalNamespace, logger);
     const temporal = new Client({ connection, namespace: config.temporalNamespace });

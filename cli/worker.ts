@@ -1,10 +1,10 @@
-import { NativeConnection } from '@temporalio/worker';
 import { createMetrics } from '../services/metrics';
 import { installTemporalLogging } from '../workers/runtime';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { ConfigError, loadConfig, parseFlags } from './config';
 import { createLogger, openDatabase } from './serve';
+import { connectTemporal } from './temporal-connection';
 
 /**
  * `cairn worker`: more execution capacity for the default pool, on another machine or process,
@@ -22,7 +22,7 @@ export async function runWorkerCommand(args: string[]): Promise<void> {
   const database = await openDatabase(config, logger);
   await migrate(database.sql);
   installTemporalLogging(logger);
-  const connection = await NativeConnection.connect({ address: config.temporalAddress });
+  const connection = await connectTemporal(config.temporalAddress, logger);
   const worker = await startPoolWorker({
     connection,
     namespace: config.temporalNamespace,

@@ -1,4 +1,5 @@
 import type { ConnectionLike } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { Logger } from 'pino';
 
@@ -30,6 +31,27 @@ export async function ensureNamespace(connection: ConnectionLike, namespace: str
       return;
     } catch {
       await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/**
+ * Connects to Temporal, waiting for a server that is still starting (a fresh dev server, or a
+ * cluster coming up beside Cairn) to answer healthy. Gives up after the time given.
+ */
+export async function connectTemporal(address: string, logger: Logger, timeoutMs = 120_000): Promise<NativeConnection> {
+  const deadline = Date.now() + timeoutMs;
+  let lastWarning = 0;
+  for (;;) {
+    try {
+      return await NativeConnection.connect({ address });
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      if (Date.now() - lastWarning > 10_000) {
+        lastWarning = Date.now();
+        logger.warn({ address, err: (err as Error).message }, 'Temporal is not answering yet; retrying');
+      }
+      await new Promise((r) => setTimeout(r, 250));
     }
   }
 }
