@@ -1,16 +1,19 @@
-import type { Db, Sql } from './db';
+import type { Db } from './db';
 import { RUN_ACTIVITY_CHANNEL } from './events';
 
-/** Appends captured output at the end of the run's log; the run row lock orders concurrent appends. */
-export async function appendLog(db: Sql, runId: string, data: Buffer): Promise<void> {
+/**
+ * Appends captured output at the end of the run's log in one statement: the offset is taken from
+ * the run row (whose lock orders concurrent appends), the chunk stored, and live streams told.
+ */
+export async function appendLog(db: Db, runId: string, data: Buffer): Promise<void> {
   if (data.length === 0) return;
-  await db.begin(async (tx) => {
-    const [row] = await tx<{ start: number }[]>`
-      UPDATE runs SET log_bytes = log_bytes + ${data.length} WHERE id = ${runId} RETURNING log_bytes - ${data.length} AS start`;
-    if (!row) return;
-    await tx`INSERT INTO run_log_chunks (run_id, start_offset, data) VALUES (${runId}, ${row.start}, ${data})`;
-    await tx`SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, ${runId})`;
-  });
+  await db`
+    WITH grown AS (
+      UPDATE runs SET log_bytes = log_bytes + ${data.length} WHERE id = ${runId} RETURNING log_bytes - ${data.length} AS start
+    ), stored AS (
+      INSERT INTO run_log_chunks (run_id, start_offset, data) SELECT ${runId}, start, ${data} FROM grown RETURNING run_id
+    )
+    SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, run_id) FROM stored`;
 }
 
 export interface LogChunk {
