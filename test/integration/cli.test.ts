@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { portAnswers } from '../../embedded/state';
 import { connectDatabase } from '../../store/db';
@@ -6,7 +7,7 @@ import { migrate } from '../../store/migrate';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn, startChild, ROOT } from '../support/processes';
-import { startTestServer, waitForRunEnd } from '../support/server';
+import { startTestServer, testSettings, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 
 /** The environment of a person with nothing configured: no database or Temporal address of their own. */
@@ -177,6 +178,30 @@ test('cairn worker adds execution capacity to the default pool', async () => {
     for (const id of runs) expect((await waitForRunEnd(t.api, id)).status).toBe('succeeded');
   } finally {
     await worker.stop();
+    await t.stop();
+  }
+});
+
+test('a tool whose program is missing on this server is refused with 400 saying so', async () => {
+  const t = await startTestServer();
+  // A PATH holding only sh and bash: python3 is missing on this server.
+  const bin = tempDir('cairn-path');
+  for (const program of ['sh', 'bash']) symlinkSync(execFileSync('sh', ['-c', `command -v ${program}`]).toString().trim(), path.join(bin, program));
+  const serve = startCairn(['serve'], {
+    ...process.env,
+    ...testSettings(t.databaseUrl, { CAIRN_LOG_LEVEL: 'warn' }),
+    PATH: bin,
+  });
+  try {
+    const [, url] = await serve.waitFor(/serving at (\S+)/);
+    const api = apiClient(url, t.adminToken);
+    const refused = await api.post('/v1/runs', { tool: 'python', command: 'print(1)' });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ error: 'the python tool is missing on this server: python3 is not on its PATH', field: 'tool' });
+    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo still here' });
+    expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+  } finally {
+    await serve.stop();
     await t.stop();
   }
 });

@@ -207,3 +207,17 @@ test('a stream ticket opens one live stream of log and events, once', async () =
   const none = await fetch(`${t.url}/v1/runs/${run.id}/stream`);
   expect(none.status).toBe(401);
 });
+
+test('log tail is capped at 4 MiB and says how much it left out', async () => {
+  const fiveMiB = 5 * 1024 * 1024;
+  const { body: run } = await submit({ tool: 'bash', command: `head -c ${fiveMiB} /dev/zero | tr '\\0' 'a'` });
+  const ended = await waitForRunEnd(t.api, run.id, 60_000);
+  expect(ended.log_bytes).toBe(fiveMiB);
+  const tail = await t.api.get(`/v1/runs/${run.id}/logs?tail=${8 * 1024 * 1024}`);
+  expect(tail.text.length).toBe(4 * 1024 * 1024);
+  expect(tail.headers.get('service-log-truncated')).toBe('1');
+  expect(tail.headers.get('service-log-omitted-bytes')).toBe(String(1024 * 1024));
+  const whole = await t.api.get(`/v1/runs/${run.id}/logs`);
+  expect(whole.text.length).toBe(fiveMiB);
+  expect(whole.headers.get('service-log-truncated')).toBeNull();
+});
