@@ -131,8 +131,8 @@ export function createRunActivities(deps: RunActivityDeps) {
         if (err instanceof LauncherStopped) throw err;
         return { kind: 'spawn_failed', message: `could not start ${definition.binary}: ${(err as Error).message}` };
       }
+      // Carried from the next heartbeat on; a run that ends within the second sends none at all.
       lease = { host: HOST, pid: tool.pid };
-      ctx.heartbeat(lease);
       const onCancel = () => tool.kill();
       ctx.cancellationSignal.addEventListener('abort', onCancel);
       let exit;

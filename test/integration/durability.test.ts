@@ -74,6 +74,8 @@ test('a killed tool launcher: the run is requeued and the leftover tool is ended
     const command = `echo start; if mkdir ${marker} 2>/dev/null; then sleep 121.5; fi; echo end`;
     const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command });
     await waitForRun(t.api, run.id, (r) => r.status === 'running' && r.log_bytes > 0);
+    // Let one lease renewal carry the tool's pid to Temporal (heartbeats go out every second).
+    await new Promise((r) => setTimeout(r, 1500));
     const launcher = processesMatching(`launcher-process`).split('\n').find((pid) => pid && isChildOfThisProcess(pid));
     expect(launcher).toBeDefined();
     process.kill(Number(launcher), 'SIGKILL');
