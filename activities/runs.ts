@@ -12,6 +12,8 @@ import { getRun, updateRunIf, type Run } from '../store/runs';
 import { MAX_MOVE_TRIES, recordRunEnd } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
+import { MaskedOutput } from './masked-output';
+import { createMasker } from '../core/masker';
 import { LauncherStopped, type LaunchedTool, type ToolLauncher } from './launcher';
 import { killLeftoverProcess } from './process';
 
@@ -33,6 +35,8 @@ interface LeaseDetails {
   pid?: number;
 }
 const HEARTBEAT_MS = 1000;
+/** Runs carry no secret values of their own yet, so output is masked by the masker's patterns. */
+const outputMasker = createMasker();
 
 /** The environment a tool sees: none of the server's own (it holds database and key material). */
 function toolEnvironment(runId: string, workDir: string, extra: Record<string, string>): Record<string, string> {
@@ -108,6 +112,9 @@ export function createRunActivities(deps: RunActivityDeps) {
       sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
     }
 
+    // Everything the tool writes passes the secret masker before it is stored.
+    const output = new MaskedOutput(outputMasker.mask, (data) => sink.write(data));
+
     const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
     await fs.rm(workDir, { recursive: true, force: true });
     await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
@@ -125,7 +132,7 @@ export function createRunActivities(deps: RunActivityDeps) {
         tool = await deps.launcher.launch(invocation.argv, {
           cwd: workDir,
           env: toolEnvironment(runId, workDir, invocation.env),
-          onOutput: (chunk) => sink.write(chunk),
+          onOutput: (chunk) => output.write(chunk),
         });
       } catch (err) {
         if (err instanceof LauncherStopped) throw err;
@@ -141,6 +148,7 @@ export function createRunActivities(deps: RunActivityDeps) {
         exit = await tool.exited;
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', onCancel);
+        output.end();
         await sink.close();
       }
       // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.

@@ -221,3 +221,22 @@ test('log tail is capped at 4 MiB and says how much it left out', async () => {
   expect(whole.text.length).toBe(fiveMiB);
   expect(whole.headers.get('service-log-truncated')).toBeNull();
 });
+
+test('secrets a tool prints are masked before they reach the log, its stream and its tail', async () => {
+  const { body: run } = await submit({
+    tool: 'bash',
+    command: [
+      'echo "connecting to postgres://deploy:Tr0ub4dor3@db.internal:5432/app"',
+      'echo "DB_PASSWORD=Tr0ub4dor3" >&2',
+      'echo "aws key AKIAIOSFODNN7EXAMPLE in use"',
+      'echo "plain line stays"',
+    ].join('\n'),
+  });
+  await waitForRunEnd(t.api, run.id);
+  const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(log).not.toContain('Tr0ub4dor3');
+  expect(log).not.toContain('AKIAIOSFODNN7EXAMPLE');
+  expect(log).toContain('postgres://deploy:[masked]@db.internal:5432/app');
+  expect(log).toContain('DB_PASSWORD=[masked]');
+  expect(log).toContain('plain line stays\n');
+});
