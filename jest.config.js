@@ -1,7 +1,9 @@
 /** Unit tests are pure; integration tests share one Temporal dev server and one PostgreSQL (see test/support). */
 module.exports = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': ['@swc/jest'] },
+  // jose ships ECMAScript modules only; jest's CommonJS runtime needs them compiled like our sources.
+  transform: { '^.+\\.ts$': ['@swc/jest'], '/node_modules/jose/.+\\.js$': ['@swc/jest'] },
+  transformIgnorePatterns: ['/node_modules/(?!jose/)'],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
