@@ -1,4 +1,3 @@
-import { createHash, hash as oneShotHash } from 'node:crypto';
 import { formatFieldPath } from './field-path';
 
 /**
@@ -69,20 +68,7 @@ export function canonicalJson(value: unknown): string {
   return serialize(value, [], []);
 }
 
-/** Lowercase hex SHA-256 of UTF-8 text or of bytes. */
-export const sha256Hex: (data: string | Uint8Array) => string = (() => {
-  const viaHashObject = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('hex');
-  // The one-shot `crypto.hash` skips building a Hash object, several times faster on the small
-  // inputs the chain hashes; probed once because early Node 20 releases lack it.
-  try {
-    if (typeof oneShotHash === 'function' && oneShotHash('sha256', 'abc', 'hex') === viaHashObject('abc')) {
-      return (data: string | Uint8Array): string => oneShotHash('sha256', data, 'hex');
-    }
-  } catch {
-    // Fall through to the Hash object.
-  }
-  return viaHashObject;
-})();
+export { sha256Hex } from './sha256';
 
 // `path` and `open` (the objects being serialized, outermost first) are stacks pushed and popped
 // around each child, so nothing is allocated per node unless a value is refused; a refusal

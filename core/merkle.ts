@@ -1,4 +1,4 @@
-import { createHash, hash as oneShotHash } from 'node:crypto';
+import { sha256 } from './sha256';
 
 /**
  * The audit chain seen as a Merkle tree, hashed as RFC 9162 section 2.1 (the same tree hashing as
@@ -19,22 +19,6 @@ import { createHash, hash as oneShotHash } from 'node:crypto';
 /** Bytes in every hash here: leaf hashes, node hashes, roots and proof nodes. */
 export const HASH_SIZE = 32;
 
-/**
- * SHA-256 of one buffer. The one-shot `crypto.hash` skips building a Hash object and roots a large
- * tree about a third faster; it is probed once because early Node 20 releases lack it.
- */
-const sha256: (data: Uint8Array) => Buffer = (() => {
-  const viaHashObject = (data: Uint8Array): Buffer => createHash('sha256').update(data).digest();
-  try {
-    const probe = typeof oneShotHash === 'function' ? oneShotHash('sha256', Buffer.alloc(0), 'buffer') : undefined;
-    if (Buffer.isBuffer(probe) && probe.equals(viaHashObject(Buffer.alloc(0)))) {
-      return (data: Uint8Array): Buffer => oneShotHash('sha256', data, 'buffer');
-    }
-  } catch {
-    // Fall through to the Hash object.
-  }
-  return viaHashObject;
-})();
 
 // Kept private so a caller writing into the exported copy cannot change what verification expects.
 const emptyRoot = sha256(Buffer.alloc(0));

@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { sha256 } from './sha256';
 import { canonicalJson, findLoneSurrogate } from './canonical';
 
 /**
@@ -68,7 +69,7 @@ export function opensCommitment(commitment: unknown, opening: unknown): boolean 
 
 function digest({ event, random, reason }: ReasonOpening): Buffer {
   // Only the three named keys: extra properties on the opening object must not change the hash.
-  return createHash('sha256').update(canonicalJson({ event, random, reason })).digest();
+  return sha256(canonicalJson({ event, random, reason }));
 }
 
 function checkOpening(opening: unknown): asserts opening is ReasonOpening {

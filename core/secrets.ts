@@ -1,4 +1,5 @@
-import { createHash, randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:crypto';
+import { randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:crypto';
+import { sha256 } from './sha256';
 import { promisify } from 'node:util';
 
 const scrypt = promisify(scryptCallback) as (password: string, salt: Buffer, keylen: number) => Promise<Buffer>;
@@ -10,7 +11,7 @@ export function newBearerSecret(): string {
 
 /** Bearer secrets are high-entropy, so a plain SHA-256 is the right storage hash (no salt or stretching needed). */
 export function hashBearerSecret(secret: string): Buffer {
-  return createHash('sha256').update(secret).digest();
+  return sha256(secret);
 }
 
 const SCRYPT_KEYLEN = 32;
