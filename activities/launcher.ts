@@ -1,13 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import type { LauncherEvent, LauncherRequest } from './launcher-protocol';
-import type { ProcessExit } from './process';
-
-export interface LaunchedTool {
-  pid: number;
-  exited: Promise<ProcessExit>;
-  /** Ends the tool's process group: SIGTERM, then SIGKILL after the grace period. */
-  kill(graceMs?: number): void;
-}
+import type { ProcessExit, SpawnedTool } from './process';
 
 interface Pending {
   onOutput: (data: Buffer) => void;
@@ -69,7 +62,7 @@ export class ToolLauncher {
   }
 
   /** Starts argv in its own process group; resolves once it runs, with its pid. */
-  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => void }): Promise<LaunchedTool> {
+  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => void }): Promise<SpawnedTool> {
     const child = this.ensureChild();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -14,8 +14,8 @@ import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
 import { MaskedOutput } from './masked-output';
 import { createMasker } from '../core/masker';
-import { LauncherStopped, type LaunchedTool, type ToolLauncher } from './launcher';
-import { killLeftoverProcess } from './process';
+import { LauncherStopped, type ToolLauncher } from './launcher';
+import { killLeftoverProcess, type SpawnedTool } from './process';
 
 export interface RunActivityDeps {
   sql: Sql;
@@ -127,7 +127,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     let lease: LeaseDetails = { host: HOST };
     const heartbeat = setInterval(() => ctx.heartbeat(lease), HEARTBEAT_MS);
     try {
-      let tool: LaunchedTool;
+      let tool: SpawnedTool;
       try {
         tool = await deps.launcher.launch(invocation.argv, {
           cwd: workDir,

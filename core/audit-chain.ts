@@ -43,16 +43,7 @@ export interface AuditEntry {
 export type UnhashedAuditEntry = Omit<AuditEntry, 'hash'>;
 
 /** What a caller supplies to `chainEntry`; seq, prev_hash and hash follow from the previous entry. */
-export interface AuditEntryFields {
-  id: string;
-  at: string | Date;
-  actor: string;
-  method: string;
-  path: string;
-  fingerprint: string;
-  outcome: number | string;
-  body: Record<string, unknown>;
-}
+export type AuditEntryFields = Omit<AuditEntry, 'seq' | 'at' | 'prev_hash' | 'hash'> & { at: string | Date };
 
 /** The fields a hash covers, in no particular order (canonical JSON sorts them). */
 export const HASHED_FIELDS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'outcome', 'body', 'prev_hash'] as const;

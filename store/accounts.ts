@@ -44,11 +44,6 @@ export async function getAccountByUsername(db: Db, username: string): Promise<Ac
   return row;
 }
 
-export async function countAccounts(db: Db): Promise<number> {
-  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts`;
-  return row.n;
-}
-
 export async function listAccounts(
   db: Db,
   page: { limit: number; offset: number; ids?: string[] },

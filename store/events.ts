@@ -32,8 +32,3 @@ export async function listEvents(db: Db, runId: string, after: number, limit: nu
     SELECT seq, kind, body, at FROM run_events
     WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`;
 }
-
-export async function countEventsOfKind(db: Db, runId: string, kind: string): Promise<number> {
-  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM run_events WHERE run_id = ${runId} AND kind = ${kind}`;
-  return row.n;
-}

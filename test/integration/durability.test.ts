@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { loadConfig } from '../../cli/config';
+import { waitFor } from '../../embedded/state';
 import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
@@ -10,14 +11,6 @@ import { tempDir } from '../support/temp';
 
 function isChildOfThisProcess(pid: string): boolean {
   return execFileSync('ps', ['-o', 'ppid=', '-p', pid]).toString().trim() === String(process.pid);
-}
-
-async function waitUntil(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Pids whose command line matches; the pattern is a regex, written so it does not match itself. */
@@ -42,7 +35,7 @@ test('kill -9 of the server while a run sleeps: a new server on the same data en
     first.child.kill('SIGKILL');
     await first.exited;
     // The server's tool launcher sees it gone and stops the tool rather than leave it running.
-    await waitUntil(() => processesMatching('sleep 12[0][.]5') === '', 10_000);
+    await waitFor('the orphaned tool to stop', async () => processesMatching('sleep 12[0][.]5') === '', 10_000);
 
     second = startCairn(['serve'], env);
     const [, url2] = await second.waitFor(/serving at (\S+)/);
