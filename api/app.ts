@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
 import type { ServerContext } from '../services/context';
+import { auditOrigin } from './middleware/audit-origin';
 import { authenticate } from './middleware/auth';
 import { jsonBody } from './middleware/body';
 import { errorHandler } from './middleware/errors';
@@ -39,6 +40,7 @@ export function createApp(server: ServerContext): Koa {
   });
   app.use(authenticate(server));
   app.use(jsonBody);
+  app.use(auditOrigin);
 
   for (const router of [healthRoutes(server), accountRoutes(server), runRoutes(server), runOutputRoutes(server)]) {
     app.use(router.routes());

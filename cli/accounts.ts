@@ -4,6 +4,7 @@ import { hashPassword } from '../core/secrets';
 import { parseInput } from '../api/validate';
 import { tokenCreate, userCreate } from '../api/schemas/accounts';
 import { mintToken } from '../services/accounts';
+import { recordMutation, serviceOrigin } from '../services/audit';
 import { createAccount, getAccountByUsername } from '../store/accounts';
 import type { Sql } from '../store/db';
 import { migrate } from '../store/migrate';
@@ -54,7 +55,11 @@ export async function runTokenCommand(args: string[], open: OpenDatabase, create
   await withDatabase(config, open, createLogger, async (sql) => {
     const account = await getAccountByUsername(sql, flags.username as string);
     if (!account) throw new ConfigError(`no account named ${flags.username}`);
-    const { token, secret } = await mintToken(sql, account, { name: input.name, kind: input.kind ?? 'user', minter: { name: 'cairn-cli', type: 'system' } });
+    const { token, secret } = await recordMutation(sql, serviceOrigin('CLI', 'cairn token create'), 'created', async (tx, entry) => {
+      const minted = await mintToken(tx, account, { name: input.name, kind: input.kind ?? 'user', minter: { name: 'cairn-cli', type: 'system' } });
+      entry.body = { kind: 'token.created', token_id: minted.token.id, account_id: account.id, token_kind: minted.token.kind };
+      return minted;
+    });
     process.stdout.write(`token id: ${token.id}\ntoken: ${secret}\n`);
   });
 }
@@ -77,12 +82,11 @@ export async function runUserCommand(
   );
   await withDatabase(config, open, createLogger, async (sql) => {
     if (await getAccountByUsername(sql, input.username)) throw new ConfigError(`an account named ${input.username} already exists`);
-    const account = await createAccount(sql, {
-      id: newId('usr'),
-      username: input.username,
-      role: input.role,
-      password_hash: input.password ? await hashPassword(input.password) : null,
-      profile: {},
+    const passwordHash = input.password ? await hashPassword(input.password) : null;
+    const account = await recordMutation(sql, serviceOrigin('CLI', 'cairn user create'), 'created', async (tx, entry) => {
+      const created = await createAccount(tx, { id: newId('usr'), username: input.username, role: input.role, password_hash: passwordHash, profile: {} });
+      entry.body = { kind: 'user.created', account_id: created.id, role: created.role };
+      return created;
     });
     process.stdout.write(`user ${account.username} created (${account.id}, ${account.role})\n`);
   });

@@ -20,6 +20,8 @@ export const SETTINGS = {
   poolSize: { flag: '--pool-size', env: 'CAIRN_POOL_SIZE', help: 'runs this server executes at once on the default queue (default 16)' },
   poolQueue: { flag: '--pool-queue', env: 'CAIRN_POOL_QUEUE', help: 'Temporal task queue of the default pool (default cairn-pool)' },
   logLevel: { flag: '--log-level', env: 'CAIRN_LOG_LEVEL', help: 'server log level (default info)' },
+  licenseFile: { flag: '--license-file', env: 'CAIRN_LICENSE_FILE', help: 'signed license file raising the tier to Pro or Team (default: Community)' },
+  anchorInterval: { flag: '--audit-anchor-interval', env: 'CAIRN_AUDIT_ANCHOR_INTERVAL', help: 'how often a signed anchor is taken over the audit chain, seconds or 30s/5m (default 60s)' },
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -42,8 +44,22 @@ const configSchema = z.object({
   poolSize: z.coerce.number().int().min(1).max(1000).default(16),
   poolQueue: z.string().min(1).max(255).default('cairn-pool'),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  licenseFile: z.string().min(1).optional(),
+  anchorInterval: z.string().default('60s').transform((value, ctx) => {
+    const seconds = parseDuration(value);
+    if (seconds === undefined || seconds < 1) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a duration of at least a second (try 30s or 5m)` });
+      return z.NEVER;
+    }
+    return seconds;
+  }),
   /** Test-only fault injection, comma separated; see docs/operations.md. Never set in production. */
   faults: z.string().default(''),
+  /**
+   * Test-only: one more public key (a JWK as JSON) trusted to sign licenses, so tests can issue
+   * their own. See docs/operations.md. Never set in production.
+   */
+  testLicenseKey: z.string().optional(),
 });
 
 export type Config = z.output<typeof configSchema> & { listenHost: string; listenPort: number };
@@ -78,6 +94,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     raw[name] = flagValues[name as SettingName] ?? (env[setting.env] || undefined);
   }
   raw.faults = env.CAIRN_FAULTS;
+  raw.testLicenseKey = env.CAIRN_TEST_LICENSE_KEY || undefined;
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -6,6 +6,8 @@ import { createApp } from '../api/app';
 import { startEmbeddedPostgres } from '../embedded/postgres';
 import { startEmbeddedTemporal } from '../embedded/temporal';
 import { bootstrapAdmin } from '../services/bootstrap';
+import { loadInstallIdentity } from '../services/install-identity';
+import { loadLicensing } from '../services/licensing';
 import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/run-activity-hub';
@@ -78,6 +80,11 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const applied = await migrate(sql);
     if (applied.length) logger.info({ applied }, 'schema migrations applied');
     const adminToken = await bootstrapAdmin(sql);
+    const identity = await loadInstallIdentity(sql);
+    const licensing = await loadLicensing(config, identity.installId);
+    if (licensing.license) {
+      logger.info({ tier: licensing.tier, licensee: licensing.license.licensee, expires_at: licensing.license.expires_at }, 'license loaded');
+    }
 
     let temporalAddress = config.temporalAddress;
     let temporalUiUrl: string | undefined;
@@ -99,7 +106,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const hub = new RunActivityHub(sql, logger);
     await hub.start();
     stack.push(() => hub.stop());
-    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults) };
+    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults), identity, licensing };
 
     const worker = await startPoolWorker({
       connection,

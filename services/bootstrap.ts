@@ -5,6 +5,7 @@ import { createAccount } from '../store/accounts';
 import type { Sql } from '../store/db';
 import { insertSettingOnce } from '../store/settings';
 import { mintToken } from './accounts';
+import { appendEntry, serviceOrigin } from './audit';
 
 const BOOTSTRAP_LOCK = 7_201_772;
 
@@ -25,10 +26,15 @@ export async function bootstrapAdmin(sql: Sql): Promise<string | undefined> {
       password_hash: await hashPassword(randomBytes(24).toString('base64url')),
       profile: {},
     });
-    const { secret } = await mintToken(tx, account, {
+    const { token, secret } = await mintToken(tx, account, {
       name: 'first-start admin token',
       kind: 'user',
       minter: { name: 'cairn', type: 'system' },
+    });
+    await appendEntry(tx, serviceOrigin('START', 'cairn serve'), 'created', {
+      id: newId('aud'),
+      body: { kind: 'install.bootstrapped', account_id: account.id, token_id: token.id },
+      run_id: null,
     });
     return secret;
   });

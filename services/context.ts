@@ -2,6 +2,8 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Config } from '../cli/config';
 import type { Sql } from '../store/db';
+import type { InstallIdentity } from './install-identity';
+import type { Licensing } from './licensing';
 import type { Metrics } from './metrics';
 import type { RunActivityHub } from './run-activity-hub';
 
@@ -14,6 +16,10 @@ export interface ServerContext {
   metrics: Metrics;
   hub: RunActivityHub;
   faults: Faults;
+  /** The install's id and signing key. */
+  identity: InstallIdentity;
+  /** The tier the install runs at, and the license that grants it. */
+  licensing: Licensing;
 }
 
 /** Test-only faults named in CAIRN_FAULTS (comma separated); each fires once per process. */

@@ -10,6 +10,8 @@ export interface RunSpec {
   command: string;
   extra_vars: Record<string, unknown>;
   timeout?: number;
+  /** Present only on a dry run, so the spec digest of every other run is unchanged by the field. */
+  dry_run?: true;
 }
 
 export interface Run {

@@ -11,5 +11,10 @@ export interface Tool {
   name: string;
   /** The executable the server needs on PATH for this tool. */
   binary: string;
+  /**
+   * Whether a dry run of this tool is known to change nothing (it only checks the input), so
+   * policies with `exclude_dry_run` let it through. Extension tools never claim this.
+   */
+  dryRunChangeFree: boolean;
   invocation(spec: RunSpec): ToolInvocation;
 }

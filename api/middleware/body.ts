@@ -12,12 +12,15 @@ declare module 'koa' {
 
 export const WRITE_BODY_LIMIT = 1024 * 1024;
 
+/** The methods that change something: they carry a body and are recorded in the audit chain. */
+export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
 /**
  * Reads a JSON body for writes: at most 1 MiB (413 names the limit), valid JSON, and no string
  * holding NUL (400 names the field). The parsed value is `ctx.request.body`; an empty body is `{}`.
  */
 export async function jsonBody(ctx: Context, next: Next): Promise<void> {
-  if (!['POST', 'PUT', 'PATCH', 'DELETE'].includes(ctx.method)) return next();
+  if (!WRITE_METHODS.has(ctx.method)) return next();
   let raw: string;
   try {
     raw = await getRawBody(ctx.req, { limit: WRITE_BODY_LIMIT, length: ctx.request.length, encoding: 'utf8' });

@@ -15,6 +15,8 @@ import {
 } from '../../store/accounts';
 import { isUniqueViolation } from '../../store/db';
 import { deleteToken, listTokens, type Caller } from '../../store/tokens';
+import { recordMutation } from '../../services/audit';
+import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
@@ -37,11 +39,15 @@ export function accountRoutes(server: ServerContext): Router {
     const account = await getAccountByUsername(sql, input.username);
     const ok = await verifyPassword(input.password, account?.password_hash ?? null);
     if (!account || !ok) throw new ApiError(401, 'username or password is wrong');
-    const { token, secret } = await mintToken(sql, account, {
-      name: 'login session',
-      kind: 'session',
-      minter: { name: account.username, type: 'user' },
-      expiresAt: new Date(Date.now() + SESSION_SECONDS * 1000),
+    const { token, secret } = await recordMutation(sql, originOf(ctx), 200, (tx, entry) => {
+      entry.actor = account.username;
+      entry.body = { kind: 'session.created', account_id: account.id };
+      return mintToken(tx, account, {
+        name: 'login session',
+        kind: 'session',
+        minter: { name: account.username, type: 'user' },
+        expiresAt: new Date(Date.now() + SESSION_SECONDS * 1000),
+      });
     });
     ctx.body = { token: secret, token_id: token.id, expires_at: token.expires_at?.toISOString(), username: account.username, role: account.role };
   });
@@ -69,7 +75,10 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.post('/auth/logout', async (ctx) => {
     const caller = callerOf(ctx);
-    await deleteToken(sql, caller.token.id);
+    await recordMutation(sql, originOf(ctx), 204, (tx, entry) => {
+      entry.body = { kind: 'session.ended', token_id: caller.token.id };
+      return deleteToken(tx, caller.token.id);
+    });
     ctx.status = 204;
   });
 
@@ -86,11 +95,15 @@ export function accountRoutes(server: ServerContext): Router {
     // An agent mints agent tokens: that is its default, and asking for more is refused.
     const kind = input.kind ?? (caller.token.kind === 'agent' ? 'agent' : 'user');
     if (caller.token.kind === 'agent' && kind !== 'agent') throw forbidden('an agent may mint only agent tokens');
-    const { token, secret } = await mintToken(sql, account, {
-      name: input.name,
-      kind,
-      minter: minterOf(caller),
-      expiresAt: input.expires_in ? new Date(Date.now() + input.expires_in * 1000) : null,
+    const { token, secret } = await recordMutation(sql, originOf(ctx), 201, async (tx, entry) => {
+      const minted = await mintToken(tx, account, {
+        name: input.name,
+        kind,
+        minter: minterOf(caller),
+        expiresAt: input.expires_in ? new Date(Date.now() + input.expires_in * 1000) : null,
+      });
+      entry.body = { kind: 'token.created', token_id: minted.token.id, account_id: account.id, token_kind: kind };
+      return minted;
     });
     ctx.status = 201;
     ctx.body = { ...tokenView({ ...token, username: account.username }), token: secret };
@@ -103,7 +116,10 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.delete('/tokens/:id', async (ctx) => {
     requireRole(ctx, 'admin');
-    if (!(await deleteToken(sql, ctx.params.id))) throw notFound(`token ${ctx.params.id}`);
+    await recordMutation(sql, originOf(ctx), 204, async (tx, entry) => {
+      if (!(await deleteToken(tx, ctx.params.id))) throw notFound(`token ${ctx.params.id}`);
+      entry.body = { kind: 'token.revoked', token_id: ctx.params.id };
+    });
     ctx.status = 204;
   });
 
@@ -111,12 +127,17 @@ export function accountRoutes(server: ServerContext): Router {
     requireRole(ctx, 'admin');
     const input = parseInput(userCreate, ctx.request.body);
     try {
-      const account = await createAccount(sql, {
-        id: newId('usr'),
-        username: input.username,
-        role: input.role,
-        password_hash: input.password ? await hashPassword(input.password) : null,
-        profile: input.profile ?? {},
+      const passwordHash = input.password ? await hashPassword(input.password) : null;
+      const account = await recordMutation(sql, originOf(ctx), 201, async (tx, entry) => {
+        const created = await createAccount(tx, {
+          id: newId('usr'),
+          username: input.username,
+          role: input.role,
+          password_hash: passwordHash,
+          profile: input.profile ?? {},
+        });
+        entry.body = { kind: 'user.created', account_id: created.id, role: created.role };
+        return created;
       });
       ctx.status = 201;
       ctx.set('Location', `/v1/users/${account.id}`);
@@ -142,15 +163,17 @@ export function accountRoutes(server: ServerContext): Router {
   router.put('/users/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     const input = parseInput(userUpdate, ctx.request.body);
-    const updated = await sql.begin(async (tx) => {
+    const passwordHash = input.password ? await hashPassword(input.password) : undefined;
+    const updated = await recordMutation(sql, originOf(ctx), 200, async (tx, entry) => {
       const current = await getAccountById(tx, ctx.params.id);
       if (!current) throw notFound(`user ${ctx.params.id}`);
       if (current.role === 'admin' && input.role && input.role !== 'admin') {
         if ((await countAdminsLocked(tx)) <= 1) throw conflict('this is the last admin; make another admin first', { field: 'role' });
       }
+      entry.body = { kind: 'user.updated', account_id: current.id, role: input.role ?? current.role, password_changed: passwordHash !== undefined };
       return updateAccount(tx, current.id, {
         role: input.role,
-        password_hash: input.password ? await hashPassword(input.password) : undefined,
+        password_hash: passwordHash,
         // The profile is replaced whole: an omitted field clears.
         profile: input.profile !== undefined ? input.profile : undefined,
       });
@@ -160,13 +183,14 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.delete('/users/:id', async (ctx) => {
     requireRole(ctx, 'admin');
-    await sql.begin(async (tx) => {
+    await recordMutation(sql, originOf(ctx), 204, async (tx, entry) => {
       const current = await getAccountById(tx, ctx.params.id);
       if (!current) throw notFound(`user ${ctx.params.id}`);
       if (current.role === 'admin') {
         if ((await countAdminsLocked(tx)) <= 1) throw conflict('this is the last admin; make another admin first');
       }
       await deleteAccount(tx, current.id);
+      entry.body = { kind: 'user.deleted', account_id: current.id };
     });
     ctx.status = 204;
   });

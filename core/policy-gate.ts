@@ -1,0 +1,101 @@
+/**
+ * The approval gate (spec part A 2.10, 3.1; part B 5.2 items 6 and 11): judges one submission
+ * against the stored policies and the built-in agent hold. Pure: the caller reads the policies
+ * and the facts, and records what the verdict says.
+ *
+ * - A matching `deny` policy refuses the run, whatever else matches.
+ * - A matching `require_approval` policy holds it.
+ * - An agent's run is held by the built-in hold unless a matching `exempt` policy lets it past;
+ *   an exemption skips only that built-in hold, never a require-approval policy.
+ * - A condition left empty matches anything; every condition set must match.
+ * - `exclude_dry_run` leaves out a dry run whose tool is known to change nothing in one (a syntax
+ *   check); an extension tool's dry run is matched as the real run (spec part A 1.3).
+ */
+
+export type PolicyEffect = 'require_approval' | 'deny' | 'exempt';
+
+/** The matching conditions and effect of a stored policy, as the gate reads them. */
+export interface GatePolicy {
+  id: string;
+  effect: PolicyEffect;
+  tool: string | null;
+  command_contains: string | null;
+  inventory_id: string | null;
+  queue: string | null;
+  actor: string | null;
+  account: string | null;
+  actor_kind: string | null;
+  require_reason: boolean;
+  exclude_dry_run: boolean;
+  require_distinct_approver: boolean;
+}
+
+/** What the gate knows of a submission. */
+export interface SubmissionFacts {
+  tool: string;
+  command: string;
+  inventory_id: string | null;
+  queue: string;
+  /** The label of the token that asked (a token's name). */
+  actor: string;
+  /** The username of the account the token is bound to. */
+  account: string;
+  actor_kind: 'user' | 'agent';
+  dry_run: boolean;
+  /** Whether the tool's dry run is known to change nothing. */
+  dry_run_change_free: boolean;
+}
+
+/** Why a held run is held and what its approver must meet; stored on the run. */
+export interface Hold {
+  /** Require-approval policies that matched, by id. */
+  policies: string[];
+  /** True when the built-in agent hold holds it (an agent's run no exemption matched). */
+  agent_hold: boolean;
+  require_reason: boolean;
+  /** The requester may not approve their own run. */
+  distinct_approver: boolean;
+}
+
+export type GateVerdict =
+  | { verdict: 'run'; exempted_by: string[] }
+  | { verdict: 'hold'; hold: Hold }
+  | { verdict: 'deny'; policies: string[] };
+
+export function judgeSubmission(facts: SubmissionFacts, policies: readonly GatePolicy[]): GateVerdict {
+  const matching = policies.filter((policy) => matches(policy, facts));
+  const denying = matching.filter((p) => p.effect === 'deny');
+  if (denying.length > 0) return { verdict: 'deny', policies: denying.map((p) => p.id) };
+
+  const holding = matching.filter((p) => p.effect === 'require_approval');
+  const exempting = facts.actor_kind === 'agent' ? matching.filter((p) => p.effect === 'exempt') : [];
+  const agentHold = facts.actor_kind === 'agent' && exempting.length === 0;
+  if (holding.length === 0 && !agentHold) return { verdict: 'run', exempted_by: exempting.map((p) => p.id) };
+  return {
+    verdict: 'hold',
+    hold: {
+      policies: holding.map((p) => p.id),
+      agent_hold: agentHold,
+      require_reason: holding.some((p) => p.require_reason),
+      distinct_approver: holding.some((p) => p.require_distinct_approver),
+    },
+  };
+}
+
+function matches(policy: GatePolicy, facts: SubmissionFacts): boolean {
+  if (policy.exclude_dry_run && facts.dry_run && facts.dry_run_change_free) return false;
+  if (policy.effect === 'exempt' && (policy.actor_kind ?? 'agent') !== facts.actor_kind) return false;
+  return (
+    equalOrUnset(policy.tool, facts.tool) &&
+    (policy.command_contains === null || policy.command_contains === '' || facts.command.includes(policy.command_contains)) &&
+    equalOrUnset(policy.inventory_id, facts.inventory_id) &&
+    equalOrUnset(policy.queue, facts.queue) &&
+    equalOrUnset(policy.actor, facts.actor) &&
+    equalOrUnset(policy.account, facts.account) &&
+    equalOrUnset(policy.actor_kind, facts.actor_kind)
+  );
+}
+
+function equalOrUnset(condition: string | null, value: string | null): boolean {
+  return condition === null || condition === value;
+}

@@ -1,0 +1,112 @@
+import { canonicalJson } from '../core/canonical';
+import { newId } from '../core/ids';
+import { sha256Hex } from '../core/sha256';
+import type { Db, Sql } from '../store/db';
+import { appendAuditEntry, type StoredAuditEntry } from '../store/audit';
+import type postgres from 'postgres';
+
+/**
+ * Who asked for a mutation and how: a request's method, path and fingerprint, or a word for a
+ * mutation the service makes itself (a run's end is method `RUN`, actor `cairn`).
+ */
+export interface AuditOrigin {
+  actor: string;
+  method: string;
+  path: string;
+  fingerprint: string;
+}
+
+/** What the work inside {@link recordMutation} may set on its chain entry before it is appended. */
+export interface EntryDraft {
+  /** The entry id; a decision takes it as its own id (spec part A 2.7 item 3). */
+  id: string;
+  /** What changed: object ids, and `kind`, a dotted name of the mutation. */
+  body: Record<string, unknown>;
+  /** The run the entry is about, so its receipt can find it. */
+  run_id: string | null;
+  /** Set when the actor is known only inside the work (a login names its account). */
+  actor?: string;
+}
+
+/** Thrown inside {@link recordMutation} to keep its writes without appending an entry. */
+const NOTHING_CHANGED = Symbol('nothing changed');
+
+/**
+ * Runs `work` in one transaction and appends its chain entry last in that same transaction, so a
+ * change and its audit record commit together or not at all. `outcome` is the status the change
+ * is answered with. Work that finds nothing to change returns `unchanged(value)`: its transaction
+ * commits (it wrote nothing) and no entry is appended.
+ */
+export async function recordMutation<T>(
+  sql: Sql,
+  origin: AuditOrigin,
+  outcome: number | string,
+  work: (tx: postgres.TransactionSql, entry: EntryDraft) => Promise<T | Unchanged<T>>,
+): Promise<T> {
+  return sql.begin(async (tx) => {
+    const entry: EntryDraft = { id: newId('aud'), body: {}, run_id: null };
+    const result = await work(tx, entry);
+    if (result instanceof Unchanged) return result.value;
+    await appendEntry(tx, origin, outcome, entry);
+    return result;
+  }) as Promise<T>;
+}
+
+/** A result of work that changed nothing and so leaves no chain entry. */
+export class Unchanged<T> {
+  readonly [NOTHING_CHANGED] = true;
+  constructor(readonly value: T) {}
+}
+
+export const unchanged = <T>(value: T) => new Unchanged(value);
+
+/** Appends the entry for a change made in `tx`; for callers that manage their own transaction. */
+export async function appendEntry(tx: Db, origin: AuditOrigin, outcome: number | string, entry: EntryDraft): Promise<StoredAuditEntry> {
+  return appendAuditEntry(tx, {
+    id: entry.id,
+    at: new Date(),
+    actor: entry.actor ?? origin.actor,
+    method: origin.method,
+    path: origin.path,
+    fingerprint: origin.fingerprint,
+    outcome,
+    body: entry.body,
+    run_id: entry.run_id,
+  });
+}
+
+/** The origin of mutations the service makes on its own, such as recording a run's end. */
+export function serviceOrigin(method: string, path: string): AuditOrigin {
+  return { actor: 'cairn', method, path, fingerprint: '' };
+}
+
+/**
+ * Request fields never fingerprinted: a password or secret would be open to guessing from a hash,
+ * and a reason is committed on its own (spec part A 2.7 item 3). Matched by key at any depth.
+ */
+const WITHHELD = /^(password|current_password|new_password|reason|masked_reason|text|token|secret|.*_secret|.*_token)$/i;
+const WITHHELD_MARK = '[withheld]';
+
+/**
+ * `sha256:` + hex SHA-256 of the canonical JSON of the request: method, path, query and body, with
+ * the fields above replaced by a marker. The same request always has the same fingerprint.
+ */
+export function requestFingerprint(method: string, path: string, query: Record<string, unknown>, body: unknown): string {
+  const request = { method, path, query: withhold(query), body: withhold(body ?? null) };
+  let text: string;
+  try {
+    text = canonicalJson(request);
+  } catch {
+    // A body canonical JSON refuses (a lone surrogate) is still fingerprinted, by its plain JSON.
+    text = JSON.stringify(request);
+  }
+  return 'sha256:' + sha256Hex(text);
+}
+
+function withhold(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withhold);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.entries(value as Record<string, unknown>).map(([key, inner]) => [key, WITHHELD.test(key) ? WITHHELD_MARK : withhold(inner)]),
+  );
+}

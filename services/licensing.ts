@@ -1,0 +1,39 @@
+import { promises as fs } from 'node:fs';
+import type { Config } from '../cli/config';
+import { ConfigError } from '../cli/config';
+import { BUILT_IN_LICENSE_KEYS, LicenseError, parseLicense, type License, type Tier } from '../core/license';
+
+export interface Licensing {
+  tier: Tier;
+  license: License | null;
+}
+
+/**
+ * The install's tier: Community without `--license-file`, else what the license grants. A license
+ * named but refused stops the start: an operator who configured one expects its tier, and a
+ * silent fall back to Community would refuse their policies later with a misleading message.
+ */
+export async function loadLicensing(config: Config, installId: string): Promise<Licensing> {
+  if (!config.licenseFile) return { tier: 'community', license: null };
+  let text: string;
+  try {
+    text = await fs.readFile(config.licenseFile, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`--license-file (CAIRN_LICENSE_FILE): cannot read ${config.licenseFile}: ${(err as Error).message}`);
+  }
+  const trusted = [...BUILT_IN_LICENSE_KEYS];
+  if (config.testLicenseKey) {
+    try {
+      trusted.push(JSON.parse(config.testLicenseKey) as object);
+    } catch {
+      throw new ConfigError('CAIRN_TEST_LICENSE_KEY: not a JSON Web Key');
+    }
+  }
+  try {
+    const license = await parseLicense(text, trusted, new Date(), installId);
+    return { tier: license.tier, license };
+  } catch (err) {
+    if (err instanceof LicenseError) throw new ConfigError(`--license-file (CAIRN_LICENSE_FILE): ${err.message}`);
+    throw err;
+  }
+}

@@ -1,0 +1,58 @@
+import type { Db } from './db';
+
+export type DecisionKind = 'approve' | 'reject' | 'correction';
+export type RedactionCategory = 'personal_data' | 'secret' | 'other';
+
+/**
+ * An approval, a rejection or a correction of one (spec part A 2.7). `id` is its chain entry's id.
+ * `reason` (the masked text) and `random` open `commitment`; a redaction removes both and keeps
+ * the commitment, which can then never be opened again.
+ */
+export interface DecisionRecord {
+  id: string;
+  run_id: string;
+  kind: DecisionKind;
+  /** For a correction: the decision it corrects. */
+  decision_id: string | null;
+  actor: string;
+  actor_kind: string;
+  reason: string | null;
+  random: string | null;
+  commitment: string | null;
+  at: Date;
+  redacted_at: Date | null;
+  redacted_by: string | null;
+  redaction_category: RedactionCategory | null;
+  redaction_entry_id: string | null;
+}
+
+export type NewDecisionRecord = Pick<DecisionRecord, 'id' | 'run_id' | 'kind' | 'decision_id' | 'actor' | 'actor_kind' | 'reason' | 'random' | 'commitment'>;
+
+export async function insertDecisionRecord(db: Db, record: NewDecisionRecord): Promise<DecisionRecord> {
+  const [row] = await db<DecisionRecord[]>`INSERT INTO decision_records ${db(record as unknown as Record<string, unknown>)} RETURNING *`;
+  return row;
+}
+
+/** A run's records in the order they were made. */
+export async function listDecisionRecords(db: Db, runId: string): Promise<DecisionRecord[]> {
+  return db<DecisionRecord[]>`SELECT * FROM decision_records WHERE run_id = ${runId} ORDER BY at, id`;
+}
+
+export async function getDecisionRecordForUpdate(db: Db, runId: string, id: string): Promise<DecisionRecord | undefined> {
+  const [row] = await db<DecisionRecord[]>`SELECT * FROM decision_records WHERE run_id = ${runId} AND id = ${id} FOR UPDATE`;
+  return row;
+}
+
+/** Removes a record's text and random value together; the commitment stays. */
+export async function redactDecisionRecord(
+  db: Db,
+  id: string,
+  redaction: { by: string; category: RedactionCategory; entryId: string },
+): Promise<DecisionRecord> {
+  const [row] = await db<DecisionRecord[]>`
+    UPDATE decision_records
+    SET reason = NULL, random = NULL, redacted_at = now(), redacted_by = ${redaction.by},
+        redaction_category = ${redaction.category}, redaction_entry_id = ${redaction.entryId}
+    WHERE id = ${id} RETURNING *`;
+  return row;
+}
