@@ -7,8 +7,13 @@ import { jsonBody } from './middleware/body';
 import { errorHandler } from './middleware/errors';
 import { requestTargetHygiene } from './middleware/hygiene';
 import { accountRoutes } from './routes/accounts';
+import { auditRoutes } from './routes/audit';
 import { healthRoutes } from './routes/health';
+import { policyRoutes } from './routes/policies';
+import { runDecisionRoutes } from './routes/run-decisions';
+import { runEvidenceRoutes } from './routes/run-evidence';
 import { runOutputRoutes } from './routes/run-output';
+import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
@@ -42,7 +47,7 @@ export function createApp(server: ServerContext): Koa {
   app.use(jsonBody);
   app.use(auditOrigin);
 
-  for (const router of [healthRoutes(server), accountRoutes(server), runRoutes(server), runOutputRoutes(server)]) {
+  for (const router of [healthRoutes(server), accountRoutes(server), runRoutes(server), runDecisionRoutes(server), runOutputRoutes(server), runEvidenceRoutes(server), policyRoutes(server), auditRoutes(server), runReceiptRoutes(server)]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -1,5 +1,6 @@
 // `npm run bench`: a throwaway Cairn install, three benchmarks each beside a baseline from the same
 // run, then a table. Budgets are reported, never enforced: a missed one still exits 0.
+import { auditBenchmark } from './audit';
 import { startBenchEnvironment, Teardown } from './environment';
 import { benchClient } from './http';
 import { latencyBenchmark } from './latency';
@@ -43,6 +44,8 @@ async function main(): Promise<void> {
     sections.push(await throughputBenchmark(client));
     log('(c) list with 100k runs stored...');
     sections.push(await listBenchmark(client, env.sql));
+    log('(d) audit chain of 100k entries, in memory...');
+    sections.push(await auditBenchmark());
   } finally {
     await teardown.run();
     // Whatever finished is printed even when a later benchmark failed.

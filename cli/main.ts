@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, parseFlags, settingsHelp } from './config';
 import { createLogger, openDatabase, startServer } from './serve';
 import { runTokenCommand, runUserCommand } from './accounts';
+import { runAuditCommand } from './audit';
 import { runWorkerCommand } from './worker';
 import { TemporalCliUnavailable } from '../embedded/temporal-binary';
 
@@ -14,6 +15,8 @@ commands:
                              mint an API token and print it once
   user create --username U --role admin|operator|viewer [--password-stdin]
                              create an account
+  audit verify --seal <seal.json> <file>
+                             verify an audit bundle or a run receipt offline against the pinned seal
 
 flags (each also an environment variable):
 ${settingsHelp()}
@@ -53,6 +56,8 @@ export async function main(argv: string[]): Promise<void> {
       return runTokenCommand(args, openDatabase, createLogger);
     case 'user':
       return runUserCommand(args, openDatabase, createLogger, () => readFileSync(0, 'utf8').trim());
+    case 'audit':
+      return runAuditCommand(args);
     case undefined:
     case 'help':
     case '--help':

@@ -12,6 +12,7 @@ import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
+import { startAnchoring } from '../services/audit-anchors';
 import { connectDatabase, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
@@ -107,6 +108,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     await hub.start();
     stack.push(() => hub.stop());
     const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults), identity, licensing };
+    // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
+    // graceful stop covers every entry they appended, and the database is still open for it.
+    const anchoring = startAnchoring(context);
+    stack.push(() => anchoring.stop());
 
     const worker = await startPoolWorker({
       connection,

@@ -10,6 +10,7 @@ export function runView(run: Run) {
     status: run.status,
     command: run.spec.command,
     extra_vars: run.spec.extra_vars,
+    dry_run: run.spec.dry_run === true,
     timeout: run.timeout_seconds,
     queue: run.queue,
     error: run.error,
@@ -19,6 +20,10 @@ export function runView(run: Run) {
     rerun_of: run.rerun_of,
     attempts: run.attempts,
     log_bytes: run.log_bytes,
+    // What is blocking an unfinished run (spec part A 3.3); only approvals are tracked so far.
+    blocker: run.status === 'held' ? 'approval_needed' : null,
+    hold: run.hold,
+    state_digest: run.state_digest,
     created_at: iso(run.created_at),
     started_at: iso(run.started_at),
     finished_at: iso(run.finished_at),

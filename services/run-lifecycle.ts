@@ -1,27 +1,35 @@
+import { newId } from '../core/ids';
 import { finalStateOf, type ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
-import type { Db } from '../store/db';
-import { getRun, updateRunIf, type Run } from '../store/runs';
+import type { Sql } from '../store/db';
+import { getRunForUpdate, updateRunIf, type Run } from '../store/runs';
+import { appendEntry, serviceOrigin } from './audit';
 
 /** Runs move under compare-and-set; a move that loses a race reads again, a bounded number of times. */
 export const MAX_MOVE_TRIES = 20;
 
 /**
- * Ends a run: its terminal status and its `run.finished` event in one write. A run already ended is
- * left as it is, so every path that can end a run (the workflow, a cancel, the sweeper) may call
- * this and the end is still recorded exactly once.
+ * Ends a run: its terminal status, its `run.finished` event and its `run.ended` chain entry in one
+ * transaction, under the run's row lock. A run already ended is left as it is, so every path that
+ * can end a run (the workflow, a cancel, the sweeper) may call this and the end is still recorded
+ * exactly once.
  */
-export async function recordRunEnd(db: Db, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
-  for (let i = 0; i < MAX_MOVE_TRIES; i++) {
-    const current = await getRun(db, runId);
+export async function recordRunEnd(sql: Sql, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
+  return sql.begin(async (tx) => {
+    const current = await getRunForUpdate(tx, runId);
     if (!current || current.finished_at) return undefined;
     const ended = await updateRunIf(
-      db,
+      tx,
       current,
       { ...finalStateOf(outcome, current.cancel_requested_by), finished_at: new Date() },
       { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
     );
-    if (ended) return ended;
-  }
-  throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to end it`);
+    if (!ended) throw new Error(`run ${runId} changed under its row lock`);
+    await appendEntry(tx, serviceOrigin('RUN', `/v1/runs/${runId}`), ended.status, {
+      id: newId('aud'),
+      body: { kind: 'run.ended', run_id: runId, status: ended.status, exit_code: ended.exit_code, error: ended.error },
+      run_id: runId,
+    });
+    return ended;
+  });
 }

@@ -45,3 +45,25 @@ export async function listPolicies(db: Db): Promise<Policy[]> {
 export async function lockPolicySet(db: Db): Promise<void> {
   await db`SELECT pg_advisory_xact_lock(7201773)`;
 }
+
+/** A page of policies for `GET /v1/policies`, oldest first (the order the gate reads them), with the total. */
+export async function listPolicyPage(
+  db: Db,
+  page: { limit: number; offset: number; ids?: string[] },
+): Promise<{ rows: Policy[]; total: number }> {
+  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
+  const rows = await db<Policy[]>`
+    SELECT * FROM policies ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM policies ${filter}`;
+  return { rows, total: n };
+}
+
+/**
+ * Stored policies that count toward the tier's policy limit: require-approval and exempt ones.
+ * Call after {@link lockPolicySet} so the count holds until the write commits.
+ */
+export async function countLimitedPolicies(db: Db): Promise<number> {
+  const [{ n }] = await db<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM policies WHERE effect IN ('require_approval', 'exempt')`;
+  return n;
+}

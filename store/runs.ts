@@ -1,9 +1,11 @@
+import type { Hold } from '../core/policy-gate';
 import type { Db } from './db';
 import { RUN_ACTIVITY_CHANNEL } from './events';
 
 export const TERMINAL_STATUSES = ['succeeded', 'failed', 'canceled', 'interrupted', 'rejected'] as const;
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
-export type RunStatus = 'pending' | 'running' | TerminalStatus;
+/** `held`: waiting for an approver's decision (the spec leaves the held status's name to us). */
+export type RunStatus = 'held' | 'pending' | 'running' | TerminalStatus;
 
 /** What was asked for: the tool's input and settings, kept as submitted and replayed by a rerun. */
 export interface RunSpec {
@@ -38,18 +40,22 @@ export interface Run {
   workflow_started_at: Date | null;
   cancel_requested_at: Date | null;
   cancel_requested_by: string | null;
+  /** Why a held run is held; kept after the decision, for the record. Null for a run never held. */
+  hold: Hold | null;
+  /** What an approval binds to: `sha256:` + hex SHA-256 of the canonical JSON of the execution settings. */
+  state_digest: string | null;
 }
 
 export type NewRun = Pick<
   Run,
-  'id' | 'tool' | 'spec' | 'queue' | 'timeout_seconds' | 'requested_by' | 'account_id' | 'token_id' | 'actor_kind' | 'rerun_of' | 'idempotency_key'
->;
+  | 'id' | 'tool' | 'spec' | 'queue' | 'timeout_seconds' | 'requested_by' | 'account_id' | 'token_id' | 'actor_kind' | 'rerun_of'
+  | 'idempotency_key' | 'hold' | 'state_digest'
+> & { status: 'pending' | 'held' };
 
 /** The row a new submission becomes, as the database will hold it. */
 function newRunRow(run: NewRun, now: Date): Run {
   return {
     ...run,
-    status: 'pending',
     error: null,
     exit_code: null,
     attempts: 0,
@@ -70,10 +76,10 @@ export async function insertRunWithEvent(db: Db, run: NewRun, event: { kind: str
   const [inserted] = await db<Run[]>`
     WITH inserted AS (
       INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
-                        rerun_of, idempotency_key, created_at, next_event_seq)
+                        rerun_of, idempotency_key, hold, state_digest, created_at, next_event_seq)
       VALUES (${row.id}, ${row.tool}, ${row.status}, ${db.json(row.spec as never)}, ${row.queue}, ${row.timeout_seconds},
               ${row.requested_by}, ${row.account_id}, ${row.token_id}, ${row.actor_kind}, ${row.rerun_of},
-              ${row.idempotency_key}, ${row.created_at}, 2)
+              ${row.idempotency_key}, ${row.hold ? db.json(row.hold as never) : null}, ${row.state_digest}, ${row.created_at}, 2)
       RETURNING *
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
@@ -173,11 +179,14 @@ export async function markCancelRequested(db: Db, id: string, by: string): Promi
            WHERE id = ${id}`;
 }
 
-/** Submissions a server committed but whose workflow it never started (it died, or Temporal refused). */
+/**
+ * Submissions a server committed but whose workflow it never started (it died, or Temporal refused),
+ * and approvals whose run it never started. A held run waits for its decision, not for the sweeper.
+ */
 export async function findUnstartedRuns(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
   return db<Run[]>`
     SELECT * FROM runs
-    WHERE workflow_started_at IS NULL AND finished_at IS NULL
+    WHERE workflow_started_at IS NULL AND finished_at IS NULL AND status <> 'held'
       AND created_at < now() - make_interval(secs => ${olderThanSeconds})
     ORDER BY created_at LIMIT ${limit}`;
 }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ApiError, notFound } from '../../core/errors';
 import { hashBearerSecret } from '../../core/secrets';
 import type { ServerContext } from '../../services/context';
-import type { Sql } from '../../store/db';
+import type { Db, Sql } from '../../store/db';
 import { listEvents, type RunEvent } from '../../store/events';
 import { readLogChunks } from '../../store/logs';
 import { getRun, type Run } from '../../store/runs';
@@ -36,36 +36,53 @@ async function requireRun(sql: Sql, id: string): Promise<Run> {
   return run;
 }
 
-/** The log bytes in [from, to), chunk by chunk; a stream cut short says so in its last line. */
-async function* logBytes(sql: Sql, runId: string, from: number, to: number): AsyncGenerator<Buffer> {
+/** The log bytes in [from, to), chunk by chunk, read a page of chunks at a time; a failed read throws. */
+export async function* logByteRange(db: Db, runId: string, from: number, to: number): AsyncGenerator<Buffer> {
   let offset = from;
-  try {
-    while (offset < to) {
-      const chunks = await readLogChunks(sql, runId, offset);
-      if (chunks.length === 0) return;
-      for (const chunk of chunks) {
-        const start = Math.max(offset, chunk.start_offset) - chunk.start_offset;
-        const end = Math.min(chunk.data.length, to - chunk.start_offset);
-        if (end > start) yield chunk.data.subarray(start, end);
-        offset = chunk.start_offset + chunk.data.length;
-        if (offset >= to) return;
-      }
+  while (offset < to) {
+    const chunks = await readLogChunks(db, runId, offset);
+    if (chunks.length === 0) return;
+    for (const chunk of chunks) {
+      const start = Math.max(offset, chunk.start_offset) - chunk.start_offset;
+      const end = Math.min(chunk.data.length, to - chunk.start_offset);
+      if (end > start) yield chunk.data.subarray(start, end);
+      offset = chunk.start_offset + chunk.data.length;
+      if (offset >= to) return;
     }
+  }
+}
+
+/** The log bytes in [from, to) as one buffer (the caller bounds the range). */
+export async function readLogRange(db: Db, runId: string, from: number, to: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of logByteRange(db, runId, from, to)) parts.push(part);
+  return Buffer.concat(parts);
+}
+
+/** The log bytes in [from, to) for a stream; a stream cut short says so in its last line. */
+async function* logBytes(sql: Sql, runId: string, from: number, to: number): AsyncGenerator<Buffer> {
+  try {
+    yield* logByteRange(sql, runId, from, to);
   } catch (err) {
     yield Buffer.from(`\nexport_incomplete: true reason: ${(err as Error).message}\n`);
   }
 }
 
+/** Every event after `after`, in order, read a page at a time; a failed read throws. */
+export async function* eventsAfter(db: Db, runId: string, after: number): AsyncGenerator<RunEvent> {
+  let cursor = after;
+  for (;;) {
+    const page = await listEvents(db, runId, cursor, EXPORT_PAGE);
+    yield* page;
+    if (page.length < EXPORT_PAGE) return;
+    cursor = page[page.length - 1].seq;
+  }
+}
+
 /** Every event after `after` as NDJSON, ending with an `export_incomplete` line if the export stops early. */
 async function* eventLines(sql: Sql, runId: string, after: number): AsyncGenerator<string> {
-  let cursor = after;
   try {
-    for (;;) {
-      const page = await listEvents(sql, runId, cursor, EXPORT_PAGE);
-      for (const event of page) yield `${JSON.stringify(eventView(event))}\n`;
-      if (page.length < EXPORT_PAGE) return;
-      cursor = page[page.length - 1].seq;
-    }
+    for await (const event of eventsAfter(sql, runId, after)) yield `${JSON.stringify(eventView(event))}\n`;
   } catch (err) {
     yield `${JSON.stringify({ export_incomplete: true, reason: (err as Error).message })}\n`;
   }

@@ -5,6 +5,7 @@ import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { cancelRun, rerunRun, submitRun } from '../../services/runs';
 import { getRun, listRuns, TERMINAL_STATUSES } from '../../store/runs';
+import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
 import { fitsBytes } from '../schemas/common';
@@ -21,9 +22,10 @@ const runSubmission = z.strictObject({
     .string({ message: 'queue must be a string' })
     .refine(fitsBytes(255), 'queue must be at most 255 bytes')
     .default(''),
+  dry_run: z.boolean({ message: 'dry_run must be true or false' }).default(false),
 });
 
-const RUN_STATUSES = ['pending', 'running', ...TERMINAL_STATUSES] as const;
+const RUN_STATUSES = ['held', 'pending', 'running', ...TERMINAL_STATUSES] as const;
 
 const runListQuery = z.strictObject({
   ...pageQuery(200, 1000),
@@ -49,10 +51,12 @@ export function runRoutes(server: ServerContext): Router {
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
+    const spec = { command: input.command, extra_vars: input.extra_vars, ...(input.dry_run ? { dry_run: true as const } : {}) };
     const { run, created } = await submitRun(
       server,
       caller,
-      { tool: input.tool, spec: { command: input.command, extra_vars: input.extra_vars }, queue: input.queue, timeout: input.timeout },
+      originOf(ctx),
+      { tool: input.tool, spec, queue: input.queue, timeout: input.timeout },
       idempotencyKey(ctx.get('idempotency-key') || undefined),
     );
     ctx.status = created ? 201 : 200;
@@ -76,14 +80,14 @@ export function runRoutes(server: ServerContext): Router {
 
   router.post('/:id/cancel', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
-    const run = await cancelRun(server, caller, ctx.params.id);
+    const run = await cancelRun(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = run.finished_at ? 200 : 202;
     ctx.body = runView(run);
   });
 
   router.post('/:id/rerun', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
-    const run = await rerunRun(server, caller, ctx.params.id, idempotencyKey(ctx.get('idempotency-key') || undefined));
+    const run = await rerunRun(server, caller, originOf(ctx), ctx.params.id, idempotencyKey(ctx.get('idempotency-key') || undefined));
     ctx.status = 201;
     ctx.set('Location', `/v1/runs/${run.id}`);
     ctx.body = runView(run);

@@ -1,0 +1,79 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import { forbidden, notFound } from '../../core/errors';
+import { runView } from '../../core/run-view';
+import type { ServerContext } from '../../services/context';
+import { correctDecision, decideRun, refuseAgentDecision, decisionView, redactDecision, separationOfDuties } from '../../services/decisions';
+import { listDecisionRecords } from '../../store/decisions';
+import { getRun } from '../../store/runs';
+import { originOf } from '../middleware/audit-origin';
+import { callerOf, requireRole } from '../middleware/auth';
+import { parseInput } from '../validate';
+
+/** Approver reasons and correction texts hold at most 1,000 characters (spec part B 8). */
+const MAX_REASON_CHARS = 1000;
+const reasonText = (field: string) =>
+  z.string({ message: `${field} must be a string` }).max(MAX_REASON_CHARS, `${field} must be at most ${MAX_REASON_CHARS} characters`);
+
+const decisionBody = z.strictObject({
+  reason: reasonText('reason').optional(),
+  masked_reason: reasonText('masked_reason').optional(),
+  state_digest: z.string({ message: 'state_digest must be a string' }).optional(),
+});
+const correctionBody = z.strictObject({
+  text: reasonText('text').min(1, 'text must not be empty'),
+  masked_text: reasonText('masked_text').optional(),
+});
+const redactionBody = z.strictObject({
+  category: z.enum(['personal_data', 'secret', 'other'], { message: 'category must be personal_data, secret or other' }),
+});
+
+/** Approve, reject, and the decision records of held runs (spec part A 2.7, 3.1, 4.1). */
+export function runDecisionRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/v1/runs' });
+
+  for (const decision of ['approve', 'reject'] as const) {
+    router.post(`/:id/${decision}`, async (ctx) => {
+      // An agent is refused first, whatever its role: it never decides (spec part B 5.2 item 6).
+      refuseAgentDecision(callerOf(ctx));
+      const caller = requireRole(ctx, 'admin');
+      const input = parseInput(decisionBody, ctx.request.body);
+      const { run, record } = await decideRun(server, caller, originOf(ctx), ctx.params.id, decision, input);
+      ctx.body = { run: runView(run), decision: decisionView(record) };
+    });
+  }
+
+  router.get('/:id/decisions', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    const run = await getRun(server.sql, ctx.params.id);
+    if (!run) throw notFound(`run ${ctx.params.id}`);
+    if (caller.account.role !== 'admin' && run.account_id !== caller.account.id) {
+      throw forbidden(`the decisions of run ${run.id} are for an admin or the account that asked for the run`);
+    }
+    const records = await listDecisionRecords(server.sql, run.id);
+    ctx.body = {
+      run_id: run.id,
+      decisions: records.map(decisionView),
+      count: records.length,
+      total: records.length,
+      separation_of_duties: separationOfDuties(run, records) ?? null,
+    };
+  });
+
+  router.post('/:id/decisions/:decision/corrections', async (ctx) => {
+    const caller = requireRole(ctx, 'admin');
+    const input = parseInput(correctionBody, ctx.request.body);
+    const record = await correctDecision(server, caller, originOf(ctx), ctx.params.id, ctx.params.decision, input);
+    ctx.status = 201;
+    ctx.body = decisionView(record);
+  });
+
+  router.post('/:id/decisions/:record/redact', async (ctx) => {
+    const caller = requireRole(ctx, 'admin');
+    const input = parseInput(redactionBody, ctx.request.body);
+    const record = await redactDecision(server, caller, originOf(ctx), ctx.params.id, ctx.params.record, input.category);
+    ctx.body = decisionView(record);
+  });
+
+  return router;
+}

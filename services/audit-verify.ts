@@ -1,0 +1,194 @@
+import { ChainVerifier, type AnchorProblem, type AuditAnchor, type AuditEntry, type ChainBreak } from '../core/audit-chain';
+import { ANCHOR_TYPE } from '../core/audit-offline';
+import { leafHash } from '../core/merkle';
+import { verifyDocument } from '../core/signing';
+import type { Db } from '../store/db';
+import { chainHead, listAnchors, streamAuditEntries, type StoredAnchor, type StoredAuditEntry } from '../store/audit';
+import type { ServerContext } from './context';
+
+/**
+ * The server's check of the whole stored chain (spec part A 4.15, part B 7.4): every entry
+ * recomputes and links, every stored anchor's signature holds with the install key and its signed
+ * values are satisfied by the chain, and the chain reaches the head row appends keep. One streaming
+ * pass; `GET /v1/audit/verify`, the bundle, receipts and the anchorer all go through it.
+ */
+
+/** Ways the stored chain fails something recorded over it, beyond the chain's own anchor checks. */
+export type StoredAnchorProblem =
+  | AnchorProblem
+  /** The anchor's JWS does not verify with the install key, or is not an anchor of this install. */
+  | { size: number; problem: 'bad_signature'; detail: string }
+  /** The anchor row's size, head or root differ from what its signature covers. */
+  | { size: number; problem: 'row_mismatch'; detail: string }
+  /** The head row appends lock (audit_head) names an entry the chain does not hold. */
+  | { size: number; problem: 'chain_head_mismatch'; detail: string };
+
+export interface WholeChainIntact {
+  ok: true;
+  count: number;
+  head_hash: string;
+  merkle_root: string;
+  /** Anchors checked (each signed, each satisfied). */
+  anchors: number;
+}
+
+export interface WholeChainAnchorsUnsatisfied {
+  ok: false;
+  reason: 'anchor_unsatisfied';
+  broke_at: 0;
+  broke_seq: 0;
+  count: number;
+  anchor_problems: StoredAnchorProblem[];
+  detail: string;
+}
+
+export type WholeChainReport = WholeChainIntact | ChainBreak | WholeChainAnchorsUnsatisfied;
+
+export interface ScanOptions {
+  /** Where to read; a transaction when the caller holds a lock in one. Default: the pool. */
+  db?: Db;
+  /** Keep every leaf hash, in order, for Merkle proofs over the chain just checked. */
+  leaves?: boolean;
+  /** Sees each entry as read (1-based position), e.g. to keep a window or a run's entries. */
+  onEntry?: (entry: StoredAuditEntry, position: number) => void;
+}
+
+export interface ScanResult {
+  report: WholeChainReport;
+  /** The stored anchors whose signatures hold, by size. */
+  anchors: StoredAnchor[];
+  /** Leaf hashes of every entry read, when asked for. */
+  leaves: Buffer[];
+}
+
+type Ctx = Pick<ServerContext, 'sql' | 'identity'>;
+
+/** The report over the whole stored chain and every anchor. */
+export async function checkWholeChain(ctx: Ctx): Promise<WholeChainReport> {
+  return (await scanWholeChain(ctx)).report;
+}
+
+/**
+ * Reads the anchors and the head row first, then streams the chain once: anchors are only ever
+ * taken over committed entries and appends only add, so everything they name is in the stream.
+ */
+export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promise<ScanResult> {
+  const db = options.db ?? ctx.sql;
+  const stored = await listAnchors(db);
+  const head = await chainHead(db);
+  const { valid, problems } = await checkAnchorSignatures(ctx, stored);
+
+  const verifier = new ChainVerifier(valid.map(({ anchor }) => anchor));
+  const leaves: Buffer[] = [];
+  let hashAtHead: string | undefined;
+  let position = 0;
+  for await (const entry of streamAuditEntries(db)) {
+    position++;
+    verifier.push(entry);
+    if (position === head.seq) hashAtHead = entry.hash;
+    if (options.leaves) leaves.push(leafOf(entry));
+    options.onEntry?.(entry, position);
+  }
+
+  const base = verifier.report();
+  if (!base.ok && base.reason === 'chain_break') return { report: base, anchors: [], leaves };
+  if (head.seq > 0 && hashAtHead !== head.hash) {
+    problems.push({
+      size: head.seq,
+      problem: 'chain_head_mismatch',
+      detail:
+        hashAtHead === undefined
+          ? `the chain head row records ${head.seq} entries, the chain holds ${position}`
+          : `the chain head row records hash ${head.hash} for seq ${head.seq}, the entry there has ${hashAtHead}`,
+    });
+  }
+  const all: StoredAnchorProblem[] = [...problems, ...(base.ok ? [] : base.anchor_problems)].sort((a, b) => a.size - b.size);
+  if (all.length > 0) {
+    return {
+      report: { ok: false, reason: 'anchor_unsatisfied', broke_at: 0, broke_seq: 0, count: position, anchor_problems: all, detail: all.map(describeProblem).join('; ') },
+      anchors: valid.map((v) => v.row),
+      leaves,
+    };
+  }
+  const intact = base as Extract<typeof base, { ok: true }>;
+  return {
+    report: { ok: true, count: intact.count, head_hash: intact.head_hash, merkle_root: intact.merkle_root, anchors: valid.length },
+    anchors: valid.map((v) => v.row),
+    leaves,
+  };
+}
+
+/** RFC 9162 leaf of an entry: over the bytes of its hash (its text when not hex, as the verifier does). */
+function leafOf(entry: AuditEntry): Buffer {
+  const hash = typeof entry.hash === 'string' ? entry.hash : '';
+  return leafHash(/^[0-9a-f]{64}$/.test(hash) ? Buffer.from(hash, 'hex') : Buffer.from(hash, 'utf8'));
+}
+
+/**
+ * Each anchor's JWS must verify with the install key and sign exactly the row's values; the
+ * signed values are what the chain is then held to, so editing a row cannot move an anchor.
+ */
+async function checkAnchorSignatures(ctx: Ctx, stored: StoredAnchor[]) {
+  const valid: { anchor: AuditAnchor; row: StoredAnchor }[] = [];
+  const problems: StoredAnchorProblem[] = [];
+  for (const row of stored) {
+    let payload: Record<string, unknown>;
+    try {
+      payload = (await verifyDocument(row.signed, ctx.identity.publicJwk)).payload;
+    } catch (error) {
+      problems.push({ size: row.size, problem: 'bad_signature', detail: `the anchor of size ${row.size} is not signed by this install's key: ${(error as Error).message}` });
+      continue;
+    }
+    if (payload.type !== ANCHOR_TYPE || payload.install_id !== ctx.identity.installId) {
+      problems.push({ size: row.size, problem: 'bad_signature', detail: `the anchor of size ${row.size} is not an audit anchor of install ${ctx.identity.installId}` });
+      continue;
+    }
+    const signed = { size: payload.size, head_hash: payload.head_hash, merkle_root: payload.merkle_root };
+    const wellFormed =
+      typeof signed.size === 'number' &&
+      Number.isSafeInteger(signed.size) &&
+      signed.size >= 1 &&
+      typeof signed.head_hash === 'string' &&
+      /^[0-9a-f]{64}$/.test(signed.head_hash) &&
+      typeof signed.merkle_root === 'string' &&
+      /^[0-9a-f]{64}$/.test(signed.merkle_root);
+    if (!wellFormed) {
+      problems.push({ size: row.size, problem: 'bad_signature', detail: `the anchor of size ${row.size} signs no well-formed size, head and root` });
+      continue;
+    }
+    if (signed.size !== row.size || signed.head_hash !== row.head_hash || signed.merkle_root !== row.merkle_root) {
+      problems.push({
+        size: row.size,
+        problem: 'row_mismatch',
+        detail: `the anchor row of size ${row.size} does not hold what its signature covers (size ${signed.size as number}, head ${signed.head_hash as string}, root ${signed.merkle_root as string})`,
+      });
+    }
+    valid.push({ anchor: signed as AuditAnchor, row });
+  }
+  return { valid, problems };
+}
+
+function describeProblem(problem: StoredAnchorProblem): string {
+  switch (problem.problem) {
+    case 'missing_entries':
+      return `the anchor of size ${problem.size} needs ${problem.expected} entries, the chain has ${problem.actual}`;
+    case 'head_mismatch':
+      return `the anchor of size ${problem.size} has head hash ${problem.expected}, the chain's is ${problem.actual}`;
+    case 'root_mismatch':
+      return `the anchor of size ${problem.size} has Merkle root ${problem.expected}, the chain's is ${problem.actual}`;
+    default:
+      return problem.detail;
+  }
+}
+
+/** Log fields for a report that is not intact: where it broke, never entry contents. */
+export function reportCoordinates(report: Exclude<WholeChainReport, WholeChainIntact>) {
+  return {
+    reason: report.reason,
+    broke_at: report.broke_at,
+    broke_seq: report.broke_seq,
+    count: report.count,
+    ...(report.reason === 'anchor_unsatisfied' ? { anchor_problems: report.anchor_problems } : {}),
+    detail: report.detail,
+  };
+}

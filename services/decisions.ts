@@ -1,0 +1,226 @@
+import { badRequest, conflict, forbidden, notFound } from '../core/errors';
+import { createMasker } from '../core/masker';
+import { newReasonRandom, reasonCommitment } from '../core/reason-commitment';
+import { runView } from '../core/run-view';
+import { getDecisionRecordForUpdate, insertDecisionRecord, redactDecisionRecord, type DecisionRecord, type RedactionCategory } from '../store/decisions';
+import { appendEvent } from '../store/events';
+import { getRunForUpdate, updateRunIf, type Run } from '../store/runs';
+import type { Caller } from '../store/tokens';
+import { recordMutation, type AuditOrigin } from './audit';
+import type { ServerContext } from './context';
+import { handOff } from './runs';
+
+/** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
+export const REJECTED_ERROR = 'rejected by an approver';
+
+/** Runs carry no secret values of their own yet, so reasons pass the masker's patterns. */
+const reasonMasker = createMasker();
+
+export interface DecisionInput {
+  reason?: string;
+  /** The text a 409 said would be kept; sending it back confirms the masked reason. */
+  masked_reason?: string;
+  state_digest?: string;
+}
+
+/** Text that opens a commitment: the masked reason, its random value and the commitment itself. */
+interface CommittedText {
+  reason: string;
+  random: string;
+  commitment: string;
+}
+
+/**
+ * The reason as it will be kept (spec part A 2.7 item 2). The masker may change it: then nothing
+ * is recorded and the caller is answered 409 with the text as it would be kept, which goes through
+ * when sent back as the confirmation. A reason is never refused for looking like a secret.
+ */
+function maskedText(text: string | undefined, confirmation: string | undefined, confirmationField: string): string | undefined {
+  const given = text ?? confirmation;
+  if (given === undefined || given === '') return undefined;
+  const masked = reasonMasker.mask(given);
+  if (masked !== given && confirmation !== masked) {
+    throw conflict(`the text holds what looks like a secret; resend with ${confirmationField} set to the masked text to record it as shown`, {
+      [confirmationField]: masked,
+    });
+  }
+  return masked;
+}
+
+function commit(text: string | undefined, recordId: string): CommittedText | undefined {
+  if (text === undefined) return undefined;
+  const random = newReasonRandom();
+  return { reason: text, random, commitment: reasonCommitment({ event: recordId, random, reason: text }) };
+}
+
+/** An agent never approves or rejects (spec part B 5.2 item 6), whatever role its account has. */
+export function refuseAgentDecision(caller: Caller): void {
+  if (caller.token.kind === 'agent') throw forbidden('an agent never approves or rejects a run; an admin decides it');
+}
+
+/**
+ * Approves or rejects a held run (spec part A 3.1, part B 7.6). Under the run's row lock: a run no
+ * longer waiting (decided, or canceled, on any server) answers 409 and records nothing. The
+ * decision, the run's move, its events and the decision's chain entry commit together; an approved
+ * run is then handed to Temporal (the sweeper finishes that if this server dies first).
+ */
+export async function decideRun(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  runId: string,
+  decision: 'approve' | 'reject',
+  input: DecisionInput,
+): Promise<{ run: Run; record: DecisionRecord }> {
+  refuseAgentDecision(caller);
+  const result = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    const run = await getRunForUpdate(tx, runId);
+    if (!run) throw notFound(`run ${runId}`);
+    if (run.status !== 'held' || run.cancel_requested_at) {
+      const state = run.cancel_requested_at && !run.finished_at ? 'being canceled' : run.status;
+      throw conflict(`run ${runId} is no longer waiting for a decision (${state}); nothing was recorded`, { status: run.status });
+    }
+    const hold = run.hold!;
+    if (hold.distinct_approver && run.account_id === caller.account.id) {
+      throw forbidden(`a policy holding run ${runId} requires an approver other than its requester`, { policies: hold.policies });
+    }
+    if (input.state_digest !== undefined && input.state_digest !== run.state_digest) {
+      throw conflict(`state_digest does not match run ${runId}'s execution settings; read the run again and decide on what it shows`, {
+        state_digest: run.state_digest,
+      });
+    }
+    const text = maskedText(input.reason, input.masked_reason, 'masked_reason');
+    if (hold.require_reason && text === undefined) {
+      throw badRequest(`a reason is required: a policy holding this run asks approvers for one (${hold.policies.join(', ')})`, { field: 'reason' });
+    }
+    const committed = commit(text, entry.id);
+    const record = await insertDecisionRecord(tx, {
+      id: entry.id,
+      run_id: runId,
+      kind: decision,
+      decision_id: null,
+      actor: caller.account.username,
+      actor_kind: 'user',
+      reason: committed?.reason ?? null,
+      random: committed?.random ?? null,
+      commitment: committed?.commitment ?? null,
+    });
+    const by = caller.account.username;
+    let moved: Run | undefined;
+    if (decision === 'approve') {
+      moved = await updateRunIf(tx, run, { status: 'pending' }, { kind: 'run.approved', body: () => ({ decision_id: record.id, by }) });
+    } else {
+      await appendEvent(tx, runId, 'run.rejected', { decision_id: record.id, by });
+      moved = await updateRunIf(
+        tx,
+        run,
+        { status: 'rejected', error: REJECTED_ERROR, finished_at: new Date() },
+        { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+      );
+    }
+    if (!moved) throw new Error(`run ${runId} changed under its row lock`);
+    entry.run_id = runId;
+    entry.body = {
+      kind: 'run.decision',
+      run_id: runId,
+      decision_id: record.id,
+      decision,
+      commitment: record.commitment,
+      state_digest: run.state_digest,
+      run_status: moved.status,
+    };
+    return { run: moved, record };
+  });
+  if (decision === 'approve') await handOff(ctx, result.run);
+  return result;
+}
+
+/** Appends a correction to a decision: masked and committed like a reason, under its own chain entry. */
+export async function correctDecision(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  runId: string,
+  decisionId: string,
+  input: { text: string; masked_text?: string },
+): Promise<DecisionRecord> {
+  return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+    const decision = await getDecisionRecordForUpdate(tx, runId, decisionId);
+    if (!decision || decision.kind === 'correction') throw notFound(`decision ${decisionId} of run ${runId}`);
+    const text = maskedText(input.text, input.masked_text, 'masked_text');
+    if (text === undefined) throw badRequest('text must not be empty', { field: 'text' });
+    const committed = commit(text, entry.id)!;
+    const record = await insertDecisionRecord(tx, {
+      id: entry.id,
+      run_id: runId,
+      kind: 'correction',
+      decision_id: decision.id,
+      actor: caller.account.username,
+      actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+      reason: committed.reason,
+      random: committed.random,
+      commitment: committed.commitment,
+    });
+    entry.run_id = runId;
+    entry.body = { kind: 'run.correction', run_id: runId, decision_id: decision.id, correction_id: record.id, commitment: record.commitment };
+    return record;
+  });
+}
+
+/**
+ * Removes a decision's or correction's text and random value together; the commitment stays and
+ * can never be opened again. The chain entry names the category; its actor and time say who and when.
+ */
+export async function redactDecision(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  runId: string,
+  recordId: string,
+  category: RedactionCategory,
+): Promise<DecisionRecord> {
+  return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    const record = await getDecisionRecordForUpdate(tx, runId, recordId);
+    if (!record) throw notFound(`decision record ${recordId} of run ${runId}`);
+    if (record.redacted_at) throw conflict(`decision record ${recordId} was already redacted`, { redacted_at: record.redacted_at.toISOString() });
+    const redacted = await redactDecisionRecord(tx, record.id, { by: caller.account.username, category, entryId: entry.id });
+    entry.run_id = runId;
+    entry.body = { kind: 'run.redaction', run_id: runId, record_id: record.id, category, commitment: record.commitment };
+    return redacted;
+  });
+}
+
+/** A decision record as the API shows it. */
+export function decisionView(record: DecisionRecord) {
+  return {
+    id: record.id,
+    kind: record.kind,
+    decision_id: record.decision_id,
+    actor: record.actor,
+    actor_kind: record.actor_kind,
+    at: record.at.toISOString(),
+    reason: record.reason,
+    random: record.random,
+    commitment: record.commitment,
+    redaction: record.redacted_at
+      ? { at: record.redacted_at.toISOString(), by: record.redacted_by, category: record.redaction_category, entry_id: record.redaction_entry_id }
+      : null,
+  };
+}
+
+/**
+ * For a run an agent asked for: whether its approver was someone other than the requester, the
+ * separation of duties the built-in hold exists for (spec part A 2.7 item 4).
+ */
+export function separationOfDuties(run: Run, records: DecisionRecord[]) {
+  if (run.actor_kind !== 'agent') return undefined;
+  const decision = records.find((r) => r.kind !== 'correction');
+  return {
+    requester: run.requested_by,
+    requester_kind: 'agent',
+    approver: decision?.actor ?? null,
+    approver_kind: decision?.actor_kind ?? null,
+    held_by_agent_hold: run.hold?.agent_hold ?? false,
+    satisfied: decision ? decision.actor_kind !== 'agent' && decision.actor !== run.requested_by : null,
+  };
+}

@@ -1,0 +1,80 @@
+import { eventsAfter, eventView, readLogRange } from '../api/routes/run-output';
+import { notFound } from '../core/errors';
+import {
+  EVIDENCE_LOG_CAP,
+  EVIDENCE_VERSION,
+  evidenceChainEntry,
+  evidenceDecision,
+  logText,
+  type EvidenceDossier,
+  type EvidenceEvent,
+  type EvidenceHostSummary,
+  type EvidenceTaskSummary,
+} from '../core/evidence';
+import { runView } from '../core/run-view';
+import { auditEntriesOfRun } from '../store/audit';
+import type { Db } from '../store/db';
+import { listDecisionRecords } from '../store/decisions';
+import { getRun, type Run } from '../store/runs';
+import type { Caller } from '../store/tokens';
+import type { ServerContext } from './context';
+import { separationOfDuties } from './decisions';
+
+/**
+ * Decision reasons and random values go to an admin and to the account that asked for the run;
+ * everyone else who may read the run sees each decision's commitment only (spec part A 2.7, 4.1).
+ */
+export function mayReadReasons(caller: Caller, run: Run): boolean {
+  return caller.account.role === 'admin' || (run.account_id !== null && run.account_id === caller.account.id);
+}
+
+/**
+ * Per-host and per-task summaries of a run. No tool records them yet (bash and python runs have
+ * none); when the ansible tool does, they are read here and the dossier shows them.
+ */
+async function summariesOf(_db: Db, _run: Run): Promise<{ hosts: EvidenceHostSummary[]; tasks: EvidenceTaskSummary[] }> {
+  return { hosts: [], tasks: [] };
+}
+
+/**
+ * The evidence dossier of one run as this caller may see it. Everything is read in one
+ * repeatable-read transaction, so the log, events, decisions and chain entries are those of the
+ * same moment as the run row, even while the run is still writing.
+ */
+export async function buildEvidence(server: ServerContext, caller: Caller, runId: string): Promise<EvidenceDossier> {
+  return server.sql.begin('isolation level repeatable read read only', async (tx) => {
+    const run = await getRun(tx, runId);
+    if (!run) throw notFound(`run ${runId}`);
+    const disclosed = mayReadReasons(caller, run);
+
+    const from = Math.max(0, run.log_bytes - EVIDENCE_LOG_CAP);
+    const log = logText(await readLogRange(tx, run.id, from, run.log_bytes), from);
+
+    const events: EvidenceEvent[] = [];
+    for await (const event of eventsAfter(tx, run.id, 0)) events.push(eventView(event));
+
+    const [summaries, decisions, chain] = await Promise.all([
+      summariesOf(tx, run),
+      listDecisionRecords(tx, run.id),
+      auditEntriesOfRun(tx, run.id),
+    ]);
+
+    return {
+      version: EVIDENCE_VERSION,
+      generated_at: new Date().toISOString(),
+      install_id: server.identity.installId,
+      run: runView(run),
+      hosts: summaries.hosts,
+      tasks: summaries.tasks,
+      log: log.text,
+      log_bytes: run.log_bytes,
+      log_truncated: log.from > 0,
+      log_omitted_bytes: log.from,
+      events,
+      reasons_disclosed: disclosed,
+      decisions: decisions.map((record) => evidenceDecision(record, disclosed)),
+      separation_of_duties: separationOfDuties(run, decisions) ?? null,
+      chain: chain.map(evidenceChainEntry),
+    } satisfies EvidenceDossier;
+  }) as Promise<EvidenceDossier>;
+}
