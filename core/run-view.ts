@@ -1,3 +1,4 @@
+import type { RunEvent } from '../store/events';
 import type { Run } from '../store/runs';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -31,3 +32,6 @@ export function runView(run: Run) {
 }
 
 export type RunView = ReturnType<typeof runView>;
+
+/** An event as the API shows it: its sequence, name and time beside its body's fields. */
+export const eventView = (e: RunEvent) => ({ seq: e.seq, event: e.kind, at: e.at.toISOString(), ...e.body });

@@ -1,4 +1,3 @@
-import { eventsAfter, eventView, readLogRange } from '../api/routes/run-output';
 import { notFound } from '../core/errors';
 import {
   EVIDENCE_LOG_CAP,
@@ -11,7 +10,9 @@ import {
   type EvidenceHostSummary,
   type EvidenceTaskSummary,
 } from '../core/evidence';
-import { runView } from '../core/run-view';
+import { eventView, runView } from '../core/run-view';
+import { eventsAfter } from '../store/events';
+import { readLogRange } from '../store/logs';
 import { auditEntriesOfRun } from '../store/audit';
 import type { Db } from '../store/db';
 import { listDecisionRecords } from '../store/decisions';

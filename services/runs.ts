@@ -39,7 +39,7 @@ export interface RunRequest {
 /** Named queues are served only by workers, and every worker is Team tier. */
 function requireQueueAllowed(queue: string, tier: Tier): void {
   if (queue !== '' && !tierAllows(tier, 'named_queue')) {
-    throw forbidden(featureRefusal('named_queue', tier), { feature: 'named queue', field: 'queue', tier });
+    throw forbidden(featureRefusal('named_queue', tier), { feature: 'named_queue', field: 'queue', tier });
   }
 }
 

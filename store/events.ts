@@ -32,3 +32,16 @@ export async function listEvents(db: Db, runId: string, after: number, limit: nu
     SELECT seq, kind, body, at FROM run_events
     WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`;
 }
+
+const EVENT_PAGE = 500;
+
+/** Every event after `after`, in order, read a page at a time; a failed read throws. */
+export async function* eventsAfter(db: Db, runId: string, after: number): AsyncGenerator<RunEvent> {
+  let cursor = after;
+  for (;;) {
+    const page = await listEvents(db, runId, cursor, EVENT_PAGE);
+    yield* page;
+    if (page.length < EVENT_PAGE) return;
+    cursor = page[page.length - 1].seq;
+  }
+}

@@ -28,3 +28,26 @@ export async function readLogChunks(db: Db, runId: string, from: number, limit =
     WHERE run_id = ${runId} AND start_offset + length(data) > ${from}
     ORDER BY start_offset LIMIT ${limit}`;
 }
+
+/** The log bytes in [from, to), chunk by chunk, read a page of chunks at a time; a failed read throws. */
+export async function* logByteRange(db: Db, runId: string, from: number, to: number): AsyncGenerator<Buffer> {
+  let offset = from;
+  while (offset < to) {
+    const chunks = await readLogChunks(db, runId, offset);
+    if (chunks.length === 0) return;
+    for (const chunk of chunks) {
+      const start = Math.max(offset, chunk.start_offset) - chunk.start_offset;
+      const end = Math.min(chunk.data.length, to - chunk.start_offset);
+      if (end > start) yield chunk.data.subarray(start, end);
+      offset = chunk.start_offset + chunk.data.length;
+      if (offset >= to) return;
+    }
+  }
+}
+
+/** The log bytes in [from, to) as one buffer (the caller bounds the range). */
+export async function readLogRange(db: Db, runId: string, from: number, to: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of logByteRange(db, runId, from, to)) parts.push(part);
+  return Buffer.concat(parts);
+}

@@ -6,11 +6,14 @@ import { z } from 'zod';
 import { ApiError, notFound } from '../../core/errors';
 import { hashBearerSecret } from '../../core/secrets';
 import type { ServerContext } from '../../services/context';
-import type { Db, Sql } from '../../store/db';
-import { listEvents, type RunEvent } from '../../store/events';
-import { readLogChunks } from '../../store/logs';
+import type { Sql } from '../../store/db';
+import { eventsAfter, listEvents } from '../../store/events';
+import { logByteRange, readLogChunks } from '../../store/logs';
+import { eventView } from '../../core/run-view';
 import { getRun, type Run } from '../../store/runs';
 import { createStreamTicket, redeemStreamTicket } from '../../store/tickets';
+import { recordMutation } from '../../services/audit';
+import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 
@@ -28,35 +31,10 @@ const eventQuery = z.strictObject({
   download: z.enum(['0', '1', 'true', 'false'], { message: 'download must be 1 or 0' }).optional(),
 });
 
-export const eventView = (e: RunEvent) => ({ seq: e.seq, event: e.kind, at: e.at.toISOString(), ...e.body });
-
 async function requireRun(sql: Sql, id: string): Promise<Run> {
   const run = await getRun(sql, id);
   if (!run) throw notFound(`run ${id}`);
   return run;
-}
-
-/** The log bytes in [from, to), chunk by chunk, read a page of chunks at a time; a failed read throws. */
-export async function* logByteRange(db: Db, runId: string, from: number, to: number): AsyncGenerator<Buffer> {
-  let offset = from;
-  while (offset < to) {
-    const chunks = await readLogChunks(db, runId, offset);
-    if (chunks.length === 0) return;
-    for (const chunk of chunks) {
-      const start = Math.max(offset, chunk.start_offset) - chunk.start_offset;
-      const end = Math.min(chunk.data.length, to - chunk.start_offset);
-      if (end > start) yield chunk.data.subarray(start, end);
-      offset = chunk.start_offset + chunk.data.length;
-      if (offset >= to) return;
-    }
-  }
-}
-
-/** The log bytes in [from, to) as one buffer (the caller bounds the range). */
-export async function readLogRange(db: Db, runId: string, from: number, to: number): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  for await (const part of logByteRange(db, runId, from, to)) parts.push(part);
-  return Buffer.concat(parts);
 }
 
 /** The log bytes in [from, to) for a stream; a stream cut short says so in its last line. */
@@ -65,17 +43,6 @@ async function* logBytes(sql: Sql, runId: string, from: number, to: number): Asy
     yield* logByteRange(sql, runId, from, to);
   } catch (err) {
     yield Buffer.from(`\nexport_incomplete: true reason: ${(err as Error).message}\n`);
-  }
-}
-
-/** Every event after `after`, in order, read a page at a time; a failed read throws. */
-export async function* eventsAfter(db: Db, runId: string, after: number): AsyncGenerator<RunEvent> {
-  let cursor = after;
-  for (;;) {
-    const page = await listEvents(db, runId, cursor, EXPORT_PAGE);
-    yield* page;
-    if (page.length < EXPORT_PAGE) return;
-    cursor = page[page.length - 1].seq;
   }
 }
 
@@ -129,11 +96,11 @@ export function runOutputRoutes(server: ServerContext): Router {
     const caller = requireRole(ctx, 'viewer');
     const run = await requireRun(server.sql, ctx.params.id);
     const ticket = randomBytes(32).toString('base64url');
-    await createStreamTicket(server.sql, {
-      hash: hashBearerSecret(ticket),
-      runId: run.id,
-      accountId: caller.account.id,
-      ttlSeconds: STREAM_TICKET_SECONDS,
+    // A ticket is access to a run's live output, so its minting is in the chain; it is not a change
+    // to the run and stays out of the run's receipt (no run_id on the entry).
+    await recordMutation(server.sql, originOf(ctx), 201, async (tx, entry) => {
+      await createStreamTicket(tx, { hash: hashBearerSecret(ticket), runId: run.id, accountId: caller.account.id, ttlSeconds: STREAM_TICKET_SECONDS });
+      entry.body = { kind: 'stream_ticket.created', for_run: run.id };
     });
     ctx.status = 201;
     ctx.body = { ticket, expires_in: STREAM_TICKET_SECONDS };

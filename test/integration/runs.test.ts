@@ -127,7 +127,7 @@ test('submissions name what is wrong: unknown tool, unserved tool, bad fields, n
   expect(extra.body.error).toMatch(/unknown field: colour/);
   const queue = await submit({ tool: 'bash', command: 'true', queue: 'gpu' });
   expect(queue.status).toBe(403);
-  expect(queue.body).toMatchObject({ feature: 'named queue' });
+  expect(queue.body).toMatchObject({ feature: 'named_queue', tier: 'community' });
   expect(queue.body.error).toMatch(/Team tier/);
   const longQueue = await submit({ tool: 'bash', command: 'true', queue: 'q'.repeat(256) });
   expect(longQueue.status).toBe(400);
