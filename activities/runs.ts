@@ -50,6 +50,12 @@ function toolEnvironment(runId: string, workDir: string, extra: Record<string, s
   };
 }
 
+/** A shard learns which slice of the work is its own. */
+function shardEnvironment(run: Run): Record<string, string> {
+  const shard = run.spec.shard;
+  return shard ? { CAIRN_SHARD_INDEX: String(shard.index), CAIRN_SHARD_COUNT: String(shard.count) } : {};
+}
+
 export function createRunActivities(deps: RunActivityDeps) {
   const { sql, logger } = deps;
 
@@ -131,7 +137,7 @@ export function createRunActivities(deps: RunActivityDeps) {
       try {
         tool = await deps.launcher.launch(invocation.argv, {
           cwd: workDir,
-          env: toolEnvironment(runId, workDir, invocation.env),
+          env: toolEnvironment(runId, workDir, { ...invocation.env, ...shardEnvironment(run) }),
           onOutput: (chunk) => output.write(chunk),
         });
       } catch (err) {

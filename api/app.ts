@@ -10,6 +10,8 @@ import { accountRoutes } from './routes/accounts';
 import { auditRoutes } from './routes/audit';
 import { healthRoutes } from './routes/health';
 import { policyRoutes } from './routes/policies';
+import { approvalRoutes } from './routes/approvals';
+import { pipelineRoutes } from './routes/pipelines';
 import { runDecisionRoutes } from './routes/run-decisions';
 import { runEvidenceRoutes } from './routes/run-evidence';
 import { runOutputRoutes } from './routes/run-output';
@@ -47,7 +49,20 @@ export function createApp(server: ServerContext): Koa {
   app.use(jsonBody);
   app.use(auditOrigin);
 
-  for (const router of [healthRoutes(server), accountRoutes(server), runRoutes(server), runDecisionRoutes(server), runOutputRoutes(server), runEvidenceRoutes(server), policyRoutes(server), auditRoutes(server), runReceiptRoutes(server)]) {
+  const routers = [
+    healthRoutes(server),
+    accountRoutes(server),
+    runRoutes(server),
+    runDecisionRoutes(server),
+    runOutputRoutes(server),
+    runEvidenceRoutes(server),
+    runReceiptRoutes(server),
+    pipelineRoutes(server),
+    approvalRoutes(server),
+    policyRoutes(server),
+    auditRoutes(server),
+  ];
+  for (const router of routers) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -55,6 +55,8 @@ export interface Hold {
   require_reason: boolean;
   /** The requester may not approve their own run. */
   distinct_approver: boolean;
+  /** A workflow approval step's deadline, after which it takes its deny path. */
+  expires_at?: string | null;
 }
 
 export type GateVerdict =
@@ -98,4 +100,26 @@ function matches(policy: GatePolicy, facts: SubmissionFacts): boolean {
 
 function equalOrUnset(condition: string | null, value: string | null): boolean {
   return condition === null || condition === value;
+}
+
+/**
+ * One verdict for a submission made of several runs (a pipeline's or workflow's steps, a split's
+ * shards): refused if any is refused, held (once, for all) if any is held, else it runs.
+ */
+export function combineVerdicts(verdicts: readonly GateVerdict[]): GateVerdict {
+  const denied = verdicts.flatMap((v) => (v.verdict === 'deny' ? v.policies : []));
+  if (denied.length > 0) return { verdict: 'deny', policies: [...new Set(denied)] };
+  const holds = verdicts.flatMap((v) => (v.verdict === 'hold' ? [v.hold] : []));
+  if (holds.length === 0) {
+    return { verdict: 'run', exempted_by: [...new Set(verdicts.flatMap((v) => (v.verdict === 'run' ? v.exempted_by : [])))] };
+  }
+  return {
+    verdict: 'hold',
+    hold: {
+      policies: [...new Set(holds.flatMap((h) => h.policies))],
+      agent_hold: holds.some((h) => h.agent_hold),
+      require_reason: holds.some((h) => h.require_reason),
+      distinct_approver: holds.some((h) => h.distinct_approver),
+    },
+  };
 }

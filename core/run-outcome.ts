@@ -6,7 +6,12 @@ export type ExecutionOutcome =
   | { kind: 'spawn_failed'; message: string }
   | { kind: 'timed_out'; seconds: number }
   | { kind: 'canceled' }
-  | { kind: 'lost'; message: string };
+  | { kind: 'lost'; message: string }
+  // A parent (pipeline, workflow, split) whose children all ended well, or one that did not.
+  | { kind: 'completed' }
+  | { kind: 'children_failed'; message: string }
+  // A step or shard that never ran: its dependency failed, or its parent ended first.
+  | { kind: 'not_run'; message: string };
 
 export interface FinalState {
   status: TerminalStatus;
@@ -29,5 +34,11 @@ export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | nul
       return { status: 'canceled', error: canceledBy ? `canceled by ${canceledBy}` : 'canceled', exit_code: null };
     case 'lost':
       return { status: 'interrupted', error: outcome.message, exit_code: null };
+    case 'completed':
+      return { status: 'succeeded', error: null, exit_code: null };
+    case 'children_failed':
+      return { status: 'failed', error: outcome.message, exit_code: null };
+    case 'not_run':
+      return { status: 'canceled', error: outcome.message, exit_code: null };
   }
 }

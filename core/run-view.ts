@@ -7,6 +7,7 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 export function runView(run: Run) {
   return {
     id: run.id,
+    kind: run.kind,
     tool: run.tool,
     status: run.status,
     command: run.spec.command,
@@ -19,6 +20,12 @@ export function runView(run: Run) {
     requested_by: run.requested_by,
     actor_kind: run.actor_kind,
     rerun_of: run.rerun_of,
+    parent_run_id: run.parent_run_id,
+    step_name: run.step_name,
+    step_index: run.step_index,
+    template_id: run.template_id,
+    // Names only: a sealed answer is never read back by anyone.
+    secret_vars: run.sealed_vars ? Object.keys(run.sealed_vars).sort() : [],
     attempts: run.attempts,
     log_bytes: run.log_bytes,
     // What is blocking an unfinished run (spec part A 3.3); only approvals are tracked so far.

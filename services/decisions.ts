@@ -4,7 +4,11 @@ import { newReasonRandom, reasonCommitment } from '../core/reason-commitment';
 import { runView } from '../core/run-view';
 import { getDecisionRecordForUpdate, insertDecisionRecord, redactDecisionRecord, type DecisionRecord, type RedactionCategory } from '../store/decisions';
 import { appendEvent } from '../store/events';
-import { getRunForUpdate, updateRunIf, type Run } from '../store/runs';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Db } from '../store/db';
+import { getRunForUpdate, listChildRuns, markSignalDelivered, PARENT_KINDS, updateRunIf, type Run } from '../store/runs';
+import { runWorkflowId } from '../workers/names';
+import { stepDecided } from '../workflows/graph';
 import type { Caller } from '../store/tokens';
 import { recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
@@ -12,6 +16,8 @@ import { handOff } from './runs';
 
 /** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
 export const REJECTED_ERROR = 'rejected by an approver';
+/** The error a denied workflow approval step ends with. */
+export const DENIED_ERROR = 'denied by an approver';
 
 /** Runs carry no secret values of their own yet, so reasons pass the masker's patterns. */
 const reasonMasker = createMasker();
@@ -53,6 +59,36 @@ function commit(text: string | undefined, recordId: string): CommittedText | und
   return { reason: text, random, commitment: reasonCommitment({ event: recordId, random, reason: text }) };
 }
 
+/** Approve or reject given a workflow that waits at approval steps: 409 naming each step and its call. */
+async function refuseWorkflowId(tx: Db, run: Run): Promise<void> {
+  const waiting = (await listChildRuns(tx, run.id)).filter((child) => child.kind === 'approval' && child.status === 'held');
+  if (waiting.length === 0) return;
+  throw conflict(`run ${run.id} is a workflow waiting at ${waiting.length === 1 ? 'an approval step' : 'approval steps'}; decide each step by its own id`, {
+    waiting_steps: waiting.map((step) => ({
+      id: step.id,
+      name: step.step_name,
+      approve: `POST /v1/runs/${step.id}/approve`,
+      reject: `POST /v1/runs/${step.id}/reject`,
+    })),
+  });
+}
+
+/**
+ * Tells a workflow its approval step was decided; the sweeper repeats this for a decision whose
+ * signal never arrived (the server died after the commit), and a repeat is harmless.
+ */
+export async function deliverStepDecision(ctx: ServerContext, step: Run): Promise<void> {
+  try {
+    await ctx.temporal.workflow.getHandle(runWorkflowId(step.parent_run_id!)).signal(stepDecided, step.id);
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) {
+      ctx.logger.warn({ runId: step.id, err: (err as Error).message }, 'telling the workflow of its step decision failed; the sweeper will retry');
+      return;
+    }
+  }
+  await markSignalDelivered(ctx.sql, step.id);
+}
+
 /** An agent never approves or rejects (spec part B 5.2 item 6), whatever role its account has. */
 export function refuseAgentDecision(caller: Caller): void {
   if (caller.token.kind === 'agent') throw forbidden('an agent never approves or rejects a run; an admin decides it');
@@ -76,6 +112,7 @@ export async function decideRun(
   const result = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const run = await getRunForUpdate(tx, runId);
     if (!run) throw notFound(`run ${runId}`);
+    if (PARENT_KINDS.includes(run.kind) && run.status !== 'held') await refuseWorkflowId(tx, run);
     if (run.status !== 'held' || run.cancel_requested_at) {
       const state = run.cancel_requested_at && !run.finished_at ? 'being canceled' : run.status;
       throw conflict(`run ${runId} is no longer waiting for a decision (${state}); nothing was recorded`, { status: run.status });
@@ -107,7 +144,15 @@ export async function decideRun(
     });
     const by = caller.account.username;
     let moved: Run | undefined;
-    if (decision === 'approve') {
+    if (run.kind === 'approval') {
+      // A workflow's approval step ends with its decision; the workflow takes the path it opens.
+      const ended =
+        decision === 'approve'
+          ? { status: 'succeeded' as const, error: null }
+          : { status: 'rejected' as const, error: DENIED_ERROR };
+      await appendEvent(tx, runId, decision === 'approve' ? 'run.approved' : 'run.rejected', { decision_id: record.id, by });
+      moved = await updateRunIf(tx, run, { ...ended, finished_at: new Date() }, { kind: 'run.finished', body: (next) => ({ run: runView(next) }) });
+    } else if (decision === 'approve') {
       moved = await updateRunIf(tx, run, { status: 'pending' }, { kind: 'run.approved', body: () => ({ decision_id: record.id, by }) });
     } else {
       await appendEvent(tx, runId, 'run.rejected', { decision_id: record.id, by });
@@ -123,6 +168,7 @@ export async function decideRun(
     entry.body = {
       kind: 'run.decision',
       run_id: runId,
+      workflow_run_id: run.kind === 'approval' ? run.parent_run_id : null,
       decision_id: record.id,
       decision,
       commitment: record.commitment,
@@ -131,7 +177,8 @@ export async function decideRun(
     };
     return { run: moved, record };
   });
-  if (decision === 'approve') await handOff(ctx, result.run);
+  if (result.run.kind === 'approval') await deliverStepDecision(ctx, result.run);
+  else if (decision === 'approve') await handOff(ctx, result.run);
   return result;
 }
 

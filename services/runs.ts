@@ -2,7 +2,8 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@te
 import { conflict, forbidden, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { featureRefusal, tierAllows, type Tier } from '../core/license';
-import { judgeSubmission, type GateVerdict } from '../core/policy-gate';
+import { combineVerdicts, judgeSubmission, type GateVerdict } from '../core/policy-gate';
+import type { StepDefinition } from '../core/workflow-graph';
 import { runView } from '../core/run-view';
 import { stateDigest } from '../core/state-digest';
 import { isUniqueViolation } from '../store/db';
@@ -13,27 +14,58 @@ import {
   getRunForUpdate,
   insertRunWithEvent,
   markCancelRequested,
+  listChildRuns,
   markWorkflowStarted,
+  PARENT_KINDS,
   type Run,
   type RunSpec,
 } from '../store/runs';
 import { listPolicies } from '../store/policies';
 import type { Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
-import type { Tool } from '../tools/types';
 import { recordMutation, unchanged, type AuditOrigin } from './audit';
 import { runWorkflowId } from '../workers/names';
+import type { graphWorkflow } from '../workflows/graph';
 import type { runWorkflow } from '../workflows/run';
 import type { ServerContext } from './context';
 import { recordRunEnd } from './run-lifecycle';
 
 export interface RunRequest {
+  /** For a parent, `pipeline` or `workflow`, or a split's tool. */
   tool: string;
   spec: RunSpec;
   queue: string;
-  /** Seconds; zero or absent takes the server's --run-timeout. */
+  /** Seconds; zero or absent takes the server's --run-timeout. A parent's steps each carry it. */
   timeout?: number;
   rerunOf?: string;
+  /** Absent for a plain run. A parent's children are its `steps` (a split's are its shards). */
+  kind?: 'run' | ParentKind;
+  steps?: StepDefinition[];
+  templateId?: string;
+}
+
+type ParentKind = 'pipeline' | 'workflow' | 'split';
+
+/** A child run to record under a parent: a step, an approval step or a shard. */
+interface ChildPlan {
+  step: StepDefinition;
+  index: number;
+  tool: string;
+  spec: RunSpec;
+}
+
+/** What each step of a parent runs: its own tool and command, with the parent's extra vars under its own. */
+function childPlans(request: RunRequest): ChildPlan[] {
+  return (request.steps ?? []).map((step, index) => {
+    if (step.type === 'approval') return { step, index, tool: 'approval', spec: { command: step.description ?? '', extra_vars: {} } };
+    const spec: RunSpec = {
+      command: step.command ?? '',
+      extra_vars: { ...request.spec.extra_vars, ...(step.extra_vars ?? {}) },
+      ...(step.shard ? { shard: step.shard } : {}),
+      ...(request.spec.dry_run ? { dry_run: true as const } : {}),
+    };
+    return { step, index, tool: step.tool ?? request.tool, spec };
+  });
 }
 
 /** Named queues are served only by workers, and every worker is Team tier. */
@@ -43,23 +75,35 @@ function requireQueueAllowed(queue: string, tier: Tier): void {
   }
 }
 
-/** The approval gate's verdict on a submission (spec part A 2.10, 4.17), judged before it is recorded. */
-async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, tool: Tool): Promise<GateVerdict> {
-  const dryRun = request.spec.dry_run === true;
-  return judgeSubmission(
-    {
-      tool: request.tool,
-      command: request.spec.command,
-      inventory_id: null,
-      queue: request.queue,
-      actor: caller.token.name,
-      account: caller.account.username,
-      actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
-      dry_run: dryRun,
-      dry_run_change_free: dryRun && tool.dryRunChangeFree,
-    },
-    await listPolicies(ctx.sql),
-  );
+/**
+ * The approval gate's verdict on a submission (spec part A 2.10, 4.17), judged before it is
+ * recorded: a plain run on its own, a parent on every step that runs a tool.
+ */
+async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, children: ChildPlan[]): Promise<GateVerdict> {
+  const executions = request.steps ? children.filter((c) => c.step.type !== 'approval') : [{ tool: request.tool, spec: request.spec }];
+  const policies = await listPolicies(ctx.sql);
+  const verdicts: GateVerdict[] = [];
+  for (const { tool: name, spec } of executions) {
+    const tool = await requireRunnableTool(name);
+    const dryRun = spec.dry_run === true;
+    verdicts.push(
+      judgeSubmission(
+        {
+          tool: name,
+          command: spec.command,
+          inventory_id: null,
+          queue: request.queue,
+          actor: caller.token.name,
+          account: caller.account.username,
+          actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+          dry_run: dryRun,
+          dry_run_change_free: dryRun && tool.dryRunChangeFree,
+        },
+        policies,
+      ),
+    );
+  }
+  return combineVerdicts(verdicts);
 }
 
 /**
@@ -80,47 +124,78 @@ export async function submitRun(
     if (existing) return { run: existing, created: false };
   }
   requireQueueAllowed(request.queue, ctx.licensing.tier);
-  const tool = await requireRunnableTool(request.tool);
-  const verdict = await judge(ctx, caller, request, tool);
+  const children = childPlans(request);
+  const verdict = await judge(ctx, caller, request, children);
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
   }
   const hold = verdict.verdict === 'hold' ? verdict.hold : null;
   const timeoutSeconds = request.timeout && request.timeout > 0 ? request.timeout : ctx.config.runTimeout;
+  const kind = request.kind ?? 'run';
+  const requester = {
+    requested_by: caller.account.username,
+    account_id: caller.account.id,
+    token_id: caller.token.id,
+    actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+    queue: request.queue,
+    timeout_seconds: timeoutSeconds,
+    template_id: request.templateId ?? null,
+  };
 
   let run: Run;
   try {
     run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+      const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
       const inserted = await insertRunWithEvent(
         tx,
         {
+          ...requester,
           id: newId('run'),
+          kind,
           tool: request.tool,
           status: hold ? 'held' : 'pending',
           spec: request.spec,
-          queue: request.queue,
-          timeout_seconds: timeoutSeconds,
-          requested_by: caller.account.username,
-          account_id: caller.account.id,
-          token_id: caller.token.id,
-          actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+          graph: request.steps ?? null,
           rerun_of: request.rerunOf ?? null,
           idempotency_key: idempotencyKey ?? null,
           hold,
-          state_digest: stateDigest({ tool: request.tool, spec: request.spec, queue: request.queue, timeout_seconds: timeoutSeconds }),
+          state_digest: stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds }),
         },
         { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
       );
       if (hold) await appendEvent(tx, inserted.id, 'run.held', { blocker: 'approval_needed', hold });
+      for (const child of children) {
+        await insertRunWithEvent(
+          tx,
+          {
+            ...requester,
+            id: newId('run'),
+            kind: child.step.type === 'approval' ? 'approval' : kind === 'split' ? 'shard' : 'step',
+            tool: child.tool,
+            status: 'pending',
+            spec: child.spec,
+            parent_run_id: inserted.id,
+            step_name: child.step.name,
+            step_index: child.index,
+            rerun_of: null,
+            idempotency_key: null,
+            hold: null,
+            state_digest: stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds }),
+          },
+          { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
+        );
+      }
       entry.run_id = inserted.id;
       entry.body = {
         kind: 'run.submitted',
         run_id: inserted.id,
+        run_kind: inserted.kind,
         tool: inserted.tool,
         status: inserted.status,
         state_digest: inserted.state_digest,
         actor_kind: inserted.actor_kind,
         rerun_of: inserted.rerun_of,
+        template_id: inserted.template_id,
         hold,
         exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
       };
@@ -151,11 +226,20 @@ export async function handOff(ctx: ServerContext, run: Run): Promise<void> {
 export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<void> {
   if (ctx.faults.fire('workflow-start-once')) throw new Error('injected fault: workflow start failed');
   try {
-    await ctx.temporal.workflow.start<typeof runWorkflow>('runWorkflow', {
-      workflowId: runWorkflowId(run.id),
-      taskQueue: ctx.config.poolQueue,
-      args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],
-    });
+    if (PARENT_KINDS.includes(run.kind)) {
+      // A parent runs its children; each child carries the parent's timeout as its own.
+      await ctx.temporal.workflow.start<typeof graphWorkflow>('graphWorkflow', {
+        workflowId: runWorkflowId(run.id),
+        taskQueue: ctx.config.poolQueue,
+        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],
+      });
+    } else {
+      await ctx.temporal.workflow.start<typeof runWorkflow>('runWorkflow', {
+        workflowId: runWorkflowId(run.id),
+        taskQueue: ctx.config.poolQueue,
+        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],
+      });
+    }
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
@@ -209,7 +293,29 @@ export async function waitForEnd(ctx: ServerContext, runId: string, timeoutMs: n
   }
 }
 
-/** A fresh run with this run's execution settings; the original stays as it was. */
+/** What a run was asked to do, so a rerun or retry submits the same again. */
+function requestOf(original: Run): RunRequest {
+  return {
+    tool: original.tool,
+    spec: original.spec,
+    queue: original.queue,
+    timeout: original.timeout_seconds,
+    rerunOf: original.id,
+    kind: original.kind === 'run' ? undefined : (original.kind as ParentKind),
+    steps: PARENT_KINDS.includes(original.kind) ? (original.graph as StepDefinition[]) : undefined,
+    templateId: original.template_id ?? undefined,
+  };
+}
+
+async function requireFinished(ctx: ServerContext, runId: string, what: string): Promise<Run> {
+  const original = await getRun(ctx.sql, runId);
+  if (!original) throw notFound(`run ${runId}`);
+  if (!original.finished_at) throw conflict(`run ${runId} has not ended yet (${original.status}); ${what} a finished run`);
+  if (original.parent_run_id) throw conflict(`run ${runId} is a step of run ${original.parent_run_id}; ${what} that run instead`);
+  return original;
+}
+
+/** A fresh run with this run's execution settings (a parent with all its steps); the original stays as it was. */
 export async function rerunRun(
   ctx: ServerContext,
   caller: Caller,
@@ -217,15 +323,20 @@ export async function rerunRun(
   runId: string,
   idempotencyKey?: string,
 ): Promise<Run> {
-  const original = await getRun(ctx.sql, runId);
-  if (!original) throw notFound(`run ${runId}`);
-  if (!original.finished_at) throw conflict(`run ${runId} has not ended yet (${original.status}); rerun a finished run`);
-  const { run } = await submitRun(
-    ctx,
-    caller,
-    origin,
-    { tool: original.tool, spec: original.spec, queue: original.queue, timeout: original.timeout_seconds, rerunOf: original.id },
-    idempotencyKey,
-  );
+  const original = await requireFinished(ctx, runId, 'rerun');
+  const { run } = await submitRun(ctx, caller, origin, requestOf(original), idempotencyKey);
+  return run;
+}
+
+/** A new split from only the shards of a finished split that did not succeed; the original stays as it was. */
+export async function retryRun(ctx: ServerContext, caller: Caller, origin: AuditOrigin, runId: string, idempotencyKey?: string): Promise<Run> {
+  const original = await requireFinished(ctx, runId, 'retry');
+  if (original.kind !== 'split') {
+    throw conflict(`run ${runId} is not a split; retry makes a new split from failed shards, and rerun repeats any run`, { kind: original.kind });
+  }
+  const shards = await listChildRuns(ctx.sql, original.id);
+  const failed = (original.graph as StepDefinition[]).filter((step) => shards.find((s) => s.step_name === step.name)?.status !== 'succeeded');
+  if (failed.length === 0) throw conflict(`every shard of run ${runId} succeeded; there is nothing to retry`);
+  const { run } = await submitRun(ctx, caller, origin, { ...requestOf(original), steps: failed }, idempotencyKey);
   return run;
 }

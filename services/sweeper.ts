@@ -1,5 +1,6 @@
 import type { ServerContext } from './context';
-import { findCancelOwedRuns, findUnstartedRuns } from '../store/runs';
+import { findCancelOwedRuns, findUndeliveredStepDecisions, findUnstartedRuns } from '../store/runs';
+import { deliverStepDecision } from './decisions';
 import { deliverCancel, startRunWorkflow } from './runs';
 
 /** Seconds a fresh submission or cancel is left to its own server before the sweeper steps in. */
@@ -8,7 +9,8 @@ const BATCH = 100;
 
 /**
  * Finishes what a dead or failing server left owed: starts workflows for committed submissions
- * that never reached Temporal, and re-delivers cancels that have not ended their run. Every
+ * that never reached Temporal, tells workflows of approval-step decisions they never heard of,
+ * and re-delivers cancels that have not ended their run. Every
  * server runs one; all the work is idempotent, so two sweepers racing do no harm.
  */
 export function startSweeper(ctx: ServerContext, intervalMs = 2000): { stop(): Promise<void>; sweepOnce(): Promise<void> } {
@@ -25,6 +27,10 @@ export function startSweeper(ctx: ServerContext, intervalMs = 2000): { stop(): P
       } catch (err) {
         ctx.logger.warn({ runId: run.id, err: (err as Error).message }, 'sweeper could not start a run');
       }
+    }
+    for (const step of await findUndeliveredStepDecisions(ctx.sql, GRACE_SECONDS, BATCH)) {
+      if (stopped) return;
+      await deliverStepDecision(ctx, step);
     }
     for (const run of await findCancelOwedRuns(ctx.sql, GRACE_SECONDS * 3, BATCH)) {
       if (stopped) return;

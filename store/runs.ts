@@ -14,6 +14,8 @@ export interface RunSpec {
   timeout?: number;
   /** Present only on a dry run, so the spec digest of every other run is unchanged by the field. */
   dry_run?: true;
+  /** A shard of a split: its index and the split's shard count. */
+  shard?: { index: number; count: number };
 }
 
 export interface Run {
@@ -44,17 +46,45 @@ export interface Run {
   hold: Hold | null;
   /** What an approval binds to: `sha256:` + hex SHA-256 of the canonical JSON of the execution settings. */
   state_digest: string | null;
+  kind: RunKind;
+  /** The pipeline, workflow or split this run is a step or shard of. */
+  parent_run_id: string | null;
+  step_name: string | null;
+  /** A step's position in its parent's definition, or a shard's index (0-based). */
+  step_index: number | null;
+  template_id: string | null;
+  /** A parent's steps, or a split's shard plan, as submitted. */
+  graph: unknown;
+  /** Secret survey answers sealed to this run: var -> sealed text, opened only at execution. */
+  sealed_vars: Record<string, string> | null;
+  signal_delivered_at: Date | null;
 }
+
+/** A plain run; a parent (pipeline, workflow, split); or a child: a step, an approval step, a shard. */
+export type RunKind = 'run' | 'pipeline' | 'workflow' | 'split' | 'step' | 'approval' | 'shard';
+
+/** Kinds whose run is made of child runs and executes none of its own. */
+export const PARENT_KINDS: readonly RunKind[] = ['pipeline', 'workflow', 'split'];
+
+type OptionalRunFields = 'kind' | 'parent_run_id' | 'step_name' | 'step_index' | 'template_id' | 'graph' | 'sealed_vars';
 
 export type NewRun = Pick<
   Run,
   | 'id' | 'tool' | 'spec' | 'queue' | 'timeout_seconds' | 'requested_by' | 'account_id' | 'token_id' | 'actor_kind' | 'rerun_of'
   | 'idempotency_key' | 'hold' | 'state_digest'
-> & { status: 'pending' | 'held' };
+> & { status: 'pending' | 'held' } & Partial<Pick<Run, OptionalRunFields>>;
 
 /** The row a new submission becomes, as the database will hold it. */
 function newRunRow(run: NewRun, now: Date): Run {
   return {
+    kind: 'run',
+    parent_run_id: null,
+    step_name: null,
+    step_index: null,
+    template_id: null,
+    graph: null,
+    sealed_vars: null,
+    signal_delivered_at: null,
     ...run,
     error: null,
     exit_code: null,
@@ -70,16 +100,23 @@ function newRunRow(run: NewRun, now: Date): Run {
   };
 }
 
+function jsonOrNull(db: Db, value: unknown) {
+  return value === null || value === undefined ? null : db.json(value as never);
+}
+
 /** Inserts a run and its first event (seq 1) in one statement: both land, or neither. */
 export async function insertRunWithEvent(db: Db, run: NewRun, event: { kind: string; body: (row: Run) => Record<string, unknown> }): Promise<Run> {
   const row = newRunRow(run, new Date());
   const [inserted] = await db<Run[]>`
     WITH inserted AS (
       INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
-                        rerun_of, idempotency_key, hold, state_digest, created_at, next_event_seq)
+                        rerun_of, idempotency_key, hold, state_digest, kind, parent_run_id, step_name, step_index,
+                        template_id, graph, sealed_vars, created_at, next_event_seq)
       VALUES (${row.id}, ${row.tool}, ${row.status}, ${db.json(row.spec as never)}, ${row.queue}, ${row.timeout_seconds},
               ${row.requested_by}, ${row.account_id}, ${row.token_id}, ${row.actor_kind}, ${row.rerun_of},
-              ${row.idempotency_key}, ${row.hold ? db.json(row.hold as never) : null}, ${row.state_digest}, ${row.created_at}, 2)
+              ${row.idempotency_key}, ${jsonOrNull(db, row.hold)}, ${row.state_digest}, ${row.kind}, ${row.parent_run_id},
+              ${row.step_name}, ${row.step_index}, ${row.template_id}, ${jsonOrNull(db, row.graph)}, ${jsonOrNull(db, row.sealed_vars)},
+              ${row.created_at}, 2)
       RETURNING *
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
@@ -169,6 +206,38 @@ export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run
   return { rows, total: n };
 }
 
+/** A parent's steps or shards, in definition order. */
+export async function listChildRuns(db: Db, parentRunId: string): Promise<Run[]> {
+  return db<Run[]>`SELECT * FROM runs WHERE parent_run_id = ${parentRunId} ORDER BY step_index, id`;
+}
+
+export async function markSignalDelivered(db: Db, id: string): Promise<void> {
+  await db`UPDATE runs SET signal_delivered_at = now() WHERE id = ${id} AND signal_delivered_at IS NULL`;
+}
+
+/** Workflow approval steps decided whose workflow has not been told yet. */
+export async function findUndeliveredStepDecisions(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
+  return db<Run[]>`
+    SELECT * FROM runs
+    WHERE kind = 'approval' AND finished_at IS NOT NULL AND signal_delivered_at IS NULL
+      AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
+    ORDER BY finished_at LIMIT ${limit}`;
+}
+
+/** Workflow approval steps waiting for a decision, oldest first, each with its workflow's graph. */
+export async function listWaitingApprovalSteps(db: Db): Promise<(Run & { parent_graph: unknown; held_since: Date })[]> {
+  return db<(Run & { parent_graph: unknown; held_since: Date })[]>`
+    SELECT s.*, p.graph AS parent_graph,
+           (SELECT max(e.at) FROM run_events e WHERE e.run_id = s.id AND e.kind = 'run.held') AS held_since
+    FROM runs s JOIN runs p ON p.id = s.parent_run_id
+    WHERE s.kind = 'approval' AND s.status = 'held'
+    ORDER BY s.created_at, s.id`;
+}
+
+export async function setRunHold(db: Db, id: string, hold: Hold): Promise<void> {
+  await db`UPDATE runs SET hold = ${db.json(hold as never)} WHERE id = ${id}`;
+}
+
 export async function markWorkflowStarted(db: Db, id: string): Promise<void> {
   await db`UPDATE runs SET workflow_started_at = now() WHERE id = ${id} AND workflow_started_at IS NULL`;
 }
@@ -186,7 +255,7 @@ export async function markCancelRequested(db: Db, id: string, by: string): Promi
 export async function findUnstartedRuns(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
   return db<Run[]>`
     SELECT * FROM runs
-    WHERE workflow_started_at IS NULL AND finished_at IS NULL AND status <> 'held'
+    WHERE workflow_started_at IS NULL AND finished_at IS NULL AND status <> 'held' AND parent_run_id IS NULL
       AND created_at < now() - make_interval(secs => ${olderThanSeconds})
     ORDER BY created_at LIMIT ${limit}`;
 }

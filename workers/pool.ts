@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { ToolLauncher } from '../activities/launcher';
+import { createGraphActivities } from '../activities/graphs';
 import { createRunActivities } from '../activities/runs';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
@@ -65,7 +66,7 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities,
+    activities: { ...activities, ...createGraphActivities({ sql: options.sql }) },
     maxConcurrentActivityTaskExecutions: options.poolSize,
     maxConcurrentLocalActivityExecutions: Math.max(options.poolSize, 16),
     // Cancels reach an activity through its heartbeat: throttle heartbeats to a second so a cancel lands fast.

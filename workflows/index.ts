@@ -1,2 +1,3 @@
 // The workflow bundle's entry point: every workflow a Cairn worker runs is exported here.
 export { runWorkflow } from './run';
+export { graphWorkflow } from './graph';

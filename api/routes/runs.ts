@@ -3,8 +3,9 @@ import { z } from 'zod';
 import { badRequest, notFound } from '../../core/errors';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
-import { cancelRun, rerunRun, submitRun } from '../../services/runs';
-import { getRun, listRuns, TERMINAL_STATUSES } from '../../store/runs';
+import { cancelRun, rerunRun, retryRun, submitRun } from '../../services/runs';
+import { splitGraph } from '../../core/workflow-graph';
+import { getRun, listChildRuns, listRuns, TERMINAL_STATUSES } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
@@ -12,6 +13,8 @@ import { fitsBytes } from '../schemas/common';
 import { parseInput, queryObject } from '../validate';
 
 const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
+/** A split runs every shard at once on the pool; more than this is a queue, not a split. */
+export const MAX_SHARDS = 100;
 
 const runSubmission = z.strictObject({
   tool: z.string({ message: 'tool is required' }).min(1, 'tool is required'),
@@ -23,6 +26,12 @@ const runSubmission = z.strictObject({
     .refine(fitsBytes(255), 'queue must be at most 255 bytes')
     .default(''),
   dry_run: z.boolean({ message: 'dry_run must be true or false' }).default(false),
+  shards: z
+    .number({ message: 'shards must be a whole number' })
+    .int('shards must be a whole number')
+    .min(0, 'shards must not be negative')
+    .max(MAX_SHARDS, `shards must be at most ${MAX_SHARDS}`)
+    .optional(),
 });
 
 const RUN_STATUSES = ['held', 'pending', 'running', ...TERMINAL_STATUSES] as const;
@@ -52,11 +61,19 @@ export function runRoutes(server: ServerContext): Router {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
     const spec = { command: input.command, extra_vars: input.extra_vars, ...(input.dry_run ? { dry_run: true as const } : {}) };
+    // Two or more shards split the run: one parent, one shard run per index (spec part A 2.1).
+    const split = input.shards !== undefined && input.shards >= 2;
     const { run, created } = await submitRun(
       server,
       caller,
       originOf(ctx),
-      { tool: input.tool, spec, queue: input.queue, timeout: input.timeout },
+      {
+        tool: input.tool,
+        spec,
+        queue: input.queue,
+        timeout: input.timeout,
+        ...(split ? { kind: 'split' as const, steps: splitGraph(input.tool, input.command, input.shards!, [...Array(input.shards).keys()]) } : {}),
+      },
       idempotencyKey(ctx.get('idempotency-key') || undefined),
     );
     ctx.status = created ? 201 : 200;
@@ -85,13 +102,35 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = runView(run);
   });
 
-  router.post('/:id/rerun', async (ctx) => {
-    const caller = requireRole(ctx, 'operator');
-    const run = await rerunRun(server, caller, originOf(ctx), ctx.params.id, idempotencyKey(ctx.get('idempotency-key') || undefined));
-    ctx.status = 201;
-    ctx.set('Location', `/v1/runs/${run.id}`);
-    ctx.body = runView(run);
-  });
+  for (const [path, again] of [
+    ['rerun', rerunRun],
+    ['retry', retryRun],
+  ] as const) {
+    router.post(`/:id/${path}`, async (ctx) => {
+      const caller = requireRole(ctx, 'operator');
+      const run = await again(server, caller, originOf(ctx), ctx.params.id, idempotencyKey(ctx.get('idempotency-key') || undefined));
+      ctx.status = 201;
+      ctx.set('Location', `/v1/runs/${run.id}`);
+      ctx.body = runView(run);
+    });
+  }
+
+  // A pipeline's or workflow's steps, or a split's shards, in definition order.
+  for (const [path, kinds] of [
+    ['steps', ['pipeline', 'workflow']],
+    ['shards', ['split']],
+  ] as const) {
+    router.get(`/:id/${path}`, async (ctx) => {
+      requireRole(ctx, 'viewer');
+      const run = await getRun(server.sql, ctx.params.id);
+      if (!run) throw notFound(`run ${ctx.params.id}`);
+      if (!(kinds as readonly string[]).includes(run.kind)) {
+        throw notFound(`${path} of run ${run.id}: it is a ${run.kind}, not a ${kinds.join(' or ')}`);
+      }
+      const children = await listChildRuns(server.sql, run.id);
+      ctx.body = listEnvelope(path, children.map(runView), children.length, 0);
+    });
+  }
 
   return router;
 }

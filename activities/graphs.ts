@@ -1,0 +1,119 @@
+import { ApplicationFailure } from '@temporalio/common';
+import type { ExecutionOutcome } from '../core/run-outcome';
+import { runView } from '../core/run-view';
+import type { StepDefinition, StepState } from '../core/workflow-graph';
+import { recordRunEnd } from '../services/run-lifecycle';
+import type { Sql } from '../store/db';
+import { appendEvent } from '../store/events';
+import { getRunForUpdate, listChildRuns, markWorkflowStarted, setRunHold, updateRunIf, type Run } from '../store/runs';
+
+/** A parent's graph as its workflow runs it: the steps and the child run recorded for each. */
+export interface LoadedGraph {
+  steps: StepDefinition[];
+  stepRunIds: Record<string, string>;
+}
+
+/** What a graph's parent workflow does to the store: each is idempotent, safe to run twice. */
+export function createGraphActivities(deps: { sql: Sql }) {
+  const { sql } = deps;
+
+  async function loadGraph(parentRunId: string): Promise<LoadedGraph> {
+    const [parent] = await sql<Run[]>`SELECT * FROM runs WHERE id = ${parentRunId}`;
+    if (!parent) throw ApplicationFailure.nonRetryable(`run ${parentRunId} does not exist`, 'RunNotFound');
+    const children = await listChildRuns(sql, parentRunId);
+    return {
+      steps: parent.graph as StepDefinition[],
+      stepRunIds: Object.fromEntries(children.map((child) => [child.step_name!, child.id])),
+    };
+  }
+
+  /** The parent starts running (event `run.started`); a parent already ended or canceled says so. */
+  async function claimParent(parentRunId: string): Promise<'run' | 'finished' | 'canceled'> {
+    return sql.begin(async (tx) => {
+      const run = await getRunForUpdate(tx, parentRunId);
+      if (!run || run.finished_at) return 'finished' as const;
+      if (run.cancel_requested_at) return 'canceled' as const;
+      if (run.status === 'running') return 'run' as const;
+      await updateRunIf(tx, run, { status: 'running', started_at: new Date(), attempts: run.attempts + 1 }, {
+        kind: 'run.started',
+        body: (next) => ({ run: runView(next) }),
+      });
+      return 'run' as const;
+    });
+  }
+
+  async function markStepStarted(stepRunId: string): Promise<void> {
+    await markWorkflowStarted(sql, stepRunId);
+  }
+
+  /** How a step's run ended, as its graph reads it: anything but success is a failure. */
+  async function stepResult(stepRunId: string): Promise<StepState> {
+    const [run] = await sql<Run[]>`SELECT status FROM runs WHERE id = ${stepRunId}`;
+    return run?.status === 'succeeded' ? 'succeeded' : 'failed';
+  }
+
+  /**
+   * The workflow reached an approval step: the step is held (blocker approval_needed) and the
+   * parent announces `workflow.step_awaiting_approval` with what each answer runs next.
+   */
+  async function openApproval(parentRunId: string, stepRunId: string, expiresAt: string | null): Promise<void> {
+    await sql.begin(async (tx) => {
+      const step = await getRunForUpdate(tx, stepRunId);
+      if (!step || step.status !== 'pending' || step.finished_at) return;
+      const steps = ((await getRunForUpdate(tx, parentRunId))!.graph ?? []) as StepDefinition[];
+      const definition = steps.find((s) => s.name === step.step_name)!;
+      const hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, expires_at: expiresAt };
+      await setRunHold(tx, stepRunId, hold);
+      const held = await updateRunIf(tx, step, { status: 'held' }, { kind: 'run.held', body: () => ({ blocker: 'approval_needed', hold }) });
+      if (!held) throw new Error(`step ${stepRunId} changed under its row lock`);
+      await appendEvent(tx, parentRunId, 'workflow.step_awaiting_approval', {
+        awaiting_step: {
+          id: stepRunId,
+          name: definition.name,
+          description: definition.description ?? null,
+          on_approve: steps.filter((s) => s.depends_on.includes(definition.name)).map((s) => s.name),
+          on_deny: definition.if_denied ? [definition.if_denied] : [],
+          expires_at: expiresAt,
+        },
+      });
+    });
+  }
+
+  /**
+   * Settles an approval step once its decision arrived or its time ran out: a step still held
+   * when the timer fired is denied by the timeout. Returns how it was settled, read from the
+   * store, so a decision that won the race with the timer is the one that counts.
+   */
+  async function settleApproval(stepRunId: string, timeoutSeconds: number): Promise<StepState> {
+    return sql.begin(async (tx) => {
+      const step = (await getRunForUpdate(tx, stepRunId))!;
+      if (step.status === 'held' && !step.finished_at) {
+        await updateRunIf(
+          tx,
+          step,
+          { status: 'rejected', error: `no decision within the approval timeout of ${timeoutSeconds} s`, finished_at: new Date() },
+          { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+        );
+        await tx`UPDATE runs SET signal_delivered_at = now() WHERE id = ${stepRunId}`;
+        return 'denied' as const;
+      }
+      return step.status === 'succeeded' ? ('approved' as const) : ('denied' as const);
+    });
+  }
+
+  async function skipStep(stepRunId: string, message: string): Promise<void> {
+    await recordRunEnd(sql, stepRunId, { kind: 'not_run', message });
+  }
+
+  /** Ends every child that has not ended (it never ran), then the parent, each once. */
+  async function finishParent(parentRunId: string, outcome: ExecutionOutcome): Promise<void> {
+    for (const child of await listChildRuns(sql, parentRunId)) {
+      if (!child.finished_at) await recordRunEnd(sql, child.id, { kind: 'not_run', message: 'not run: its workflow ended first' });
+    }
+    await recordRunEnd(sql, parentRunId, outcome);
+  }
+
+  return { loadGraph, claimParent, markStepStarted, stepResult, openApproval, settleApproval, skipStep, finishParent };
+}
+
+export type GraphActivities = ReturnType<typeof createGraphActivities>;

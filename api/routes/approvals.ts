@@ -1,0 +1,36 @@
+import Router from '@koa/router';
+import type { StepDefinition } from '../../core/workflow-graph';
+import type { ServerContext } from '../../services/context';
+import { listWaitingApprovalSteps } from '../../store/runs';
+import { requireRole } from '../middleware/auth';
+import { listEnvelope } from '../paging';
+
+/** `GET /v1/approvals`: workflow approval steps waiting for a decision (spec part A 4.2). Viewer. */
+export function approvalRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/v1/approvals' });
+  router.get('/', async (ctx) => {
+    requireRole(ctx, 'viewer');
+    const waiting = await listWaitingApprovalSteps(server.sql);
+    const approvals = waiting.map((step) => {
+      const graph = (step.parent_graph ?? []) as StepDefinition[];
+      const definition = graph.find((s) => s.name === step.step_name);
+      return {
+        id: step.id,
+        workflow_run_id: step.parent_run_id,
+        template_id: step.template_id,
+        step: step.step_name,
+        description: definition?.description ?? null,
+        waited_behind: definition?.depends_on ?? [],
+        on_approve: graph.filter((s) => s.depends_on.includes(step.step_name!)).map((s) => s.name),
+        on_deny: definition?.if_denied ? [definition.if_denied] : [],
+        since: step.held_since?.toISOString() ?? null,
+        expires_at: step.hold?.expires_at ?? null,
+        state_digest: step.state_digest,
+        approve: `POST /v1/runs/${step.id}/approve`,
+        reject: `POST /v1/runs/${step.id}/reject`,
+      };
+    });
+    ctx.body = listEnvelope('approvals', approvals, approvals.length, 0);
+  });
+  return router;
+}
