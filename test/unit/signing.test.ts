@@ -81,6 +81,14 @@ describe('signDocument and verifyDocument', () => {
     expect(verify(null, Buffer.from(`${header}.${payload}`), publicKey, Buffer.from(signature, 'base64url'))).toBe(true);
   });
 
+  test('a standard JOSE library (jose) accepts the document and reads the same payload', async () => {
+    const jose = await import('jose');
+    const publicKey = await jose.importJWK(key.publicJwk as never, 'EdDSA');
+    const { payload, protectedHeader } = await jose.compactVerify(jws, publicKey, { algorithms: ['EdDSA'] });
+    expect(new TextDecoder().decode(payload)).toBe(canonicalText);
+    expect(protectedHeader).toEqual({ alg: 'EdDSA', kid: key.keyId, typ: SIGNED_DOCUMENT_TYP });
+  });
+
   test('key order of the input does not change the signed document', async () => {
     const reordered = { sizes: [1, 2.5, 1e21], run_id: 'run_01', note: 'héllo ✓', outcome: { exit: 0, status: 'succeeded' } };
     // Ed25519 is deterministic, so equal canonical bytes give an equal token.
