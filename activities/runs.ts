@@ -14,6 +14,8 @@ import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
 import { MaskedOutput } from './masked-output';
 import { createMasker } from '../core/masker';
+import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/run-secrets';
+import type { Sealer } from '../core/seal';
 import { LauncherStopped, type ToolLauncher } from './launcher';
 import { killLeftoverProcess, type SpawnedTool } from './process';
 
@@ -23,6 +25,8 @@ export interface RunActivityDeps {
   /** Where runs get their scratch work dirs. */
   workRoot: string;
   launcher: ToolLauncher;
+  /** Opens the secrets sealed to a run (core/run-secrets.ts); undefined without the install's key. */
+  sealer?: Sealer;
   onFinished?: (run: Run) => void;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
@@ -35,8 +39,6 @@ interface LeaseDetails {
   pid?: number;
 }
 const HEARTBEAT_MS = 1000;
-/** Runs carry no secret values of their own yet, so output is masked by the masker's patterns. */
-const outputMasker = createMasker();
 
 /** The environment a tool sees: none of the server's own (it holds database and key material). */
 function toolEnvironment(runId: string, workDir: string, extra: Record<string, string>): Record<string, string> {
@@ -106,6 +108,14 @@ export function createRunActivities(deps: RunActivityDeps) {
     const { run, previous } = claimed;
     const definition = getTool(run.tool);
     if (!definition) return { kind: 'spawn_failed', message: `the ${run.tool} tool is not available on this server` };
+    // The run's sealed secrets, opened only here: they join its extra vars and its masker's known values.
+    let secrets: Record<string, string>;
+    try {
+      secrets = openRunSecrets(deps.sealer, run);
+    } catch (err) {
+      if (err instanceof RunSecretsError) return { kind: 'spawn_failed', message: err.message };
+      throw err;
+    }
 
     const sink = new LogSink(
       (data) => appendLog(sql, runId, data),
@@ -118,13 +128,15 @@ export function createRunActivities(deps: RunActivityDeps) {
       sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
     }
 
-    // Everything the tool writes passes the secret masker before it is stored.
-    const output = new MaskedOutput(outputMasker.mask, (data) => sink.write(data));
+    // Everything the tool writes passes the secret masker, which knows this run's secret values, before it is stored.
+    const output = new MaskedOutput(createMasker(knownSecretValues(secrets)).mask, (data) => sink.write(data));
 
     const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
     await fs.rm(workDir, { recursive: true, force: true });
     await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
-    const invocation = definition.invocation(run.spec);
+    const invocation = definition.invocation(
+      Object.keys(secrets).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...secrets } } : run.spec,
+    );
     for (const [name, content] of Object.entries(invocation.files)) {
       await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
     }

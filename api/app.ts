@@ -17,6 +17,7 @@ import { runEvidenceRoutes } from './routes/run-evidence';
 import { runOutputRoutes } from './routes/run-output';
 import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
+import { templateRoutes } from './routes/templates';
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
 export function createApp(server: ServerContext): Koa {
@@ -58,6 +59,7 @@ export function createApp(server: ServerContext): Koa {
     runEvidenceRoutes(server),
     runReceiptRoutes(server),
     pipelineRoutes(server),
+    templateRoutes(server),
     approvalRoutes(server),
     policyRoutes(server),
     auditRoutes(server),

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { inspect } from 'node:util';
 import { z } from 'zod';
 import { parseDuration } from '../core/duration';
 
@@ -62,7 +63,30 @@ const configSchema = z.object({
   testLicenseKey: z.string().optional(),
 });
 
-export type Config = z.output<typeof configSchema> & { listenHost: string; listenPort: number };
+/**
+ * The install's encryption key and salt (`SERVICE_ENCRYPTION_KEY`, `SERVICE_ENCRYPTION_SALT`; spec
+ * part B 5.3). Environment only, never flags: a flag would put the key on the command line, where
+ * `ps` and shell history show it. Held in an object that prints as `[redacted]`, so a logged or
+ * serialized config never carries them. Checked (both or neither, lengths) when the sealer is built.
+ */
+export class EncryptionSettings {
+  constructor(
+    readonly key: string | undefined,
+    readonly salt: string | undefined,
+  ) {}
+  /** The form core/seal.ts `sealerFromEnvironment` reads. */
+  asEnvironment(): Record<string, string | undefined> {
+    return { SERVICE_ENCRYPTION_KEY: this.key, SERVICE_ENCRYPTION_SALT: this.salt };
+  }
+  toJSON(): string {
+    return '[redacted]';
+  }
+  [inspect.custom](): string {
+    return 'EncryptionSettings [redacted]';
+  }
+}
+
+export type Config = z.output<typeof configSchema> & { listenHost: string; listenPort: number; encryption: EncryptionSettings };
 
 export class ConfigError extends Error {}
 
@@ -110,6 +134,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     dataDir: path.resolve(config.dataDir),
     listenHost: config.listen.slice(0, colon) || '127.0.0.1',
     listenPort: Number(config.listen.slice(colon + 1)),
+    encryption: new EncryptionSettings(env.SERVICE_ENCRYPTION_KEY || undefined, env.SERVICE_ENCRYPTION_SALT || undefined),
   };
 }
 

@@ -3,6 +3,7 @@ import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
 import { createApp } from '../api/app';
+import { SealConfigError, sealerFromEnvironment, type Sealer } from '../core/seal';
 import { startEmbeddedPostgres } from '../embedded/postgres';
 import { startEmbeddedTemporal } from '../embedded/temporal';
 import { bootstrapAdmin } from '../services/bootstrap';
@@ -17,7 +18,7 @@ import { connectDatabase, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { installTemporalLogging } from '../workers/runtime';
-import type { Config } from './config';
+import { ConfigError, type Config } from './config';
 import { connectTemporal, ensureNamespace } from './temporal-connection';
 
 export interface RunningServer {
@@ -32,6 +33,20 @@ export interface RunningServer {
 
 export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
   return pino({ level: config.logLevel, base: { service: 'cairn' } });
+}
+
+/**
+ * The sealer the install's SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT configure, built once
+ * per process (its key derivation takes a fraction of a second); undefined when neither is set. A
+ * half-set pair or a value not in the accepted form stops the start with one line naming it.
+ */
+export function buildSealer(config: Pick<Config, 'encryption'>): Sealer | undefined {
+  try {
+    return sealerFromEnvironment(config.encryption.asEnvironment());
+  } catch (err) {
+    if (err instanceof SealConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
 }
 
 /** Where the records live: the configured PostgreSQL, or an embedded one in the data dir. */
@@ -75,6 +90,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     for (const stop of stack.reverse()) await stop().catch((err) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
   };
   try {
+    const sealer = buildSealer(config);
     const database = await openDatabase(config, logger);
     stack.push(database.stop);
     const { sql } = database;
@@ -107,7 +123,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const hub = new RunActivityHub(sql, logger);
     await hub.start();
     stack.push(() => hub.stop());
-    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults), identity, licensing };
+    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults), identity, licensing, sealer };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.
     const anchoring = startAnchoring(context);
@@ -121,6 +137,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       sql,
       logger,
       metrics,
+      sealer,
     });
     stack.push(() => worker.stop());
     const sweeper = startSweeper(context);

@@ -3,7 +3,7 @@ import { installTemporalLogging } from '../workers/runtime';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { ConfigError, loadConfig, parseFlags } from './config';
-import { createLogger, openDatabase } from './serve';
+import { buildSealer, createLogger, openDatabase } from './serve';
 import { connectTemporal } from './temporal-connection';
 
 /**
@@ -19,6 +19,8 @@ export async function runWorkerCommand(args: string[]): Promise<void> {
     throw new ConfigError('a worker joins an existing install: set --database-url and --temporal-address');
   }
   const logger = createLogger(config);
+  // A worker opens the secrets sealed to the runs it executes, so it needs the install's key and salt.
+  const sealer = buildSealer(config);
   const database = await openDatabase(config, logger);
   await migrate(database.sql);
   installTemporalLogging(logger);
@@ -31,6 +33,7 @@ export async function runWorkerCommand(args: string[]): Promise<void> {
     sql: database.sql,
     logger,
     metrics: createMetrics(database.sql, config.poolSize),
+    sealer,
   });
   logger.info({ taskQueue: config.poolQueue }, 'worker polling');
   const stop = async () => {

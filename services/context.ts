@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Config } from '../cli/config';
+import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { InstallIdentity } from './install-identity';
 import type { Licensing } from './licensing';
@@ -20,6 +21,11 @@ export interface ServerContext {
   identity: InstallIdentity;
   /** The tier the install runs at, and the license that grants it. */
   licensing: Licensing;
+  /**
+   * Seals and opens secrets at rest (spec part B 5.3), built once at start from
+   * SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT; undefined when neither is set.
+   */
+  sealer: Sealer | undefined;
 }
 
 /** Test-only faults named in CAIRN_FAULTS (comma separated); each fires once per process. */

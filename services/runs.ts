@@ -1,6 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { conflict, forbidden, notFound } from '../core/errors';
 import { newId } from '../core/ids';
+import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
 import { featureRefusal, tierAllows, type Tier } from '../core/license';
 import { combineVerdicts, judgeSubmission, type GateVerdict } from '../core/policy-gate';
 import type { StepDefinition } from '../core/workflow-graph';
@@ -42,6 +43,12 @@ export interface RunRequest {
   kind?: 'run' | ParentKind;
   steps?: StepDefinition[];
   templateId?: string;
+  /**
+   * Secret values by var (secret survey answers), in clear: never stored, logged or shown. Sealed
+   * to the run and to each child that runs a tool (core/run-secrets.ts); the tool receives them
+   * as extra vars at execution. The audit entry names the vars, never the values.
+   */
+  secrets?: Record<string, string>;
 }
 
 type ParentKind = 'pipeline' | 'workflow' | 'split';
@@ -124,6 +131,8 @@ export async function submitRun(
     if (existing) return { run: existing, created: false };
   }
   requireQueueAllowed(request.queue, ctx.licensing.tier);
+  const secretVars = Object.keys(request.secrets ?? {}).sort();
+  if (secretVars.length && !ctx.sealer) throw encryptionKeyRequired('the secret value', secretVars);
   const children = childPlans(request);
   const verdict = await judge(ctx, caller, request, children);
   if (verdict.verdict === 'deny') {
@@ -146,11 +155,13 @@ export async function submitRun(
   try {
     run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
       const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
+      const parentId = newId('run');
+      const parentDigest = stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds });
       const inserted = await insertRunWithEvent(
         tx,
         {
           ...requester,
-          id: newId('run'),
+          id: parentId,
           kind,
           tool: request.tool,
           status: hold ? 'held' : 'pending',
@@ -159,17 +170,20 @@ export async function submitRun(
           rerun_of: request.rerunOf ?? null,
           idempotency_key: idempotencyKey ?? null,
           hold,
-          state_digest: stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds }),
+          state_digest: parentDigest,
+          sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
         },
         { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
       );
       if (hold) await appendEvent(tx, inserted.id, 'run.held', { blocker: 'approval_needed', hold });
       for (const child of children) {
+        const childId = newId('run');
+        const childDigest = stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds });
         await insertRunWithEvent(
           tx,
           {
             ...requester,
-            id: newId('run'),
+            id: childId,
             kind: child.step.type === 'approval' ? 'approval' : kind === 'split' ? 'shard' : 'step',
             tool: child.tool,
             status: 'pending',
@@ -180,7 +194,9 @@ export async function submitRun(
             rerun_of: null,
             idempotency_key: null,
             hold: null,
-            state_digest: stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds }),
+            state_digest: childDigest,
+            // Every step and shard that runs a tool receives the secrets; an approval step runs nothing.
+            sealed_vars: child.step.type === 'approval' ? null : sealRunSecrets(ctx.sealer, childId, childDigest, request.secrets),
           },
           { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
         );
@@ -196,6 +212,8 @@ export async function submitRun(
         actor_kind: inserted.actor_kind,
         rerun_of: inserted.rerun_of,
         template_id: inserted.template_id,
+        // Names only: a secret's value never enters the chain.
+        ...(secretVars.length ? { secret_vars: secretVars } : {}),
         hold,
         exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
       };
@@ -324,7 +342,7 @@ export async function rerunRun(
   idempotencyKey?: string,
 ): Promise<Run> {
   const original = await requireFinished(ctx, runId, 'rerun');
-  const { run } = await submitRun(ctx, caller, origin, requestOf(original), idempotencyKey);
+  const { run } = await submitRun(ctx, caller, origin, { ...requestOf(original), secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
   return run;
 }
 
@@ -337,6 +355,6 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
   const shards = await listChildRuns(ctx.sql, original.id);
   const failed = (original.graph as StepDefinition[]).filter((step) => shards.find((s) => s.step_name === step.name)?.status !== 'succeeded');
   if (failed.length === 0) throw conflict(`every shard of run ${runId} succeeded; there is nothing to retry`);
-  const { run } = await submitRun(ctx, caller, origin, { ...requestOf(original), steps: failed }, idempotencyKey);
+  const { run } = await submitRun(ctx, caller, origin, { ...requestOf(original), steps: failed, secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
   return run;
 }

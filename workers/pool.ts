@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { ToolLauncher } from '../activities/launcher';
 import { createGraphActivities } from '../activities/graphs';
 import { createRunActivities } from '../activities/runs';
+import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
 
@@ -34,6 +35,8 @@ export interface PoolWorkerOptions {
   sql: Sql;
   logger: Logger;
   metrics: Metrics;
+  /** Opens the secrets sealed to a run at execution; undefined without the install's encryption key. */
+  sealer?: Sealer;
 }
 
 export interface RunningWorker {
@@ -49,6 +52,7 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
     launcher,
     sql: options.sql,
     logger: options.logger,
+    sealer: options.sealer,
     workRoot: path.join(os.tmpdir(), 'cairn-runs'),
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {

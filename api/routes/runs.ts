@@ -48,7 +48,7 @@ const runListQuery = z.strictObject({
 });
 
 /** The Idempotency-Key header, at most 255 bytes. */
-function idempotencyKey(header: string | undefined): string | undefined {
+export function idempotencyKey(header: string | undefined): string | undefined {
   if (header === undefined || header === '') return undefined;
   if (!fitsBytes(255)(header)) throw badRequest('Idempotency-Key must be at most 255 bytes', { header: 'Idempotency-Key' });
   return header;

@@ -1,0 +1,104 @@
+import { badRequest } from '../core/errors';
+import { encryptionKeyRequired } from '../core/run-secrets';
+import { checkAnswers, secretFieldVars } from '../core/survey';
+import { splitGraph } from '../core/workflow-graph';
+import type { Run } from '../store/runs';
+import type { Template } from '../store/templates';
+import type { Caller } from '../store/tokens';
+import type { AuditOrigin } from './audit';
+import type { ServerContext } from './context';
+import { submitRun, type RunRequest } from './runs';
+import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
+
+export interface LaunchOptions {
+  /** The survey answers, keyed by var (spec part A 2.4 rule 1); absent is none. */
+  answers?: unknown;
+  /** Seconds; may lower the template's timeout, never raise it. Zero or absent keeps the template's. */
+  timeout?: number;
+  idempotencyKey?: string;
+}
+
+/**
+ * The one way a template fires (spec part A 2.3, 2.4, 2.5): the launch route calls it, and
+ * schedules and triggers are to call it too rather than copy it.
+ *
+ * 1. The answers are checked against the survey before anything is submitted: a violation is a
+ *    400 naming `answers.<var>` and no run exists.
+ * 2. Extra vars are the template's `extra_vars` with the non-secret answers (and non-secret
+ *    defaults) merged over them.
+ * 3. Secret answers, and for an unanswered secret question the template's sealed default, never
+ *    become plain extra vars: they go to submitRun as `secrets`, which seals them to the run and
+ *    to each step or shard that runs a tool; the tool gets them as extra vars at execution and
+ *    its output masker hides them. A template extra var of the same name is left off the run, so
+ *    no read shows a value the tool will not see.
+ * 4. The run's timeout is the template's (zero: the server's `--run-timeout`); a launch may ask for
+ *    less, never more (400 naming `timeout`).
+ * 5. A job template becomes a run, or a split when it has two or more shards; a workflow template
+ *    becomes a workflow run of its steps, every step receiving the extra vars and secrets.
+ */
+export async function launchTemplate(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  template: Template,
+  options: LaunchOptions = {},
+): Promise<{ run: Run; created: boolean }> {
+  const fields = surveyFieldsOf(template.survey);
+  const sealedDefaults = sealedDefaultsOf(template.survey);
+  const checked = checkAnswers(fields, options.answers, { secretDefaults: sealedDefaults.keys() });
+
+  const timeout = launchTimeout(ctx, template, options.timeout);
+
+  const secretVars = new Set(secretFieldVars(fields));
+  const answered: Record<string, unknown> = {};
+  const secrets: Record<string, string> = {};
+  for (const [name, value] of Object.entries(checked.extraVars)) {
+    if (secretVars.has(name)) secrets[name] = value as string;
+    else answered[name] = value;
+  }
+  const needed = [...Object.keys(secrets), ...checked.secretVars];
+  if (needed.length && !ctx.sealer) throw encryptionKeyRequired('the secret answer', needed);
+  for (const name of checked.secretVars) secrets[name] = openTemplateDefault(ctx.sealer, template, name, sealedDefaults.get(name)!);
+
+  const base = Object.fromEntries(Object.entries(template.extra_vars).filter(([name]) => !(name in secrets)));
+  const extraVars = { ...base, ...answered };
+
+  const request: RunRequest =
+    template.kind === 'workflow'
+      ? {
+          kind: 'workflow',
+          tool: 'workflow',
+          spec: { command: '', extra_vars: extraVars },
+          steps: template.steps ?? [],
+          queue: template.queue,
+          timeout,
+          templateId: template.id,
+        }
+      : {
+          tool: template.tool!,
+          spec: { command: template.command!, extra_vars: extraVars },
+          queue: template.queue,
+          timeout,
+          templateId: template.id,
+          ...(template.shards !== null && template.shards >= 2
+            ? { kind: 'split' as const, steps: splitGraph(template.tool!, template.command!, template.shards, [...Array(template.shards).keys()]) }
+            : {}),
+        };
+  if (Object.keys(secrets).length) request.secrets = secrets;
+  return submitRun(ctx, caller, origin, request, options.idempotencyKey);
+}
+
+/**
+ * The timeout a launch runs with, in seconds (zero: the server default). A launch may lower the
+ * template's timeout, never raise it; with neither the template nor the server setting a limit,
+ * any launch timeout lowers it.
+ */
+function launchTimeout(ctx: ServerContext, template: Template, asked: number | undefined): number {
+  if (asked === undefined || asked === 0) return template.timeout_seconds;
+  const ceiling = template.timeout_seconds > 0 ? template.timeout_seconds : ctx.config.runTimeout;
+  if (ceiling > 0 && asked > ceiling) {
+    const whose = template.timeout_seconds > 0 ? "the template's timeout" : "the server's --run-timeout, which this template uses";
+    throw badRequest(`timeout: a launch may lower the run's timeout but not raise it; ${asked} s is above ${whose} (${ceiling} s)`, { field: 'timeout' });
+  }
+  return asked;
+}
