@@ -143,7 +143,7 @@ export async function auditBenchmark(): Promise<Section> {
       `audit: ChainVerifier ${perSecond(v)} entries/s; bundle build (verify + leaves + root + proof + canonical JSON + Ed25519) ${perSecond(b)} entries/s, ` +
         `${(Buffer.byteLength(jws) / 2 ** 20).toFixed(1)} MiB JWS; offline verification (one pass, cairn audit verify) ${perSecond(offlineMs)} entries/s`,
       `audit: bundle build split: verify + leaves + root + proof ${percentile(scanPhase, 50).toFixed(0)} ms; signDocument ${percentile(signPhase, 50).toFixed(0)} ms, ` +
-        `of which canonical JSON of the whole payload ${percentile(canonicalOnly, 50).toFixed(0)} ms and JWS encoding + Ed25519 (jose) the rest`,
+        `of which canonical JSON of the whole payload ${percentile(canonicalOnly, 50).toFixed(0)} ms and JWS encoding + Ed25519 (node:crypto) the rest`,
     ],
   };
 }

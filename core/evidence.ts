@@ -1,6 +1,6 @@
+import type { DecisionView } from './decision-view';
 import type { AuditEntry } from './audit-chain';
 import type { RunView } from './run-view';
-import type { DecisionKind, DecisionRecord, RedactionCategory } from '../store/decisions';
 
 /**
  * A run's evidence dossier (spec part A 2.1 rule 3, 2.7 item 4, 4.1): the run, its host and task
@@ -47,33 +47,12 @@ export interface EvidenceEvent {
   [field: string]: unknown;
 }
 
-export interface EvidenceRedaction {
-  at: string;
-  by: string;
-  category: RedactionCategory;
-  /** The chain entry that records the redaction. */
-  entry_id: string | null;
-}
 
 /**
  * A decision record. `reason` and `random` open `commitment`; `withheld` says they were left out
  * because the caller may not read them (neither an admin nor the account that asked for the run).
  * A redacted record has neither, for anyone, and names the redaction.
  */
-export interface EvidenceDecision {
-  id: string;
-  kind: DecisionKind;
-  /** For a correction: the decision it corrects. */
-  decision_id: string | null;
-  actor: string;
-  actor_kind: string;
-  at: string;
-  reason: string | null;
-  random: string | null;
-  commitment: string | null;
-  redaction: EvidenceRedaction | null;
-  withheld: boolean;
-}
 
 /** A chain entry naming the run, with every hashed field, so a reader can recompute its hash and match it to a receipt. */
 export type EvidenceChainEntry = Pick<
@@ -109,31 +88,10 @@ export interface EvidenceDossier {
   events: EvidenceEvent[];
   /** False when decision reasons and random values were withheld from this caller. */
   reasons_disclosed: boolean;
-  decisions: EvidenceDecision[];
+  decisions: DecisionView[];
   /** Present for a run an agent asked for; null otherwise. */
   separation_of_duties: EvidenceSeparationOfDuties | null;
   chain: EvidenceChainEntry[];
-}
-
-/** A decision record as the dossier shows it; with `disclosed` false its reason and random value are withheld. */
-export function evidenceDecision(record: DecisionRecord, disclosed: boolean): EvidenceDecision {
-  const redaction =
-    record.redacted_at && record.redacted_by && record.redaction_category
-      ? { at: record.redacted_at.toISOString(), by: record.redacted_by, category: record.redaction_category, entry_id: record.redaction_entry_id }
-      : null;
-  return {
-    id: record.id,
-    kind: record.kind,
-    decision_id: record.decision_id,
-    actor: record.actor,
-    actor_kind: record.actor_kind,
-    at: record.at.toISOString(),
-    reason: disclosed ? record.reason : null,
-    random: disclosed ? record.random : null,
-    commitment: record.commitment,
-    redaction,
-    withheld: !disclosed,
-  };
 }
 
 export function evidenceChainEntry(entry: AuditEntry): EvidenceChainEntry {
@@ -321,7 +279,7 @@ function eventsSection(events: EvidenceEvent[]): string {
   return `<section id="events"><h2>Events</h2>\n${table(['Seq', 'Event', 'At', 'Details'], rows)}</section>`;
 }
 
-function decisionReason(dec: EvidenceDecision): string {
+function decisionReason(dec: DecisionView): string {
   if (dec.redaction) {
     return `<span class="muted">redacted (${escapeHtml(dec.redaction.category)}) by ${escapeHtml(dec.redaction.by)} at ${escapeHtml(dec.redaction.at)}</span>`;
   }

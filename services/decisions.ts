@@ -237,24 +237,6 @@ export async function redactDecision(
   });
 }
 
-/** A decision record as the API shows it. */
-export function decisionView(record: DecisionRecord) {
-  return {
-    id: record.id,
-    kind: record.kind,
-    decision_id: record.decision_id,
-    actor: record.actor,
-    actor_kind: record.actor_kind,
-    at: record.at.toISOString(),
-    reason: record.reason,
-    random: record.random,
-    commitment: record.commitment,
-    redaction: record.redacted_at
-      ? { at: record.redacted_at.toISOString(), by: record.redacted_by, category: record.redaction_category, entry_id: record.redaction_entry_id }
-      : null,
-  };
-}
-
 /**
  * For a run an agent asked for: whether its approver was someone other than the requester, the
  * separation of duties the built-in hold exists for (spec part A 2.7 item 4).

@@ -1,9 +1,9 @@
+import { decisionView } from '../core/decision-view';
 import { notFound } from '../core/errors';
 import {
   EVIDENCE_LOG_CAP,
   EVIDENCE_VERSION,
   evidenceChainEntry,
-  evidenceDecision,
   logText,
   type EvidenceDossier,
   type EvidenceEvent,
@@ -73,7 +73,7 @@ export async function buildEvidence(server: ServerContext, caller: Caller, runId
       log_omitted_bytes: log.from,
       events,
       reasons_disclosed: disclosed,
-      decisions: decisions.map((record) => evidenceDecision(record, disclosed)),
+      decisions: decisions.map((record) => decisionView(record, disclosed)),
       separation_of_duties: separationOfDuties(run, decisions) ?? null,
       chain: chain.map(evidenceChainEntry),
     } satisfies EvidenceDossier;

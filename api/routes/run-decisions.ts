@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { forbidden, notFound } from '../../core/errors';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
-import { correctDecision, decideRun, refuseAgentDecision, decisionView, redactDecision, separationOfDuties } from '../../services/decisions';
+import { decisionView } from '../../core/decision-view';
+import { correctDecision, decideRun, refuseAgentDecision, redactDecision, separationOfDuties } from '../../services/decisions';
 import { listDecisionRecords } from '../../store/decisions';
 import { getRun } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
@@ -53,7 +54,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     const records = await listDecisionRecords(server.sql, run.id);
     ctx.body = {
       run_id: run.id,
-      decisions: records.map(decisionView),
+      decisions: records.map((record) => decisionView(record)),
       count: records.length,
       total: records.length,
       separation_of_duties: separationOfDuties(run, records) ?? null,

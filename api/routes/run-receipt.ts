@@ -1,3 +1,4 @@
+import { decisionView } from '../../core/decision-view';
 import Router from '@koa/router';
 import { z } from 'zod';
 import { RECEIPT_TYPE, SPARSE_WITHHELD_KINDS } from '../../core/audit-offline';
@@ -7,7 +8,7 @@ import { runView } from '../../core/run-view';
 import { scanWholeChain } from '../../services/audit-verify';
 import type { ServerContext } from '../../services/context';
 import type { StoredAuditEntry } from '../../store/audit';
-import { listDecisionRecords, type DecisionRecord } from '../../store/decisions';
+import { listDecisionRecords } from '../../store/decisions';
 import { getRun } from '../../store/runs';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
@@ -22,26 +23,6 @@ const receiptQuery = z.strictObject({
     .optional(),
 });
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
-/** A decision record as a full receipt discloses it: enough to open its commitment offline. */
-function decisionView(record: DecisionRecord) {
-  return {
-    id: record.id,
-    kind: record.kind,
-    decision_id: record.decision_id,
-    actor: record.actor,
-    actor_kind: record.actor_kind,
-    at: iso(record.at),
-    reason: record.reason,
-    random: record.random,
-    commitment: record.commitment,
-    redacted_at: iso(record.redacted_at),
-    redacted_by: record.redacted_by,
-    redaction_category: record.redaction_category,
-    redaction_entry_id: record.redaction_entry_id,
-  };
-}
 
 /**
  * `GET /v1/runs/{id}/receipt` (spec part A 4.1, part B 5.2 item 7): a signed receipt of what the
@@ -92,7 +73,7 @@ export function runReceiptRoutes(server: ServerContext): Router {
     };
     if (form === 'full') {
       payload.run = runView(run);
-      payload.decisions = decisions.map(decisionView);
+      payload.decisions = decisions.map((record) => decisionView(record));
     }
     if (query.from !== undefined) {
       payload.consistency = {

@@ -1,9 +1,9 @@
+import { decisionView } from '../../core/decision-view';
 import { createHash } from 'node:crypto';
 import {
   EVIDENCE_VERSION,
   escapeHtml,
   evidenceChainEntry,
-  evidenceDecision,
   logText,
   renderEvidenceHtml,
   type EvidenceDossier,
@@ -83,7 +83,7 @@ function dossier(fields: Partial<EvidenceDossier> = {}, runFields: Partial<Run> 
       { seq: 2, event: 'run.finished', at: '2026-01-02T03:04:07.000Z', run: { status: 'succeeded' } },
     ],
     reasons_disclosed: true,
-    decisions: [evidenceDecision(record(), true)],
+    decisions: [decisionView(record(), true)],
     separation_of_duties: null,
     chain: [
       evidenceChainEntry({
@@ -131,7 +131,7 @@ describe('evidence HTML', () => {
         {
           log: `before ${hostile} & <img src=x onerror=alert(1)>\u001b[31mred\u001b[0m\n`,
           events: [{ seq: 1, event: 'run.created', at: '2026-01-02T03:04:05.000Z', note: hostile }],
-          decisions: [evidenceDecision(record({ reason: `</pre>${hostile}` }), true)],
+          decisions: [decisionView(record({ reason: `</pre>${hostile}` }), true)],
           chain: [{ ...dossier().chain[0], body: { note: hostile } }],
           hosts: [{ host: hostile, status: 'ok', counts: { ok: 1 } }],
         },
@@ -198,7 +198,7 @@ describe('evidence HTML', () => {
   });
 
   test('a withheld decision shows its commitment but no reason or random value', () => {
-    const html = renderEvidenceHtml(dossier({ reasons_disclosed: false, decisions: [evidenceDecision(record(), false)] }));
+    const html = renderEvidenceHtml(dossier({ reasons_disclosed: false, decisions: [decisionView(record(), false)] }));
     expect(html).not.toContain(reason);
     expect(html).not.toContain(random);
     expect(html).toContain(record().commitment!);
@@ -224,9 +224,9 @@ describe('evidence HTML', () => {
 
 describe('evidence decisions', () => {
   test('disclosed: reason and random; withheld: null both, keeping the commitment', () => {
-    const shown = evidenceDecision(record(), true);
+    const shown = decisionView(record(), true);
     expect(shown).toMatchObject({ id: decisionId, kind: 'approve', reason, random, withheld: false, redaction: null });
-    const hidden = evidenceDecision(record(), false);
+    const hidden = decisionView(record(), false);
     expect(hidden).toMatchObject({ reason: null, random: null, withheld: true, commitment: record().commitment });
   });
 
@@ -239,7 +239,7 @@ describe('evidence decisions', () => {
       redaction_category: 'personal_data',
       redaction_entry_id: 'aud_r',
     });
-    const view = evidenceDecision(redacted, true);
+    const view = decisionView(redacted, true);
     expect(view.redaction).toEqual({ at: '2026-01-03T00:00:00.000Z', by: 'root', category: 'personal_data', entry_id: 'aud_r' });
     expect(renderEvidenceHtml(dossier({ decisions: [view] }))).toContain('redacted (personal_data) by root');
   });
