@@ -169,7 +169,7 @@ export function pipelineGraph(steps: readonly Omit<StepDefinition, 'depends_on' 
   return steps.map((step, i) => ({ ...step, type: 'run' as const, depends_on: i === 0 ? [] : [steps[i - 1].name] }));
 }
 
-/** A split: one independent step per shard index (all of them, or a retry's failed ones). */
-export function splitGraph(tool: string, command: string, count: number, indexes: readonly number[]): StepDefinition[] {
+/** A split: one independent step per shard index (all `count` of them unless `indexes` names some). */
+export function splitGraph(tool: string, command: string, count: number, indexes: readonly number[] = [...Array(count).keys()]): StepDefinition[] {
   return indexes.map((index) => ({ name: `shard-${index}`, type: 'run' as const, depends_on: [], tool, command, shard: { index, count } }));
 }

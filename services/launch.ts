@@ -81,7 +81,7 @@ export async function launchTemplate(
           timeout,
           templateId: template.id,
           ...(template.shards !== null && template.shards >= 2
-            ? { kind: 'split' as const, steps: splitGraph(template.tool!, template.command!, template.shards, [...Array(template.shards).keys()]) }
+            ? { kind: 'split' as const, steps: splitGraph(template.tool!, template.command!, template.shards) }
             : {}),
         };
   if (Object.keys(secrets).length) request.secrets = secrets;

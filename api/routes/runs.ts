@@ -72,7 +72,7 @@ export function runRoutes(server: ServerContext): Router {
         spec,
         queue: input.queue,
         timeout: input.timeout,
-        ...(split ? { kind: 'split' as const, steps: splitGraph(input.tool, input.command, input.shards!, [...Array(input.shards).keys()]) } : {}),
+        ...(split ? { kind: 'split' as const, steps: splitGraph(input.tool, input.command, input.shards!) } : {}),
       },
       idempotencyKey(ctx.get('idempotency-key') || undefined),
     );
