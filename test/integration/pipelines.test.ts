@@ -127,3 +127,24 @@ test('canceling a pipeline cancels the running step and ends the rest unrun', as
   expect(steps.map((s) => s.status)).toEqual(['canceled', 'canceled']);
   expect(steps[1].started_at).toBeNull();
 });
+
+test('the gate judges every step: one matching step holds the whole pipeline until it is approved', async () => {
+  const policy = await t.api.post('/v1/policies', { name: 'destructive deletes', command_contains: 'rm -rf' });
+  expect(policy.status).toBe(201);
+  try {
+    const { body: parent } = await t.api.post('/v1/pipelines', {
+      steps: [
+        { name: 'prepare', tool: 'bash', command: 'echo prepared' },
+        { name: 'clean', tool: 'bash', command: 'rm -rf ./nothing-here; echo cleaned' },
+      ],
+    });
+    expect(parent).toMatchObject({ status: 'held', blocker: 'approval_needed', hold: { policies: [policy.body.id] } });
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await stepsOf(parent.id)).map((s) => s.status)).toEqual(['pending', 'pending']);
+    expect((await t.api.post(`/v1/runs/${parent.id}/approve`, { reason: 'cleanup window' })).status).toBe(200);
+    expect((await waitForRunEnd(t.api, parent.id)).status).toBe('succeeded');
+    expect((await stepsOf(parent.id)).map((s) => s.status)).toEqual(['succeeded', 'succeeded']);
+  } finally {
+    await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
+  }
+});
