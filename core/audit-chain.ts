@@ -55,6 +55,18 @@ export interface AuditAnchor {
   merkle_root: string;
 }
 
+/**
+ * Where a verified prefix of the chain ends: its size, last hash and the Merkle frontier (the
+ * roots of the perfect subtrees its size decomposes into, largest first, one per set bit of the
+ * size). A verifier resumed from it checks only what follows, yet reaches the same head and root
+ * as one that read the whole chain.
+ */
+export interface ChainCheckpoint {
+  size: number;
+  head_hash: string;
+  frontier: string[];
+}
+
 /** One way the chain fails an anchor; `expected` is the anchor's value, `actual` the chain's. */
 export type AnchorProblem =
   | { size: number; problem: 'missing_entries'; expected: number; actual: number }
@@ -178,18 +190,33 @@ export class ChainVerifier {
   private readonly anchors: AuditAnchor[];
   private nextAnchor = 0;
   private readonly problems: AnchorProblem[] = [];
-  private readonly tree = new MerkleAccumulator();
+  private tree = new MerkleAccumulator();
 
   /**
    * Precondition: every anchor has a positive integer size and 64-hex hashes. Anchors are checked
    * in order of size; equal sizes keep the order given.
    */
-  constructor(anchors: readonly AuditAnchor[] = []) {
+  constructor(anchors: readonly AuditAnchor[] = [], from?: ChainCheckpoint) {
     anchors.forEach(checkAnchorShape);
     this.anchors = anchors
       .map((anchor, index) => ({ anchor, index }))
       .sort((a, b) => a.anchor.size - b.anchor.size || a.index - b.index)
       .map(({ anchor }) => ({ size: anchor.size, head_hash: anchor.head_hash, merkle_root: anchor.merkle_root }));
+    if (from !== undefined) {
+      checkCheckpointShape(from);
+      if (this.anchors.some((anchor) => anchor.size <= from.size)) {
+        throw new AuditChainError(`an anchor at or before the checkpoint's size ${from.size} cannot be checked from it`, { size: from.size });
+      }
+      this.position = this.lastSeq = from.size;
+      this.lastHash = this.lastStoredHash = from.head_hash;
+      this.tree = MerkleAccumulator.resume(from.size, from.frontier);
+    }
+  }
+
+  /** Where the chain checked so far ends, to resume from later; undefined while it is empty or broken. */
+  checkpoint(): ChainCheckpoint | undefined {
+    if (this.broken !== undefined || this.position === 0) return undefined;
+    return { size: this.position, head_hash: this.lastHash, frontier: this.tree.frontier() };
   }
 
   /** Entries pushed so far. */
@@ -395,6 +422,19 @@ function checkAnchorShape(anchor: AuditAnchor, index: number): void {
   }
 }
 
+function checkCheckpointShape(from: ChainCheckpoint): void {
+  if (typeof from !== 'object' || from === null || !isPositiveSafeInteger(from.size)) {
+    throw new AuditChainError(`a checkpoint needs a positive integer size, not ${describe(from?.size)}`, {});
+  }
+  if (typeof from.head_hash !== 'string' || !HEX64.test(from.head_hash)) {
+    throw new AuditChainError(`the checkpoint's head_hash is ${describe(from.head_hash)}, not 64 lowercase hex characters`, { size: from.size });
+  }
+  const expected = from.size.toString(2).split('').filter((bit) => bit === '1').length;
+  if (!Array.isArray(from.frontier) || from.frontier.length !== expected || !from.frontier.every((h) => typeof h === 'string' && HEX64.test(h))) {
+    throw new AuditChainError(`a checkpoint of size ${from.size} needs a frontier of ${expected} 64-hex hashes`, { size: from.size });
+  }
+}
+
 function storedHash(entry: unknown): string {
   const hash = typeof entry === 'object' && entry !== null ? (entry as { hash?: unknown }).hash : undefined;
   return typeof hash === 'string' ? hash : '';
@@ -431,8 +471,20 @@ function describe(value: unknown): string {
  * any size folds the stack from the right (MTH splits at the largest power of two below n).
  */
 class MerkleAccumulator {
-  private readonly stack: Buffer[] = [];
+  private stack: Buffer[] = [];
   private leaves = 0;
+
+  /** The accumulator after `size` leaves whose perfect subtrees have these roots (hex, largest first). */
+  static resume(size: number, frontier: readonly string[]): MerkleAccumulator {
+    const resumed = new MerkleAccumulator();
+    resumed.stack = frontier.map((hash) => Buffer.from(hash, 'hex'));
+    resumed.leaves = size;
+    return resumed;
+  }
+
+  frontier(): string[] {
+    return this.stack.map((hash) => hash.toString('hex'));
+  }
 
   push(leaf: Buffer): void {
     let hash = leaf;

@@ -1,5 +1,8 @@
 import { ANCHOR_TYPE } from '../core/audit-offline';
+import { ChainVerifier, type ChainCheckpoint } from '../core/audit-chain';
+import { verifyDocument } from '../core/signing';
 import { chainHead, insertAnchor } from '../store/audit';
+import type { Db } from '../store/db';
 import { reportCoordinates, scanWholeChain, type WholeChainReport } from './audit-verify';
 import type { ServerContext } from './context';
 
@@ -11,10 +14,15 @@ import type { ServerContext } from './context';
  * chain that verifies, so it never vouches for tampering.
  *
  * Every server of an install runs this; a transaction-scoped advisory lock lets one anchor at a
- * time and the others skip that round. Each round re-reads the whole chain: simple, and it also
- * means tampering anywhere shows in the server log within one interval. A round on an idle chain
- * (no entries since the last anchor) reads two rows and stops.
+ * time and the others skip that round. A round on an idle chain (no entries since the last
+ * anchor) reads two rows and stops. Each anchor signs the chain's Merkle frontier too, so most
+ * rounds check only the entries since the last anchor (resuming from its signed frontier) and
+ * cost what the chain grew by, not its length; every FULL_SCAN_EVERY-th round re-reads the whole
+ * chain, so tampering anywhere still shows in the server log within that many intervals.
  */
+
+/** Rounds between whole-chain scans: hourly at the default 60 s interval. */
+export const FULL_SCAN_EVERY = 60;
 
 /** The advisory lock key, two int4s: "cair" in ASCII, and 1 for the anchorer. */
 const LOCK_CLASS = 0x63616972;
@@ -27,8 +35,12 @@ export type AnchorOutcome =
 
 type Ctx = Pick<ServerContext, 'sql' | 'identity' | 'logger'>;
 
-/** One anchoring round; see the module comment. A broken chain is logged at error level, not anchored. */
-export async function takeAnchor(ctx: Ctx): Promise<AnchorOutcome> {
+/**
+ * One anchoring round; see the module comment. A broken chain is logged at error level, not
+ * anchored. With `resume`, the round checks only what follows the last anchor when that anchor
+ * carries a frontier signed by this install; otherwise, and by default, the whole chain.
+ */
+export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): Promise<AnchorOutcome> {
   return ctx.sql.begin(async (tx): Promise<AnchorOutcome> => {
     const [{ locked }] = await tx<{ locked: boolean }[]>`SELECT pg_try_advisory_xact_lock(${LOCK_CLASS}::int, ${LOCK_ID}::int) AS locked`;
     if (!locked) return { anchored: false, why: 'locked' };
@@ -37,7 +49,8 @@ export async function takeAnchor(ctx: Ctx): Promise<AnchorOutcome> {
     if (head.seq === 0) return { anchored: false, why: 'empty' };
     if (head.seq <= last) return { anchored: false, why: 'unchanged' };
 
-    const { report } = await scanWholeChain(ctx, { db: tx });
+    const from = options.resume ? await lastCheckpoint(ctx, tx) : undefined;
+    const { report, checkpoint } = await scanWholeChain(ctx, { db: tx, from });
     if (!report.ok) {
       ctx.logger.error(reportCoordinates(report), 'the audit chain does not verify; no anchor taken');
       return { anchored: false, why: 'chain_does_not_verify', report };
@@ -49,12 +62,29 @@ export async function takeAnchor(ctx: Ctx): Promise<AnchorOutcome> {
       size: report.count,
       head_hash: report.head_hash,
       merkle_root: report.merkle_root,
+      frontier: checkpoint!.frontier,
       at: new Date().toISOString(),
     });
     await insertAnchor(tx, { size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root, signed, key_id: ctx.identity.keyId });
     ctx.logger.debug({ size: report.count, merkle_root: report.merkle_root }, 'audit anchor taken');
     return { anchored: true, size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root, signed };
   });
+}
+
+/** The newest anchor as a place to resume from, when its signature holds and it carries a frontier. */
+async function lastCheckpoint(ctx: Ctx, db: Db): Promise<ChainCheckpoint | undefined> {
+  const [last] = await db<{ signed: string }[]>`SELECT signed FROM audit_anchors ORDER BY size DESC LIMIT 1`;
+  if (!last) return undefined;
+  try {
+    const { payload } = await verifyDocument(last.signed, ctx.identity.publicJwk);
+    const { size, head_hash, frontier } = payload as Partial<ChainCheckpoint>;
+    const checkpoint = { size, head_hash, frontier } as ChainCheckpoint;
+    new ChainVerifier([], checkpoint); // throws on a malformed one
+    return checkpoint;
+  } catch {
+    // A bad or older anchor: the whole scan reports whatever is wrong with it.
+    return undefined;
+  }
 }
 
 /**
@@ -65,8 +95,9 @@ export async function takeAnchor(ctx: Ctx): Promise<AnchorOutcome> {
 export function startAnchoring(ctx: Ctx & Pick<ServerContext, 'config'>): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
   let stopped = false;
+  let rounds = 0;
   const round = () =>
-    takeAnchor(ctx).catch((err) => {
+    takeAnchor(ctx, { resume: rounds++ % FULL_SCAN_EVERY !== 0 }).catch((err) => {
       ctx.logger.warn({ err: (err as Error).message }, 'audit anchoring round failed');
     });
   const timer = setInterval(() => {

@@ -1,4 +1,4 @@
-import { ChainVerifier, type AnchorProblem, type AuditAnchor, type AuditEntry, type ChainBreak } from '../core/audit-chain';
+import { ChainVerifier, type AnchorProblem, type ChainCheckpoint, type AuditAnchor, type AuditEntry, type ChainBreak } from '../core/audit-chain';
 import { ANCHOR_TYPE } from '../core/audit-offline';
 import { leafHash } from '../core/merkle';
 import { verifyDocument } from '../core/signing';
@@ -51,6 +51,11 @@ export interface ScanOptions {
   leaves?: boolean;
   /** Sees each entry as read (1-based position), e.g. to keep a window or a run's entries. */
   onEntry?: (entry: StoredAuditEntry, position: number) => void;
+  /**
+   * Check only what follows this verified prefix (the anchorer's rounds between whole scans);
+   * anchors within the prefix are checked by signature only.
+   */
+  from?: ChainCheckpoint;
 }
 
 export interface ScanResult {
@@ -59,6 +64,8 @@ export interface ScanResult {
   anchors: StoredAnchor[];
   /** Leaf hashes of every entry read, when asked for. */
   leaves: Buffer[];
+  /** Where the intact chain ends, to resume a later check from. */
+  checkpoint?: ChainCheckpoint;
 }
 
 type Ctx = Pick<ServerContext, 'sql' | 'identity'>;
@@ -78,11 +85,13 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
   const head = await chainHead(db);
   const { valid, problems } = await checkAnchorSignatures(ctx, stored);
 
-  const verifier = new ChainVerifier(valid.map(({ anchor }) => anchor));
+  const from = options.from;
+  const checkable = valid.filter(({ anchor }) => !from || anchor.size > from.size);
+  const verifier = new ChainVerifier(checkable.map(({ anchor }) => anchor), from);
   const leaves: Buffer[] = [];
-  let hashAtHead: string | undefined;
-  let position = 0;
-  for await (const entry of streamAuditEntries(db)) {
+  let hashAtHead: string | undefined = from && head.seq === from.size ? from.head_hash : undefined;
+  let position = from?.size ?? 0;
+  for await (const entry of streamAuditEntries(db, undefined, position)) {
     position++;
     verifier.push(entry);
     if (position === head.seq) hashAtHead = entry.hash;
@@ -115,6 +124,7 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
     report: { ok: true, count: intact.count, head_hash: intact.head_hash, merkle_root: intact.merkle_root, anchors: valid.length },
     anchors: valid.map((v) => v.row),
     leaves,
+    checkpoint: verifier.checkpoint(),
   };
 }
 

@@ -51,12 +51,13 @@ export async function listAuditEntries(db: Db, query: AuditPageQuery): Promise<{
 }
 
 /**
- * Every entry in chain order, a batch at a time, so a long chain is checked in bounded memory.
+ * Every entry (after `afterSeq`) in chain order, a batch at a time, so a long chain is checked in
+ * bounded memory.
  * Ordered by seq as stored: a row whose seq was tampered with shows up out of place, which is
  * what verification should see.
  */
-export async function* streamAuditEntries(db: Db, batch = 2000): AsyncGenerator<StoredAuditEntry> {
-  for await (const rows of db<AuditRow[]>`SELECT ${db(COLUMNS)} FROM audit_entries ORDER BY seq`.cursor(batch)) {
+export async function* streamAuditEntries(db: Db, batch = 2000, afterSeq = 0): AsyncGenerator<StoredAuditEntry> {
+  for await (const rows of db<AuditRow[]>`SELECT ${db(COLUMNS)} FROM audit_entries WHERE seq > ${afterSeq} ORDER BY seq`.cursor(batch)) {
     for (const row of rows) yield fromRow(row);
   }
 }

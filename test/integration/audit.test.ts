@@ -285,6 +285,40 @@ describe('tampering', () => {
     expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
   });
 
+  test('a resumed round checks only what followed the last anchor and reaches the whole chain\'s root', async () => {
+    const ctx = t.server.context;
+    await t.api.post('/v1/users', { username: unique('resume'), role: 'viewer' });
+    const full = await takeAnchor(ctx);
+    expect(full.anchored).toBe(true);
+    for (let i = 0; i < 3; i++) await t.api.post('/v1/users', { username: unique('resume'), role: 'viewer' });
+    const resumed = await takeAnchor(ctx, { resume: true });
+    expect(resumed).toMatchObject({ anchored: true, size: await chainSize() });
+    const verify = (await t.api.get('/v1/audit/verify')).body;
+    expect(verify.ok).toBe(true);
+    expect((resumed as { merkle_root: string }).merkle_root).toBe(verify.merkle_root);
+
+    // Tampering before the last anchor is not what a resumed round reads; the whole scan sees it.
+    await t.api.post('/v1/users', { username: unique('resume'), role: 'viewer' });
+    const [row] = await db`SELECT actor FROM audit_entries WHERE seq = 2`;
+    await db`UPDATE audit_entries SET actor = 'mallory' WHERE seq = 2`;
+    try {
+      expect(await takeAnchor(ctx)).toMatchObject({ anchored: false, why: 'chain_does_not_verify', report: { broke_at: 2 } });
+      expect((await takeAnchor(ctx, { resume: true })).anchored).toBe(true);
+    } finally {
+      await db`UPDATE audit_entries SET actor = ${row.actor} WHERE seq = 2`;
+    }
+    // Tampering after it is.
+    await t.api.post('/v1/users', { username: unique('resume'), role: 'viewer' });
+    const last = await chainSize();
+    const [tail] = await db`SELECT actor FROM audit_entries WHERE seq = ${last}`;
+    await db`UPDATE audit_entries SET actor = 'mallory' WHERE seq = ${last}`;
+    try {
+      expect(await takeAnchor(ctx, { resume: true })).toMatchObject({ anchored: false, why: 'chain_does_not_verify', report: { broke_at: last } });
+    } finally {
+      await db`UPDATE audit_entries SET actor = ${tail.actor} WHERE seq = ${last}`;
+    }
+  });
+
   test('an anchor row edited in PostgreSQL no longer holds what its signature covers', async () => {
     const [anchor] = await db`SELECT size, head_hash FROM audit_anchors ORDER BY size LIMIT 1`;
     await db`UPDATE audit_anchors SET head_hash = ${'a'.repeat(64)} WHERE size = ${anchor.size}`;

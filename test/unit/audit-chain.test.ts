@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import {
   AuditChainError,
+  ChainVerifier,
   GENESIS_HASH,
   anchorOf,
   chainEntry,
@@ -707,3 +708,51 @@ describe('anchors', () => {
 function range(from: number, to: number): number[] {
   return Array.from({ length: to - from + 1 }, (_, i) => from + i);
 }
+
+describe('resuming from a checkpoint', () => {
+  const chain = buildChain(45);
+  const fullReport = verifyChain(chain);
+
+  test.each([1, 2, 3, 7, 8, 16, 31, 32, 44, 45])('a verifier resumed at %i reaches the same head and root as a whole pass', (at) => {
+    const prefix = new ChainVerifier();
+    chain.slice(0, at).forEach((entry) => prefix.push(entry));
+    const checkpoint = prefix.checkpoint()!;
+    expect(checkpoint.size).toBe(at);
+    expect(checkpoint.frontier).toHaveLength(at.toString(2).split('').filter((b) => b === '1').length);
+    const resumed = new ChainVerifier([], checkpoint);
+    chain.slice(at).forEach((entry) => resumed.push(entry));
+    expect(resumed.report()).toEqual(fullReport);
+    expect(resumed.checkpoint()).toMatchObject({ size: 45, head_hash: chain[44].hash });
+  });
+
+  test('a break after the checkpoint is reported at its position in the whole chain', () => {
+    const prefix = new ChainVerifier();
+    chain.slice(0, 20).forEach((entry) => prefix.push(entry));
+    const tampered = clone(chain);
+    tampered[29].actor = 'mallory';
+    const resumed = new ChainVerifier([], prefix.checkpoint()!);
+    tampered.slice(20).forEach((entry) => resumed.push(entry));
+    expect(resumed.report()).toMatchObject({ ok: false, reason: 'chain_break', broke_at: 30, broke_seq: 30, count: 45 });
+    expect(resumed.checkpoint()).toBeUndefined();
+  });
+
+  test('an entry that does not link to the checkpoint is a break', () => {
+    const prefix = new ChainVerifier();
+    chain.slice(0, 10).forEach((entry) => prefix.push(entry));
+    const resumed = new ChainVerifier([], prefix.checkpoint()!);
+    chain.slice(11).forEach((entry) => resumed.push(entry));
+    expect(resumed.report()).toMatchObject({ ok: false, broke_at: 11, broke_seq: 12 });
+  });
+
+  test('a malformed checkpoint is refused', () => {
+    const good = (() => {
+      const v = new ChainVerifier();
+      chain.slice(0, 6).forEach((entry) => v.push(entry));
+      return v.checkpoint()!;
+    })();
+    expect(() => new ChainVerifier([], { ...good, frontier: good.frontier.slice(1) })).toThrow(AuditChainError);
+    expect(() => new ChainVerifier([], { ...good, head_hash: 'nope' })).toThrow(/head_hash/);
+    expect(() => new ChainVerifier([], { ...good, size: 0 })).toThrow(/positive integer size/);
+    expect(() => new ChainVerifier([anchorOf(chain, 4)], good)).toThrow(/cannot be checked from it/);
+  });
+});
