@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { StepDefinition, StepState } from '../core/workflow-graph';
-import { recordRunEnd } from '../services/run-lifecycle';
+import { endUnrunChildren, recordRunEnd } from '../services/run-lifecycle';
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
 import { getRunForUpdate, listChildRuns, markWorkflowStarted, setRunHold, updateRunIf, type Run } from '../store/runs';
@@ -107,9 +107,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
 
   /** Ends every child that has not ended (it never ran), then the parent, each once. */
   async function finishParent(parentRunId: string, outcome: ExecutionOutcome): Promise<void> {
-    for (const child of await listChildRuns(sql, parentRunId)) {
-      if (!child.finished_at) await recordRunEnd(sql, child.id, { kind: 'not_run', message: 'not run: its workflow ended first' });
-    }
+    await endUnrunChildren(sql, parentRunId, 'not run: its workflow ended first');
     await recordRunEnd(sql, parentRunId, outcome);
   }
 

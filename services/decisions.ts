@@ -12,6 +12,7 @@ import { stepDecided } from '../workflows/graph';
 import type { Caller } from '../store/tokens';
 import { recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
+import { endUnrunChildren } from './run-lifecycle';
 import { handOff } from './runs';
 
 /** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
@@ -179,6 +180,7 @@ export async function decideRun(
   });
   if (result.run.kind === 'approval') await deliverStepDecision(ctx, result.run);
   else if (decision === 'approve') await handOff(ctx, result.run);
+  else await endUnrunChildren(ctx.sql, result.run.id, `not run: ${REJECTED_ERROR}`);
   return result;
 }
 

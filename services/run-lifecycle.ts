@@ -2,7 +2,7 @@ import { newId } from '../core/ids';
 import { finalStateOf, type ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
-import { getRunForUpdate, updateRunIf, type Run } from '../store/runs';
+import { getRunForUpdate, listChildRuns, updateRunIf, type Run } from '../store/runs';
 import { appendEntry, serviceOrigin } from './audit';
 
 /** Runs move under compare-and-set; a move that loses a race reads again, a bounded number of times. */
@@ -32,4 +32,15 @@ export async function recordRunEnd(sql: Sql, runId: string, outcome: ExecutionOu
     });
     return ended;
   });
+}
+
+/**
+ * Ends every step or shard of a parent that has not ended: it never ran. Called before the parent's
+ * own end by its workflow, and for a parent that ended with no workflow (rejected, or canceled
+ * while held); the sweeper repeats it for a parent whose server died in between.
+ */
+export async function endUnrunChildren(sql: Sql, parentRunId: string, message: string): Promise<void> {
+  for (const child of await listChildRuns(sql, parentRunId)) {
+    if (!child.finished_at) await recordRunEnd(sql, child.id, { kind: 'not_run', message });
+  }
 }

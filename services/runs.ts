@@ -29,7 +29,7 @@ import { runWorkflowId } from '../workers/names';
 import type { graphWorkflow } from '../workflows/graph';
 import type { runWorkflow } from '../workflows/run';
 import type { ServerContext } from './context';
-import { recordRunEnd } from './run-lifecycle';
+import { endUnrunChildren, recordRunEnd } from './run-lifecycle';
 
 export interface RunRequest {
   /** For a parent, `pipeline` or `workflow`, or a split's tool. */
@@ -289,6 +289,7 @@ export async function cancelRun(ctx: ServerContext, caller: Caller, origin: Audi
 /** The Temporal half of a cancel; safe to repeat. */
 export async function deliverCancel(ctx: ServerContext, run: Run): Promise<void> {
   if (!run.workflow_started_at) {
+    await endUnrunChildren(ctx.sql, run.id, 'not run: canceled before it started');
     await recordRunEnd(ctx.sql, run.id, { kind: 'canceled' });
     return;
   }

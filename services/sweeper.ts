@@ -1,5 +1,6 @@
 import type { ServerContext } from './context';
-import { findCancelOwedRuns, findUndeliveredStepDecisions, findUnstartedRuns } from '../store/runs';
+import { findCancelOwedRuns, findParentsWithUnendedChildren, findUndeliveredStepDecisions, findUnstartedRuns } from '../store/runs';
+import { endUnrunChildren } from './run-lifecycle';
 import { deliverStepDecision } from './decisions';
 import { deliverCancel, startRunWorkflow } from './runs';
 
@@ -10,7 +11,8 @@ const BATCH = 100;
 /**
  * Finishes what a dead or failing server left owed: starts workflows for committed submissions
  * that never reached Temporal, tells workflows of approval-step decisions they never heard of,
- * and re-delivers cancels that have not ended their run. Every
+ * ends the unrun steps of parents that ended without them, and re-delivers cancels that have not
+ * ended their run. Every
  * server runs one; all the work is idempotent, so two sweepers racing do no harm.
  */
 export function startSweeper(ctx: ServerContext, intervalMs = 2000): { stop(): Promise<void>; sweepOnce(): Promise<void> } {
@@ -31,6 +33,10 @@ export function startSweeper(ctx: ServerContext, intervalMs = 2000): { stop(): P
     for (const step of await findUndeliveredStepDecisions(ctx.sql, GRACE_SECONDS, BATCH)) {
       if (stopped) return;
       await deliverStepDecision(ctx, step);
+    }
+    for (const parent of await findParentsWithUnendedChildren(ctx.sql, GRACE_SECONDS, BATCH)) {
+      if (stopped) return;
+      await endUnrunChildren(ctx.sql, parent.id, 'not run: its parent ended first');
     }
     for (const run of await findCancelOwedRuns(ctx.sql, GRACE_SECONDS * 3, BATCH)) {
       if (stopped) return;

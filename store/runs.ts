@@ -224,6 +224,15 @@ export async function findUndeliveredStepDecisions(db: Db, olderThanSeconds: num
     ORDER BY finished_at LIMIT ${limit}`;
 }
 
+/** Parents that ended while some of their children never did (their server died in between). */
+export async function findParentsWithUnendedChildren(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
+  return db<Run[]>`
+    SELECT DISTINCT p.* FROM runs p JOIN runs c ON c.parent_run_id = p.id
+    WHERE p.finished_at IS NOT NULL AND c.finished_at IS NULL
+      AND p.finished_at < now() - make_interval(secs => ${olderThanSeconds})
+    LIMIT ${limit}`;
+}
+
 /** Workflow approval steps waiting for a decision, oldest first, each with its workflow's graph. */
 export async function listWaitingApprovalSteps(db: Db): Promise<(Run & { parent_graph: unknown; held_since: Date })[]> {
   return db<(Run & { parent_graph: unknown; held_since: Date })[]>`

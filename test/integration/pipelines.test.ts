@@ -144,6 +144,21 @@ test('the gate judges every step: one matching step holds the whole pipeline unt
     expect((await t.api.post(`/v1/runs/${parent.id}/approve`, { reason: 'cleanup window' })).status).toBe(200);
     expect((await waitForRunEnd(t.api, parent.id)).status).toBe('succeeded');
     expect((await stepsOf(parent.id)).map((s) => s.status)).toEqual(['succeeded', 'succeeded']);
+
+    // A held pipeline rejected, or canceled, ends with its steps: none is left pending.
+    const pipeline = { steps: [{ name: 'clean', tool: 'bash', command: 'rm -rf ./nothing-here' }, { name: 'after', tool: 'bash', command: 'true' }] };
+    const rejected = (await t.api.post('/v1/pipelines', pipeline)).body;
+    expect((await t.api.post(`/v1/runs/${rejected.id}/reject`, {})).body.run).toMatchObject({ status: 'rejected', error: 'rejected by an approver' });
+    expect((await stepsOf(rejected.id)).map((s) => [s.status, s.error])).toEqual([
+      ['canceled', 'not run: rejected by an approver'],
+      ['canceled', 'not run: rejected by an approver'],
+    ]);
+    const canceled = (await t.api.post('/v1/pipelines', pipeline)).body;
+    expect((await t.api.post(`/v1/runs/${canceled.id}/cancel`)).body.status).toBe('canceled');
+    expect((await stepsOf(canceled.id)).map((s) => [s.status, s.error])).toEqual([
+      ['canceled', 'not run: canceled before it started'],
+      ['canceled', 'not run: canceled before it started'],
+    ]);
   } finally {
     await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
   }
