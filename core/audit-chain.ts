@@ -367,6 +367,34 @@ export function anchorOf(entries: Iterable<unknown>, size?: number): AuditAnchor
   return { size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root };
 }
 
+/**
+ * An entry's canonical JSON split where the chain links it: everything but `prev_hash` and `seq`
+ * (which sort last among the hashed fields), and the closing part that names them. The store
+ * appends an entry in one statement by hashing `prefix + chainLinkSuffix(previous hash, seq)`
+ * in PostgreSQL under the head row's lock; `entryHash` of the stored entry is the same hash.
+ * Precondition: `fields` as `chainEntry` normalizes them (an ISO `at`, a canonical-JSON `body`).
+ */
+export function entryCanonicalPrefix(fields: Omit<UnhashedAuditEntry, 'seq' | 'prev_hash'>): string {
+  const { id, at, actor, method, path, fingerprint, outcome, body } = fields;
+  const whole = canonicalJson({ id, at, actor, method, path, fingerprint, outcome, body });
+  return whole.slice(0, -1);
+}
+
+/** The end of an entry's canonical JSON after {@link entryCanonicalPrefix}. */
+export function chainLinkSuffix(prevHash: string, seq: number): string {
+  return `,"prev_hash":"${prevHash}","seq":${seq}}`;
+}
+
+/**
+ * The fields of an entry as the chain hashes them, checked and normalized, before its place in
+ * the chain (seq and prev_hash) is known.
+ */
+export function normalizedEntryFields(fields: AuditEntryFields): Omit<UnhashedAuditEntry, 'seq' | 'prev_hash'> {
+  const placed = chainEntry(undefined, fields);
+  const { seq: _seq, prev_hash: _prev, hash: _hash, ...rest } = placed;
+  return rest;
+}
+
 function hashOf(entry: UnhashedAuditEntry): string {
   // Picked by name: extra properties on a row never reach the hash.
   const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash } = entry;

@@ -1,4 +1,4 @@
-import { chainEntry, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit-chain';
+import { entryCanonicalPrefix, normalizedEntryFields, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit-chain';
 import type { Db } from './db';
 
 /** An entry as a row: `at` is read back as a Date and turned into the hashed string form here. */
@@ -16,23 +16,34 @@ function fromRow(row: AuditRow): StoredAuditEntry {
 const COLUMNS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'outcome', 'body', 'prev_hash', 'hash', 'run_id'];
 
 /**
- * Appends one entry to the chain. Call it last in the transaction that makes the change it
- * records: it locks the chain's head row, so the lock is held only until that commit, and every
- * server's entries link in the order they commit.
+ * Appends one entry to the chain in one statement: it locks the chain's head row, links the entry
+ * to it (seq + 1, prev_hash = the head's hash), hashes it in PostgreSQL from its canonical JSON
+ * (core/audit-chain.ts `entryCanonicalPrefix` + `chainLinkSuffix`, the same bytes `entryHash`
+ * reads), stores it and moves the head. Call it last in the transaction that makes the change it
+ * records: the lock is then held only until that commit, and every server's entries link in the
+ * order they commit.
  */
 export async function appendAuditEntry(db: Db, fields: AuditEntryFields & { run_id?: string | null }): Promise<StoredAuditEntry> {
-  const [head] = await db<{ seq: number; hash: string }[]>`SELECT seq, hash FROM audit_head WHERE id FOR UPDATE`;
-  const previous = head.seq === 0 ? undefined : ({ seq: head.seq, hash: head.hash } as AuditEntry);
-  const entry = chainEntry(previous, fields);
+  const entry = normalizedEntryFields(fields);
+  const prefix = entryCanonicalPrefix(entry);
   const runId = fields.run_id ?? null;
-  await db`
-    WITH inserted AS (
+  const [linked] = await db<{ seq: number; prev_hash: string; hash: string }[]>`
+    WITH head AS (
+      SELECT seq, hash FROM audit_head WHERE id FOR UPDATE
+    ), link AS (
+      SELECT head.seq + 1 AS seq, head.hash AS prev_hash,
+             encode(sha256(convert_to(${prefix} || ',"prev_hash":"' || head.hash || '","seq":' || (head.seq + 1)::text || '}', 'UTF8')), 'hex') AS hash
+      FROM head
+    ), inserted AS (
       INSERT INTO audit_entries (seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash, run_id)
-      VALUES (${entry.seq}, ${entry.id}, ${entry.at}, ${entry.actor}, ${entry.method}, ${entry.path}, ${entry.fingerprint},
-              ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, ${entry.prev_hash}, ${entry.hash}, ${runId})
+      SELECT link.seq, ${entry.id}, ${entry.at}, ${entry.actor}, ${entry.method}, ${entry.path}, ${entry.fingerprint},
+             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, link.prev_hash, link.hash, ${runId}
+      FROM link
+      RETURNING seq, prev_hash, hash
     )
-    UPDATE audit_head SET seq = ${entry.seq}, hash = ${entry.hash} WHERE id`;
-  return { ...entry, run_id: runId };
+    UPDATE audit_head SET seq = inserted.seq, hash = inserted.hash FROM inserted WHERE audit_head.id
+    RETURNING inserted.seq, inserted.prev_hash, inserted.hash`;
+  return { ...entry, ...linked, run_id: runId };
 }
 
 export interface AuditPageQuery {

@@ -4,6 +4,8 @@ import path from 'node:path';
 import {
   AuditChainError,
   ChainVerifier,
+  chainLinkSuffix,
+  entryCanonicalPrefix,
   GENESIS_HASH,
   anchorOf,
   chainEntry,
@@ -755,4 +757,11 @@ describe('resuming from a checkpoint', () => {
     expect(() => new ChainVerifier([], { ...good, size: 0 })).toThrow(/positive integer size/);
     expect(() => new ChainVerifier([anchorOf(chain, 4)], good)).toThrow(/cannot be checked from it/);
   });
+});
+
+test('an entry hashes as its canonical prefix plus the link suffix, the form the store hashes in SQL', () => {
+  const chain = buildChain(12, (i) => ({ ...fieldsFor(i), body: { kind: 'x', text: 'héllo "quoted" \u2028', n: i, nested: { b: [1, 2], a: null } } }));
+  for (const entry of chain) {
+    expect(sha256(entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq))).toBe(entry.hash);
+  }
 });
