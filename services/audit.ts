@@ -1,3 +1,4 @@
+import type { AuditEntryFields } from '../core/audit-chain';
 import { canonicalJson } from '../core/canonical';
 import { newId } from '../core/ids';
 import { sha256Hex } from '../core/sha256';
@@ -62,7 +63,12 @@ export const unchanged = <T>(value: T) => new Unchanged(value);
 
 /** Appends the entry for a change made in `tx`; for callers that manage their own transaction. */
 export async function appendEntry(tx: Db, origin: AuditOrigin, outcome: number | string, entry: EntryDraft): Promise<StoredAuditEntry> {
-  return appendAuditEntry(tx, {
+  return appendAuditEntry(tx, entryFields(origin, outcome, entry));
+}
+
+/** The chain entry's fields for a change: who and how from the origin, what from the draft. */
+export function entryFields(origin: AuditOrigin, outcome: number | string, entry: EntryDraft): AuditEntryFields & { run_id: string | null } {
+  return {
     id: entry.id,
     at: new Date(),
     actor: entry.actor ?? origin.actor,
@@ -72,7 +78,7 @@ export async function appendEntry(tx: Db, origin: AuditOrigin, outcome: number |
     outcome,
     body: entry.body,
     run_id: entry.run_id,
-  });
+  };
 }
 
 /** The origin of mutations the service makes on its own, such as recording a run's end. */

@@ -2,36 +2,38 @@ import { newId } from '../core/ids';
 import { finalStateOf, type ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
-import { getRunForUpdate, listChildRuns, updateRunIf, type Run } from '../store/runs';
-import { appendEntry, serviceOrigin } from './audit';
+import { getRun, listChildRuns, updateRunIf, type Run } from '../store/runs';
+import { entryFields, serviceOrigin } from './audit';
 
 /** Runs move under compare-and-set; a move that loses a race reads again, a bounded number of times. */
 export const MAX_MOVE_TRIES = 20;
 
 /**
  * Ends a run: its terminal status, its `run.finished` event and its `run.ended` chain entry in one
- * transaction, under the run's row lock. A run already ended is left as it is, so every path that
- * can end a run (the workflow, a cancel, the sweeper) may call this and the end is still recorded
- * exactly once.
+ * statement, a compare-and-set on the run as read. A run already ended is left as it is, so every
+ * path that can end a run (the workflow, a cancel, the sweeper) may call this and the end is still
+ * recorded exactly once.
  */
 export async function recordRunEnd(sql: Sql, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
-  return sql.begin(async (tx) => {
-    const current = await getRunForUpdate(tx, runId);
+  for (let i = 0; i < MAX_MOVE_TRIES; i++) {
+    const current = await getRun(sql, runId);
     if (!current || current.finished_at) return undefined;
     const ended = await updateRunIf(
-      tx,
+      sql,
       current,
       { ...finalStateOf(outcome, current.cancel_requested_by), finished_at: new Date() },
       { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+      {},
+      (next) =>
+        entryFields(serviceOrigin('RUN', `/v1/runs/${runId}`), next.status, {
+          id: newId('aud'),
+          body: { kind: 'run.ended', run_id: runId, status: next.status, exit_code: next.exit_code, error: next.error },
+          run_id: runId,
+        }),
     );
-    if (!ended) throw new Error(`run ${runId} changed under its row lock`);
-    await appendEntry(tx, serviceOrigin('RUN', `/v1/runs/${runId}`), ended.status, {
-      id: newId('aud'),
-      body: { kind: 'run.ended', run_id: runId, status: ended.status, exit_code: ended.exit_code, error: ended.error },
-      run_id: runId,
-    });
-    return ended;
-  });
+    if (ended) return ended;
+  }
+  throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to end it`);
 }
 
 /**

@@ -16,34 +16,42 @@ function fromRow(row: AuditRow): StoredAuditEntry {
 const COLUMNS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'outcome', 'body', 'prev_hash', 'hash', 'run_id'];
 
 /**
- * Appends one entry to the chain in one statement: it locks the chain's head row, links the entry
- * to it (seq + 1, prev_hash = the head's hash), hashes it in PostgreSQL from its canonical JSON
- * (core/audit-chain.ts `entryCanonicalPrefix` + `chainLinkSuffix`, the same bytes `entryHash`
- * reads), stores it and moves the head. Call it last in the transaction that makes the change it
- * records: the lock is then held only until that commit, and every server's entries link in the
- * order they commit.
+ * The SQL that appends one entry to the chain, as common table expressions to put in a statement's
+ * WITH list: lock the chain's head row, link the entry to it (seq + 1, prev_hash = the head's
+ * hash), hash it in PostgreSQL from its canonical JSON (core/audit-chain.ts `entryCanonicalPrefix`
+ * + `chainLinkSuffix`, the same bytes `entryHash` reads), store it (`audit_inserted`) and move the
+ * head. With `onlyIfAny`, the name of another CTE, the entry is appended only when that CTE
+ * returned rows, so a compare-and-set and its entry are one statement that does both or neither.
+ * Put it last in the transaction that makes the change: the lock is then held only until commit,
+ * and every server's entries link in the order they commit.
  */
-export async function appendAuditEntry(db: Db, fields: AuditEntryFields & { run_id?: string | null }): Promise<StoredAuditEntry> {
+export function auditAppendSteps(db: Db, fields: AuditEntryFields & { run_id?: string | null }, onlyIfAny?: string) {
   const entry = normalizedEntryFields(fields);
   const prefix = entryCanonicalPrefix(entry);
-  const runId = fields.run_id ?? null;
-  const [linked] = await db<{ seq: number; prev_hash: string; hash: string }[]>`
-    WITH head AS (
+  const guard = onlyIfAny ? db`WHERE EXISTS (SELECT 1 FROM ${db(onlyIfAny)})` : db``;
+  return db`
+    audit_head_row AS (
       SELECT seq, hash FROM audit_head WHERE id FOR UPDATE
-    ), link AS (
-      SELECT head.seq + 1 AS seq, head.hash AS prev_hash,
-             encode(sha256(convert_to(${prefix} || ',"prev_hash":"' || head.hash || '","seq":' || (head.seq + 1)::text || '}', 'UTF8')), 'hex') AS hash
-      FROM head
-    ), inserted AS (
+    ), audit_link AS (
+      SELECT audit_head_row.seq + 1 AS seq, audit_head_row.hash AS prev_hash,
+             encode(sha256(convert_to(${prefix} || ',"prev_hash":"' || audit_head_row.hash || '","seq":' || (audit_head_row.seq + 1)::text || '}', 'UTF8')), 'hex') AS hash
+      FROM audit_head_row
+    ), audit_inserted AS (
       INSERT INTO audit_entries (seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash, run_id)
-      SELECT link.seq, ${entry.id}, ${entry.at}, ${entry.actor}, ${entry.method}, ${entry.path}, ${entry.fingerprint},
-             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, link.prev_hash, link.hash, ${runId}
-      FROM link
+      SELECT audit_link.seq, ${entry.id}, ${entry.at}, ${entry.actor}, ${entry.method}, ${entry.path}, ${entry.fingerprint},
+             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, audit_link.prev_hash, audit_link.hash, ${fields.run_id ?? null}
+      FROM audit_link ${guard}
       RETURNING seq, prev_hash, hash
-    )
-    UPDATE audit_head SET seq = inserted.seq, hash = inserted.hash FROM inserted WHERE audit_head.id
-    RETURNING inserted.seq, inserted.prev_hash, inserted.hash`;
-  return { ...entry, ...linked, run_id: runId };
+    ), audit_moved AS (
+      UPDATE audit_head SET seq = audit_inserted.seq, hash = audit_inserted.hash FROM audit_inserted WHERE audit_head.id
+    )`;
+}
+
+/** Appends one entry to the chain in one statement (see {@link auditAppendSteps}). */
+export async function appendAuditEntry(db: Db, fields: AuditEntryFields & { run_id?: string | null }): Promise<StoredAuditEntry> {
+  const [linked] = await db<{ seq: number; prev_hash: string; hash: string }[]>`
+    WITH ${auditAppendSteps(db, fields)} SELECT seq, prev_hash, hash FROM audit_inserted`;
+  return { ...normalizedEntryFields(fields), ...linked, run_id: fields.run_id ?? null };
 }
 
 export interface AuditPageQuery {

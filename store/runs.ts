@@ -1,4 +1,6 @@
+import type { AuditEntryFields } from '../core/audit-chain';
 import type { Hold } from '../core/policy-gate';
+import { auditAppendSteps } from './audit';
 import type { Db } from './db';
 import { RUN_ACTIVITY_CHANNEL } from './events';
 
@@ -132,7 +134,8 @@ export type RunChanges = Partial<Pick<Run, 'status' | 'error' | 'exit_code' | 'a
  * Compare-and-set on a run: applies the changes and appends one event in a single statement, only
  * while the run is as the caller read it (same status and attempts, not ended, and with
  * `notCanceled` no cancel recorded). Returns the updated run, or undefined when the run moved on;
- * the caller reads it again and decides anew. The event body is made from the run as it will be.
+ * the caller reads it again and decides anew. The event body, and the chain entry `audit` makes,
+ * are made from the run as it will be.
  */
 export async function updateRunIf(
   db: Db,
@@ -140,8 +143,11 @@ export async function updateRunIf(
   changes: RunChanges,
   event: { kind: string; body: (next: Run) => Record<string, unknown> },
   guard: { notCanceled?: boolean } = {},
+  audit?: (next: Run) => AuditEntryFields & { run_id: string | null },
 ): Promise<Run | undefined> {
   const next: Run = { ...previous, ...changes };
+  // With `audit`, the move's chain entry is appended by the same statement, only if the move is made.
+  const chained = audit ? db`, ${auditAppendSteps(db, audit(next), 'updated')}` : db``;
   const [row] = await db<(Run & { notified: unknown })[]>`
     WITH updated AS (
       UPDATE runs SET ${db(changes as Record<string, unknown>)}, next_event_seq = next_event_seq + 1
@@ -151,7 +157,7 @@ export async function updateRunIf(
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
       SELECT id, next_event_seq - 1, ${event.kind}, ${db.json(event.body(next) as never)} FROM updated
-    )
+    ) ${chained}
     SELECT updated.*, pg_notify(${RUN_ACTIVITY_CHANNEL}, updated.id) AS notified FROM updated`;
   if (!row) return undefined;
   const { notified: _, ...run } = row;
