@@ -18,13 +18,14 @@ import {
   listChildRuns,
   markWorkflowStarted,
   PARENT_KINDS,
+  type NewRun,
   type Run,
   type RunSpec,
 } from '../store/runs';
 import { listPolicies } from '../store/policies';
 import type { Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
-import { recordMutation, unchanged, type AuditOrigin } from './audit';
+import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { runWorkflowId } from '../workers/names';
 import type { graphWorkflow } from '../workflows/graph';
 import type { runWorkflow } from '../workflows/run';
@@ -151,74 +152,82 @@ export async function submitRun(
     template_id: request.templateId ?? null,
   };
 
+  const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
+  const parentId = newId('run');
+  const parentDigest = stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds });
+  const parent: NewRun = {
+    ...requester,
+    id: parentId,
+    kind,
+    tool: request.tool,
+    status: hold ? 'held' : 'pending',
+    spec: request.spec,
+    graph: request.steps ?? null,
+    rerun_of: request.rerunOf ?? null,
+    idempotency_key: idempotencyKey ?? null,
+    hold,
+    state_digest: parentDigest,
+    sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
+  };
+  const created = { kind: 'run.created', body: (row: Run) => ({ run: runView(row) }) };
+  const submitted = (row: Run): EntryDraft => ({
+    id: newId('aud'),
+    run_id: row.id,
+    body: {
+      kind: 'run.submitted',
+      run_id: row.id,
+      run_kind: row.kind,
+      tool: row.tool,
+      status: row.status,
+      state_digest: row.state_digest,
+      actor_kind: row.actor_kind,
+      rerun_of: row.rerun_of,
+      template_id: row.template_id,
+      // Names only: a secret's value never enters the chain.
+      ...(secretVars.length ? { secret_vars: secretVars } : {}),
+      hold,
+      exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
+    },
+  });
+
   let run: Run;
   try {
-    run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
-      const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
-      const parentId = newId('run');
-      const parentDigest = stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds });
-      const inserted = await insertRunWithEvent(
-        tx,
-        {
-          ...requester,
-          id: parentId,
-          kind,
-          tool: request.tool,
-          status: hold ? 'held' : 'pending',
-          spec: request.spec,
-          graph: request.steps ?? null,
-          rerun_of: request.rerunOf ?? null,
-          idempotency_key: idempotencyKey ?? null,
-          hold,
-          state_digest: parentDigest,
-          sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
-        },
-        { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
-      );
-      if (hold) await appendEvent(tx, inserted.id, 'run.held', { blocker: 'approval_needed', hold });
-      for (const child of children) {
-        const childId = newId('run');
-        const childDigest = stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds });
-        await insertRunWithEvent(
-          tx,
-          {
-            ...requester,
-            id: childId,
-            kind: child.step.type === 'approval' ? 'approval' : kind === 'split' ? 'shard' : 'step',
-            tool: child.tool,
-            status: 'pending',
-            spec: child.spec,
-            parent_run_id: inserted.id,
-            step_name: child.step.name,
-            step_index: child.index,
-            rerun_of: null,
-            idempotency_key: null,
-            hold: null,
-            state_digest: childDigest,
-            // Every step and shard that runs a tool receives the secrets; an approval step runs nothing.
-            sealed_vars: child.step.type === 'approval' ? null : sealRunSecrets(ctx.sealer, childId, childDigest, request.secrets),
-          },
-          { kind: 'run.created', body: (row) => ({ run: runView(row) }) },
-        );
-      }
-      entry.run_id = inserted.id;
-      entry.body = {
-        kind: 'run.submitted',
-        run_id: inserted.id,
-        run_kind: inserted.kind,
-        tool: inserted.tool,
-        status: inserted.status,
-        state_digest: inserted.state_digest,
-        actor_kind: inserted.actor_kind,
-        rerun_of: inserted.rerun_of,
-        template_id: inserted.template_id,
-        // Names only: a secret's value never enters the chain.
-        ...(secretVars.length ? { secret_vars: secretVars } : {}),
-        hold,
-        exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
-      };
-      return inserted;
-    });
+    if (children.length === 0 && !hold) {
+      // The common case, one run to start now: the run, its event and its chain entry in one statement.
+      run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)));
+    } else {
+      run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+        const inserted = await insertRunWithEvent(tx, parent, created);
+        if (hold) await appendEvent(tx, inserted.id, 'run.held', { blocker: 'approval_needed', hold });
+        for (const child of children) {
+          const childId = newId('run');
+          const childDigest = stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds });
+          await insertRunWithEvent(
+            tx,
+            {
+              ...requester,
+              id: childId,
+              kind: child.step.type === 'approval' ? 'approval' : kind === 'split' ? 'shard' : 'step',
+              tool: child.tool,
+              status: 'pending',
+              spec: child.spec,
+              parent_run_id: inserted.id,
+              step_name: child.step.name,
+              step_index: child.index,
+              rerun_of: null,
+              idempotency_key: null,
+              hold: null,
+              state_digest: childDigest,
+              // Every step and shard that runs a tool receives the secrets; an approval step runs nothing.
+              sealed_vars: child.step.type === 'approval' ? null : sealRunSecrets(ctx.sealer, childId, childDigest, request.secrets),
+            },
+            created,
+          );
+        }
+        Object.assign(entry, submitted(inserted));
+        return inserted;
+      });
+    }
   } catch (err) {
     if (idempotencyKey && isUniqueViolation(err)) {
       const existing = await findRunByIdempotencyKey(ctx.sql, caller.account.id, idempotencyKey);

@@ -106,9 +106,18 @@ function jsonOrNull(db: Db, value: unknown) {
   return value === null || value === undefined ? null : db.json(value as never);
 }
 
-/** Inserts a run and its first event (seq 1) in one statement: both land, or neither. */
-export async function insertRunWithEvent(db: Db, run: NewRun, event: { kind: string; body: (row: Run) => Record<string, unknown> }): Promise<Run> {
+/**
+ * Inserts a run and its first event (seq 1) in one statement: both land, or neither. With
+ * `audit`, the submission's chain entry is appended by the same statement.
+ */
+export async function insertRunWithEvent(
+  db: Db,
+  run: NewRun,
+  event: { kind: string; body: (row: Run) => Record<string, unknown> },
+  audit?: (row: Run) => AuditEntryFields & { run_id: string | null },
+): Promise<Run> {
   const row = newRunRow(run, new Date());
+  const chained = audit ? db`, ${auditAppendSteps(db, audit(row), 'inserted')}` : db``;
   const [inserted] = await db<Run[]>`
     WITH inserted AS (
       INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
@@ -123,7 +132,7 @@ export async function insertRunWithEvent(db: Db, run: NewRun, event: { kind: str
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
       SELECT id, 1, ${event.kind}, ${db.json(event.body(row) as never)} FROM inserted
-    )
+    ) ${chained}
     SELECT * FROM inserted`;
   return inserted;
 }
