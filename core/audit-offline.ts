@@ -225,16 +225,22 @@ async function openDocument(jws: unknown, sealOrJwk: unknown, type: string | und
   return { payload, key: verified ? key : undefined, pin };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Bundle
-
-async function checkBundle(p: Payload, key: Record<string, unknown> | undefined, pin: Pin | undefined, f: Findings): Promise<void> {
+/** The signed tree a bundle or receipt speaks of: its size, Merkle root and head hash, each checked for shape. */
+function treeHead(p: Payload, f: Findings) {
   const size = positiveInteger(p.size);
   const root = hexHash(p.merkle_root);
   const head = typeof p.head_hash === 'string' && HEX64.test(p.head_hash) ? p.head_hash : undefined;
   if (size === undefined) f.fail('payload.size', `size is ${describe(p.size)}, not a positive integer`);
   if (!root) f.fail('payload.merkle_root', `merkle_root is ${describe(p.merkle_root)}, not 64 lowercase hex characters`);
   if (!head) f.fail('payload.head_hash', `head_hash is ${describe(p.head_hash)}, not 64 lowercase hex characters`);
+  return { size, root, head };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bundle
+
+async function checkBundle(p: Payload, key: Record<string, unknown> | undefined, pin: Pin | undefined, f: Findings): Promise<void> {
+  const { size, root, head } = treeHead(p, f);
 
   const window = isRecord(p.window) ? p.window : undefined;
   const after = window ? nonNegativeInteger(window.after) : undefined;
@@ -476,12 +482,7 @@ function anchorProblemText(problem: ReturnType<typeof checkAnchors>[number]): st
 // Receipt
 
 function checkReceipt(p: Payload, f: Findings): void {
-  const size = positiveInteger(p.size);
-  const root = hexHash(p.merkle_root);
-  const head = typeof p.head_hash === 'string' && HEX64.test(p.head_hash) ? p.head_hash : undefined;
-  if (size === undefined) f.fail('payload.size', `size is ${describe(p.size)}, not a positive integer`);
-  if (!root) f.fail('payload.merkle_root', `merkle_root is ${describe(p.merkle_root)}, not 64 lowercase hex characters`);
-  if (!head) f.fail('payload.head_hash', `head_hash is ${describe(p.head_hash)}, not 64 lowercase hex characters`);
+  const { size, root, head } = treeHead(p, f);
   if (typeof p.run_id !== 'string' || p.run_id === '') f.fail('payload.run_id', `run_id is ${describe(p.run_id)}, not a run id`);
   if (p.form !== 'full' && p.form !== 'sparse') f.fail('payload.form', `form is ${describe(p.form)}, not full or sparse`);
   if (!Array.isArray(p.entries)) {
