@@ -78,6 +78,10 @@ export interface EvidenceDossier {
   run: RunView;
   hosts: EvidenceHostSummary[];
   tasks: EvidenceTaskSummary[];
+  /** A pipeline's or workflow's step runs, in definition order; empty for other runs. */
+  steps: RunView[];
+  /** A split's shard runs, in index order; empty for other runs. */
+  shards: RunView[];
   /** The captured log as UTF-8 text: all of it, or its last `EVIDENCE_LOG_CAP` bytes or so when `log_truncated`. */
   log: string;
   /** The whole log's size in bytes, embedded or not. */
@@ -255,6 +259,23 @@ function tasksSection(tasks: EvidenceTaskSummary[]): string {
   return `<section id="tasks"><h2>Tasks</h2>\n${table(['#', 'Play', 'Task', ...columns, 'Duration'], rows)}</section>`;
 }
 
+/** A parent's children: each step or shard with its outcome and times (its own dossier has the rest). */
+function childrenSection(id: 'steps' | 'shards', children: RunView[]): string {
+  if (children.length === 0) return '';
+  const rows = children.map(
+    (c) =>
+      cell(dash(c.step_name)) +
+      `<td class="mono">${escapeHtml(c.id)}</td>` +
+      cell(c.kind) +
+      `<td><span class="status status-${escapeHtml(c.status)}">${escapeHtml(c.status)}</span></td>` +
+      cell(dash(c.error)) +
+      cell(dash(c.started_at)) +
+      cell(dash(c.finished_at)),
+  );
+  const title = id === 'steps' ? 'Steps' : 'Shards';
+  return `<section id="${id}"><h2>${title}</h2>\n${table([id === 'steps' ? 'Step' : 'Shard', 'Run', 'Kind', 'Status', 'Error', 'Started', 'Finished'], rows)}</section>`;
+}
+
 function logSection(d: EvidenceDossier): string {
   const notes: string[] = [];
   if (d.log_truncated) {
@@ -371,6 +392,8 @@ export function renderEvidenceHtml(d: EvidenceDossier): string {
 ${summarySection(d)}
 ${hostsSection(d.hosts)}
 ${tasksSection(d.tasks)}
+${childrenSection('steps', d.steps)}
+${childrenSection('shards', d.shards)}
 ${logSection(d)}
 ${eventsSection(d.events)}
 ${decisionsSection(d)}

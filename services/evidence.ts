@@ -16,7 +16,7 @@ import { readLogRange } from '../store/logs';
 import { auditEntriesOfRun } from '../store/audit';
 import type { Db } from '../store/db';
 import { listDecisionRecords } from '../store/decisions';
-import { getRun, type Run } from '../store/runs';
+import { getRun, listChildRuns, type Run } from '../store/runs';
 import type { Caller } from '../store/tokens';
 import type { ServerContext } from './context';
 import { separationOfDuties } from './decisions';
@@ -54,11 +54,13 @@ export async function buildEvidence(server: ServerContext, caller: Caller, runId
     const events: EvidenceEvent[] = [];
     for await (const event of eventsAfter(tx, run.id, 0)) events.push(eventView(event));
 
-    const [summaries, decisions, chain] = await Promise.all([
+    const [summaries, decisions, chain, children] = await Promise.all([
       summariesOf(tx, run),
       listDecisionRecords(tx, run.id),
       auditEntriesOfRun(tx, run.id),
+      listChildRuns(tx, run.id),
     ]);
+    const childViews = children.map(runView);
 
     return {
       version: EVIDENCE_VERSION,
@@ -67,6 +69,8 @@ export async function buildEvidence(server: ServerContext, caller: Caller, runId
       run: runView(run),
       hosts: summaries.hosts,
       tasks: summaries.tasks,
+      steps: run.kind === 'split' ? [] : childViews,
+      shards: run.kind === 'split' ? childViews : [],
       log: log.text,
       log_bytes: run.log_bytes,
       log_truncated: log.from > 0,

@@ -41,6 +41,10 @@ test('a pipeline runs its steps in order as one parent run, each step a run with
   expect((await t.api.get(`/v1/runs/${steps[1].id}/logs`)).text).toBe('test web unit\n');
   const kinds = (await t.api.get(`/v1/runs/${parent.id}/events`)).body.events.map((e: any) => e.event);
   expect(kinds).toEqual(['run.created', 'run.started', 'run.finished']);
+  // The parent's evidence names its steps and how each ended.
+  const evidence = (await t.api.get(`/v1/runs/${parent.id}/evidence?format=json`)).body;
+  expect(evidence.steps.map((s: any) => [s.step_name, s.status])).toEqual(steps.map((s) => [s.step_name, s.status]));
+  expect(evidence.shards).toEqual([]);
 });
 
 test('a failed step stops the rest, and the pipeline fails naming it', async () => {
@@ -90,6 +94,8 @@ test('a split runs its shards in parallel, and retry re-runs only the failed sha
   const firstEnd = Math.min(...shards.map((s) => Date.parse(s.finished_at)));
   expect(lastStart).toBeLessThan(firstEnd);
   expect((await t.api.get(`/v1/runs/${shards[2].id}/logs`)).text).toBe('shard 2 of 3\n');
+  const evidence = await t.api.get(`/v1/runs/${split.id}/evidence`);
+  expect(evidence.text).toContain('<section id="shards"><h2>Shards</h2>');
 
   const retry = await t.api.post(`/v1/runs/${split.id}/retry`, {});
   expect(retry.status).toBe(201);

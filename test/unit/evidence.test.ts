@@ -74,6 +74,8 @@ function dossier(fields: Partial<EvidenceDossier> = {}, runFields: Partial<Run> 
     run: runView(run(runFields)),
     hosts: [],
     tasks: [],
+    steps: [],
+    shards: [],
     log: 'hello\n',
     log_bytes: 6,
     log_truncated: false,
@@ -254,4 +256,16 @@ describe('evidence log text', () => {
     // Bytes that are not UTF-8 at all read as U+FFFD rather than failing.
     expect(logText(Buffer.from([0x41, 0xff, 0x42]), 0).text).toBe('A\uFFFDB');
   });
+});
+
+test("a parent's steps or shards get their own section, escaped, and none when there are none", () => {
+  const plain = renderEvidenceHtml(dossier());
+  expect(plain).not.toContain('id="steps"');
+  expect(plain).not.toContain('id="shards"');
+  const step = runView(run({ id: 'run_step1', kind: 'step', step_name: '<b>build</b>', status: 'failed', error: 'exited with code 2' }));
+  const html = renderEvidenceHtml(dossier({ steps: [step] }));
+  expect(html).toContain('<section id="steps"><h2>Steps</h2>');
+  expect(html).toContain('&lt;b&gt;build&lt;/b&gt;');
+  expect(html).toContain('exited with code 2');
+  expect(renderEvidenceHtml(dossier({ shards: [step] }))).toContain('<section id="shards"><h2>Shards</h2>');
 });
