@@ -60,13 +60,16 @@ export function createGraphActivities(deps: { sql: Sql }) {
     await sql.begin(async (tx) => {
       const step = await getRunForUpdate(tx, stepRunId);
       if (!step || step.status !== 'pending' || step.finished_at) return;
-      const steps = ((await getRunForUpdate(tx, parentRunId))!.graph ?? []) as StepDefinition[];
+      const parent = (await getRunForUpdate(tx, parentRunId))!;
+      const steps = (parent.graph ?? []) as StepDefinition[];
       const definition = steps.find((s) => s.name === step.step_name)!;
       const hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, expires_at: expiresAt };
       await setRunHold(tx, stepRunId, hold);
       const held = await updateRunIf(tx, step, { status: 'held' }, { kind: 'run.held', body: () => ({ blocker: 'approval_needed', hold }) });
       if (!held) throw new Error(`step ${stepRunId} changed under its row lock`);
+      // The workflow, with the step it waits at (spec part B 6.1).
       await appendEvent(tx, parentRunId, 'workflow.step_awaiting_approval', {
+        run: runView(parent),
         awaiting_step: {
           id: stepRunId,
           name: definition.name,

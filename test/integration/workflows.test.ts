@@ -72,6 +72,7 @@ test('a workflow waits at its approval step while another branch finishes; appro
 
   const events = (await t.api.get(`/v1/runs/${workflow.id}/events`)).body.events;
   const awaiting = events.find((e: any) => e.event === 'workflow.step_awaiting_approval');
+  expect(awaiting.run).toMatchObject({ id: workflow.id, kind: 'workflow', status: 'running' });
   expect(awaiting.awaiting_step).toMatchObject({ id: promote.id, name: 'promote', description: 'promote to production?', on_approve: ['deploy-prod'], on_deny: ['rollback'], expires_at: null });
 
   const { body: approvals } = await t.api.get('/v1/approvals');
