@@ -39,6 +39,15 @@ export interface AuditEntry {
   hash: string;
 }
 
+/**
+ * An entry as documents carry it (bundles, receipts, evidence): exactly the hashed fields and the
+ * hash, whatever else a stored row has beside them.
+ */
+export function entryOf(row: AuditEntry): AuditEntry {
+  const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash } = row;
+  return { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash };
+}
+
 /** An entry before its hash is known: what `entryHash` hashes. */
 export type UnhashedAuditEntry = Omit<AuditEntry, 'hash'>;
 
@@ -156,8 +165,14 @@ export function chainEntry(previous: AuditEntry | undefined, fields: AuditEntryF
       });
     }
   }
+  const unhashed = normalize(fields, previous === undefined ? 1 : previous.seq + 1, previous === undefined ? GENESIS_HASH : previous.hash);
+  return { ...unhashed, hash: hashOf(unhashed) };
+}
+
+/** The entry at `seq` after `prevHash`, checked and normalized as `chainEntry` documents, not yet hashed. */
+function normalize(fields: AuditEntryFields, seq: number, prevHash: string): UnhashedAuditEntry {
   const unhashed: UnhashedAuditEntry = {
-    seq: previous === undefined ? 1 : previous.seq + 1,
+    seq,
     id: fields.id,
     at: normalizeTime(fields.at),
     actor: fields.actor,
@@ -166,14 +181,14 @@ export function chainEntry(previous: AuditEntry | undefined, fields: AuditEntryF
     fingerprint: fields.fingerprint,
     outcome: fields.outcome,
     body: fields.body,
-    prev_hash: previous === undefined ? GENESIS_HASH : previous.hash,
+    prev_hash: prevHash,
   };
   const problem = shapeProblem(unhashed as unknown as Record<string, unknown>, false);
   if (problem !== undefined) throw new AuditChainError(problem, { seq: unhashed.seq });
   if (unhashed.id.length === 0) throw new AuditChainError('id must be a non-empty string', { seq: unhashed.seq });
   // Wrapped so a CanonicalJsonError names the path from the entry (`body.items[2]`).
   unhashed.body = (JSON.parse(canonicalJson({ body: unhashed.body })) as { body: Record<string, unknown> }).body;
-  return { ...unhashed, hash: hashOf(unhashed) };
+  return unhashed;
 }
 
 /**
@@ -390,8 +405,8 @@ export function chainLinkSuffix(prevHash: string, seq: number): string {
  * the chain (seq and prev_hash) is known.
  */
 export function normalizedEntryFields(fields: AuditEntryFields): Omit<UnhashedAuditEntry, 'seq' | 'prev_hash'> {
-  const placed = chainEntry(undefined, fields);
-  const { seq: _seq, prev_hash: _prev, hash: _hash, ...rest } = placed;
+  // Placed provisionally first in the chain only so the checks read as they do for chainEntry.
+  const { seq: _seq, prev_hash: _prev, ...rest } = normalize(fields, 1, GENESIS_HASH);
   return rest;
 }
 

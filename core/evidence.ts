@@ -55,10 +55,6 @@ export interface EvidenceEvent {
  */
 
 /** A chain entry naming the run, with every hashed field, so a reader can recompute its hash and match it to a receipt. */
-export type EvidenceChainEntry = Pick<
-  AuditEntry,
-  'seq' | 'id' | 'at' | 'actor' | 'method' | 'path' | 'fingerprint' | 'outcome' | 'body' | 'prev_hash' | 'hash'
->;
 
 /** For a run an agent asked for: whether someone other than the requester decided it (spec part A 2.7 item 4). */
 export interface EvidenceSeparationOfDuties {
@@ -95,13 +91,9 @@ export interface EvidenceDossier {
   decisions: DecisionView[];
   /** Present for a run an agent asked for; null otherwise. */
   separation_of_duties: EvidenceSeparationOfDuties | null;
-  chain: EvidenceChainEntry[];
+  chain: AuditEntry[];
 }
 
-export function evidenceChainEntry(entry: AuditEntry): EvidenceChainEntry {
-  const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash } = entry;
-  return { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash };
-}
 
 /**
  * The text of the log's bytes from offset `from` on. A cut made inside a UTF-8 character moves
@@ -347,7 +339,7 @@ spaces. Recomputing it from the id, random value and reason above and finding th
 decision's chain entry committed to. A redacted reason can no longer be opened.</p></section>`;
 }
 
-function chainSection(chain: EvidenceChainEntry[], runId: string): string {
+function chainSection(chain: AuditEntry[], runId: string): string {
   if (chain.length === 0) {
     return '<section id="chain"><h2>Audit chain entries</h2><p class="note">No audit chain entries name this run.</p></section>';
   }

@@ -29,9 +29,6 @@ export interface EntryDraft {
   actor?: string;
 }
 
-/** Thrown inside {@link recordMutation} to keep its writes without appending an entry. */
-const NOTHING_CHANGED = Symbol('nothing changed');
-
 /**
  * Runs `work` in one transaction and appends its chain entry last in that same transaction, so a
  * change and its audit record commit together or not at all. `outcome` is the status the change
@@ -55,7 +52,6 @@ export async function recordMutation<T>(
 
 /** A result of work that changed nothing and so leaves no chain entry. */
 export class Unchanged<T> {
-  readonly [NOTHING_CHANGED] = true;
   constructor(readonly value: T) {}
 }
 

@@ -1,9 +1,9 @@
+import { entryOf } from '../core/audit-chain';
 import { decisionView } from '../core/decision-view';
 import { notFound } from '../core/errors';
 import {
   EVIDENCE_LOG_CAP,
   EVIDENCE_VERSION,
-  evidenceChainEntry,
   logText,
   type EvidenceDossier,
   type EvidenceEvent,
@@ -79,7 +79,7 @@ export async function buildEvidence(server: ServerContext, caller: Caller, runId
       reasons_disclosed: disclosed,
       decisions: decisions.map((record) => decisionView(record, disclosed)),
       separation_of_duties: separationOfDuties(run, decisions) ?? null,
-      chain: chain.map(evidenceChainEntry),
+      chain: chain.map(entryOf),
     } satisfies EvidenceDossier;
   }) as Promise<EvidenceDossier>;
 }

@@ -9,6 +9,8 @@ interface AuditRow extends Omit<AuditEntry, 'at'> {
 
 export type StoredAuditEntry = AuditEntry & { run_id: string | null };
 
+type NormalizedEntry = ReturnType<typeof normalizedEntryFields>;
+
 function fromRow(row: AuditRow): StoredAuditEntry {
   return { ...row, at: row.at.toISOString() };
 }
@@ -26,7 +28,10 @@ const COLUMNS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'o
  * and every server's entries link in the order they commit.
  */
 export function auditAppendSteps(db: Db, fields: AuditEntryFields & { run_id?: string | null }, onlyIfAny?: string) {
-  const entry = normalizedEntryFields(fields);
+  return appendSteps(db, normalizedEntryFields(fields), fields.run_id ?? null, onlyIfAny);
+}
+
+function appendSteps(db: Db, entry: NormalizedEntry, runId: string | null, onlyIfAny?: string) {
   const prefix = entryCanonicalPrefix(entry);
   const guard = onlyIfAny ? db`WHERE EXISTS (SELECT 1 FROM ${db(onlyIfAny)})` : db``;
   return db`
@@ -39,7 +44,7 @@ export function auditAppendSteps(db: Db, fields: AuditEntryFields & { run_id?: s
     ), audit_inserted AS (
       INSERT INTO audit_entries (seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash, run_id)
       SELECT audit_link.seq, ${entry.id}, ${entry.at}, ${entry.actor}, ${entry.method}, ${entry.path}, ${entry.fingerprint},
-             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, audit_link.prev_hash, audit_link.hash, ${fields.run_id ?? null}
+             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, audit_link.prev_hash, audit_link.hash, ${runId}
       FROM audit_link ${guard}
       RETURNING seq, prev_hash, hash
     ), audit_moved AS (
@@ -49,9 +54,11 @@ export function auditAppendSteps(db: Db, fields: AuditEntryFields & { run_id?: s
 
 /** Appends one entry to the chain in one statement (see {@link auditAppendSteps}). */
 export async function appendAuditEntry(db: Db, fields: AuditEntryFields & { run_id?: string | null }): Promise<StoredAuditEntry> {
+  const entry = normalizedEntryFields(fields);
+  const runId = fields.run_id ?? null;
   const [linked] = await db<{ seq: number; prev_hash: string; hash: string }[]>`
-    WITH ${auditAppendSteps(db, fields)} SELECT seq, prev_hash, hash FROM audit_inserted`;
-  return { ...normalizedEntryFields(fields), ...linked, run_id: fields.run_id ?? null };
+    WITH ${appendSteps(db, entry, runId)} SELECT seq, prev_hash, hash FROM audit_inserted`;
+  return { ...entry, ...linked, run_id: runId };
 }
 
 export interface AuditPageQuery {

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { GENESIS_HASH } from '../../core/audit-chain';
+import { entryOf, GENESIS_HASH } from '../../core/audit-chain';
 import { BUNDLE_TYPE } from '../../core/audit-offline';
 import { ApiError, badRequest } from '../../core/errors';
 import { inclusionProof } from '../../core/merkle';
@@ -30,12 +30,6 @@ const bundleQuery = z.strictObject({
     .min(1, 'limit must be a positive whole number (a count of entries)')
     .optional(),
 });
-
-/** A chain entry as signed documents carry it: exactly the hashed fields and the hash. */
-export function chainEntryOf(entry: StoredAuditEntry) {
-  const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash } = entry;
-  return { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash };
-}
 
 /**
  * The 409 a bundle or a receipt answers when the chain it would sign does not verify (spec part
@@ -118,7 +112,7 @@ export function auditRoutes(server: ServerContext): Router {
       merkle_root: report.merkle_root,
       anchors: anchors.map((anchor) => anchor.signed),
       window: { after, prev_hash: prevHash },
-      entries: window.map(chainEntryOf),
+      entries: window.map(entryOf),
       last_inclusion: last ? hex(inclusionProof(last.seq - 1, report.count, leaves)) : [],
     });
     answerSigned(ctx, server, jws);

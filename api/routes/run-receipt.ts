@@ -12,7 +12,8 @@ import { listDecisionRecords } from '../../store/decisions';
 import { getRun } from '../../store/runs';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
-import { answerSigned, chainEntryOf, chainRefusal, hex, unbundlable } from './audit';
+import { answerSigned, chainRefusal, hex, unbundlable } from './audit';
+import { entryOf } from '../../core/audit-chain';
 
 const receiptQuery = z.strictObject({
   sparse: z.enum(['0', '1', 'true', 'false'], { message: 'sparse must be 1 or 0' }).transform((v) => v === '1' || v === 'true').default(false),
@@ -22,7 +23,6 @@ const receiptQuery = z.strictObject({
     .min(1, 'from must be a positive whole number (a chain size)')
     .optional(),
 });
-
 
 /**
  * `GET /v1/runs/{id}/receipt` (spec part A 4.1, part B 5.2 item 7): a signed receipt of what the
@@ -69,7 +69,7 @@ export function runReceiptRoutes(server: ServerContext): Router {
       size: report.count,
       merkle_root: report.merkle_root,
       head_hash: report.head_hash,
-      entries: disclosed.map((entry) => ({ entry: chainEntryOf(entry), index: entry.seq - 1, proof: hex(inclusionProof(entry.seq - 1, report.count, tree)) })),
+      entries: disclosed.map((entry) => ({ entry: entryOf(entry), index: entry.seq - 1, proof: hex(inclusionProof(entry.seq - 1, report.count, tree)) })),
     };
     if (form === 'full') {
       payload.run = runView(run);

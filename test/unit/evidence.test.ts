@@ -1,9 +1,9 @@
+import { entryOf } from '../../core/audit-chain';
 import { decisionView } from '../../core/decision-view';
 import { createHash } from 'node:crypto';
 import {
   EVIDENCE_VERSION,
   escapeHtml,
-  evidenceChainEntry,
   logText,
   renderEvidenceHtml,
   type EvidenceDossier,
@@ -88,7 +88,7 @@ function dossier(fields: Partial<EvidenceDossier> = {}, runFields: Partial<Run> 
     decisions: [decisionView(record(), true)],
     separation_of_duties: null,
     chain: [
-      evidenceChainEntry({
+      entryOf({
         seq: 7,
         id: decisionId,
         at: '2026-01-02T03:04:05.500Z',
