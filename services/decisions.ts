@@ -9,7 +9,7 @@ import type { Db } from '../store/db';
 import { getRunForUpdate, listChildRuns, markSignalDelivered, PARENT_KINDS, updateRunIf, type Run } from '../store/runs';
 import { runWorkflowId } from '../workers/names';
 import { stepDecided } from '../workflows/graph';
-import type { Caller } from '../store/tokens';
+import { actorKindOf, type Caller } from '../store/tokens';
 import { recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { endUnrunChildren } from './run-lifecycle';
@@ -205,7 +205,7 @@ export async function correctDecision(
       kind: 'correction',
       decision_id: decision.id,
       actor: caller.account.username,
-      actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+      actor_kind: actorKindOf(caller),
       reason: committed.reason,
       random: committed.random,
       commitment: committed.commitment,

@@ -23,7 +23,7 @@ import {
   type RunSpec,
 } from '../store/runs';
 import { listPolicies } from '../store/policies';
-import type { Caller } from '../store/tokens';
+import { actorKindOf, type Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { runWorkflowId } from '../workers/names';
@@ -103,7 +103,7 @@ async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, ch
           queue: request.queue,
           actor: caller.token.name,
           account: caller.account.username,
-          actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+          actor_kind: actorKindOf(caller),
           dry_run: dryRun,
           dry_run_change_free: dryRun && tool.dryRunChangeFree,
         },
@@ -146,7 +146,7 @@ export async function submitRun(
     requested_by: caller.account.username,
     account_id: caller.account.id,
     token_id: caller.token.id,
-    actor_kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+    actor_kind: actorKindOf(caller),
     queue: request.queue,
     timeout_seconds: timeoutSeconds,
     template_id: request.templateId ?? null,

@@ -34,6 +34,11 @@ export interface Caller {
   account: Account;
 }
 
+/** Whether the caller acts as an agent (an agent token) or as a person (a user or session token). */
+export function actorKindOf(caller: Caller): 'agent' | 'user' {
+  return caller.token.kind === 'agent' ? 'agent' : 'user';
+}
+
 /** The live token with this secret hash and its account; expired tokens resolve to nothing. */
 export async function resolveToken(db: Db, secretHash: Buffer): Promise<Caller | undefined> {
   const [row] = await db`

@@ -14,7 +14,7 @@ import {
   updateAccount,
 } from '../../store/accounts';
 import { isUniqueViolation } from '../../store/db';
-import { deleteToken, listTokens, type Caller } from '../../store/tokens';
+import { actorKindOf, deleteToken, listTokens, type Caller } from '../../store/tokens';
 import { recordMutation } from '../../services/audit';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
@@ -27,7 +27,7 @@ const SESSION_SECONDS = 12 * 3600;
 
 const minterOf = (caller: Caller): Minter => ({
   name: caller.account.username,
-  type: caller.token.kind === 'agent' ? 'agent' : 'user',
+  type: actorKindOf(caller),
 });
 
 export function accountRoutes(server: ServerContext): Router {
@@ -68,7 +68,7 @@ export function accountRoutes(server: ServerContext): Router {
       id: caller.account.id,
       username: caller.account.username,
       role: caller.account.role,
-      kind: caller.token.kind === 'agent' ? 'agent' : 'user',
+      kind: actorKindOf(caller),
       token: tokenView(caller.token),
     };
   });
@@ -93,7 +93,7 @@ export function accountRoutes(server: ServerContext): Router {
       account = other;
     }
     // An agent mints agent tokens: that is its default, and asking for more is refused.
-    const kind = input.kind ?? (caller.token.kind === 'agent' ? 'agent' : 'user');
+    const kind = input.kind ?? actorKindOf(caller);
     if (caller.token.kind === 'agent' && kind !== 'agent') throw forbidden('an agent may mint only agent tokens');
     const { token, secret } = await recordMutation(sql, originOf(ctx), 201, async (tx, entry) => {
       const minted = await mintToken(tx, account, {
