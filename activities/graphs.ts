@@ -2,10 +2,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { StepDefinition, StepState } from '../core/workflow-graph';
-import { endUnrunChildren, recordRunEnd } from '../services/run-lifecycle';
+import { endUnrunChildren, moveRun, recordRunEnd } from '../services/run-lifecycle';
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
-import { getRunForUpdate, listChildRuns, markWorkflowStarted, setRunHold, updateRunIf, type Run } from '../store/runs';
+import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold, updateRunIf } from '../store/runs';
 
 /** A parent's graph as its workflow runs it: the steps and the child run recorded for each. */
 export interface LoadedGraph {
@@ -18,7 +18,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
   const { sql } = deps;
 
   async function loadGraph(parentRunId: string): Promise<LoadedGraph> {
-    const [parent] = await sql<Run[]>`SELECT * FROM runs WHERE id = ${parentRunId}`;
+    const parent = await getRun(sql, parentRunId);
     if (!parent) throw ApplicationFailure.nonRetryable(`run ${parentRunId} does not exist`, 'RunNotFound');
     const children = await listChildRuns(sql, parentRunId);
     return {
@@ -29,17 +29,17 @@ export function createGraphActivities(deps: { sql: Sql }) {
 
   /** The parent starts running (event `run.started`); a parent already ended or canceled says so. */
   async function claimParent(parentRunId: string): Promise<'run' | 'finished' | 'canceled'> {
-    return sql.begin(async (tx) => {
-      const run = await getRunForUpdate(tx, parentRunId);
-      if (!run || run.finished_at) return 'finished' as const;
-      if (run.cancel_requested_at) return 'canceled' as const;
-      if (run.status === 'running') return 'run' as const;
-      await updateRunIf(tx, run, { status: 'running', started_at: new Date(), attempts: run.attempts + 1 }, {
-        kind: 'run.started',
-        body: (next) => ({ run: runView(next) }),
-      });
-      return 'run' as const;
+    const result = await moveRun<'run' | 'finished' | 'canceled'>(sql, parentRunId, 'start it', (run) => {
+      if (!run || run.finished_at) return { settled: 'finished' };
+      if (run.cancel_requested_at) return { settled: 'canceled' };
+      if (run.status === 'running') return { settled: 'run' };
+      return {
+        changes: { status: 'running', started_at: new Date(), attempts: run.attempts + 1 },
+        event: { kind: 'run.started', body: (next) => ({ run: runView(next) }) },
+        guard: { notCanceled: true },
+      };
     });
+    return 'settled' in result ? result.settled : 'run';
   }
 
   async function markStepStarted(stepRunId: string): Promise<void> {
@@ -48,7 +48,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
 
   /** How a step's run ended, as its graph reads it: anything but success is a failure. */
   async function stepResult(stepRunId: string): Promise<StepState> {
-    const [run] = await sql<Run[]>`SELECT status FROM runs WHERE id = ${stepRunId}`;
+    const run = await getRun(sql, stepRunId);
     return run?.status === 'succeeded' ? 'succeeded' : 'failed';
   }
 
@@ -97,7 +97,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
           { status: 'rejected', error: `no decision within the approval timeout of ${timeoutSeconds} s`, finished_at: new Date() },
           { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
         );
-        await tx`UPDATE runs SET signal_delivered_at = now() WHERE id = ${stepRunId}`;
+        await markSignalDelivered(tx, stepRunId);
         return 'denied' as const;
       }
       return step.status === 'succeeded' ? ('approved' as const) : ('denied' as const);

@@ -8,8 +8,8 @@ import type { ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
-import { getRun, updateRunIf, type Run } from '../store/runs';
-import { MAX_MOVE_TRIES, recordRunEnd } from '../services/run-lifecycle';
+import type { Run } from '../store/runs';
+import { moveRun, recordRunEnd } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
 import { MaskedOutput } from './masked-output';
@@ -63,32 +63,27 @@ export function createRunActivities(deps: RunActivityDeps) {
 
   /** Claims the run for this attempt: pending or requeued becomes running, with its event, in one write. */
   async function claim(runId: string): Promise<{ run: Run; previous: Run } | 'finished' | 'canceled'> {
-    for (let i = 0; i < MAX_MOVE_TRIES; i++) {
-      const previous = await getRun(sql, runId);
+    const result = await moveRun<'finished' | 'canceled'>(sql, runId, 'claim it', (previous) => {
       if (!previous) throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
-      if (previous.finished_at) return 'finished';
-      if (previous.cancel_requested_at) return 'canceled';
-      const changes = {
-        status: 'running' as const,
-        started_at: previous.started_at ?? new Date(),
-        attempts: previous.attempts + 1,
-        exec_host: HOST,
+      if (previous.finished_at) return { settled: 'finished' as const };
+      if (previous.cancel_requested_at) return { settled: 'canceled' as const };
+      return {
+        changes: { status: 'running' as const, started_at: previous.started_at ?? new Date(), attempts: previous.attempts + 1, exec_host: HOST },
+        event:
+          previous.status === 'pending'
+            ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next) }) }
+            : {
+                kind: 'run.requeued',
+                body: (next: Run) => ({
+                  attempt: next.attempts,
+                  previous_host: previous.exec_host,
+                  reason: 'the worker executing the run stopped renewing its lease',
+                }),
+              },
+        guard: { notCanceled: true },
       };
-      const event =
-        previous.status === 'pending'
-          ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next) }) }
-          : {
-              kind: 'run.requeued',
-              body: (next: Run) => ({
-                attempt: next.attempts,
-                previous_host: previous.exec_host,
-                reason: 'the worker executing the run stopped renewing its lease',
-              }),
-            };
-      const run = await updateRunIf(sql, previous, changes, event, { notCanceled: true });
-      if (run) return { run, previous };
-    }
-    throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to claim it`);
+    });
+    return 'settled' in result ? result.settled : { run: result.moved, previous: result.previous };
   }
 
   /**

@@ -2,11 +2,41 @@ import { newId } from '../core/ids';
 import { finalStateOf, type ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
-import { getRun, listChildRuns, updateRunIf, type Run } from '../store/runs';
+import type { AuditEntryFields } from '../core/audit-chain';
+import { getRun, listChildRuns, updateRunIf, type Run, type RunChanges } from '../store/runs';
 import { entryFields, serviceOrigin } from './audit';
 
 /** Runs move under compare-and-set; a move that loses a race reads again, a bounded number of times. */
-export const MAX_MOVE_TRIES = 20;
+const MAX_MOVE_TRIES = 20;
+
+/** A move of a run: the changes, the event that reports them, and optionally its chain entry. */
+export interface RunMove {
+  changes: RunChanges;
+  event: { kind: string; body: (next: Run) => Record<string, unknown> };
+  guard?: { notCanceled?: boolean };
+  audit?: (next: Run) => AuditEntryFields & { run_id: string | null };
+}
+
+/**
+ * Reads the run, asks `decide` what to do with it, and makes that move as one compare-and-set
+ * statement (`updateRunIf`); when another move won the race, reads again and decides anew.
+ * `decide` returns `{ settled }` to make no move, with what to answer.
+ */
+export async function moveRun<T>(
+  sql: Sql,
+  runId: string,
+  what: string,
+  decide: (current: Run | undefined) => RunMove | { settled: T },
+): Promise<{ moved: Run; previous: Run } | { settled: T }> {
+  for (let i = 0; i < MAX_MOVE_TRIES; i++) {
+    const current = await getRun(sql, runId);
+    const move = decide(current);
+    if ('settled' in move) return move;
+    const moved = await updateRunIf(sql, current!, move.changes, move.event, move.guard, move.audit);
+    if (moved) return { moved, previous: current! };
+  }
+  throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to ${what}`);
+}
 
 /**
  * Ends a run: its terminal status, its `run.finished` event and its `run.ended` chain entry in one
@@ -15,25 +45,20 @@ export const MAX_MOVE_TRIES = 20;
  * recorded exactly once.
  */
 export async function recordRunEnd(sql: Sql, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
-  for (let i = 0; i < MAX_MOVE_TRIES; i++) {
-    const current = await getRun(sql, runId);
-    if (!current || current.finished_at) return undefined;
-    const ended = await updateRunIf(
-      sql,
-      current,
-      { ...finalStateOf(outcome, current.cancel_requested_by), finished_at: new Date() },
-      { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
-      {},
-      (next) =>
+  const result = await moveRun(sql, runId, 'end it', (current) => {
+    if (!current || current.finished_at) return { settled: undefined };
+    return {
+      changes: { ...finalStateOf(outcome, current.cancel_requested_by), finished_at: new Date() },
+      event: { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+      audit: (next) =>
         entryFields(serviceOrigin('RUN', `/v1/runs/${runId}`), next.status, {
           id: newId('aud'),
           body: { kind: 'run.ended', run_id: runId, status: next.status, exit_code: next.exit_code, error: next.error },
           run_id: runId,
         }),
-    );
-    if (ended) return ended;
-  }
-  throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to end it`);
+    };
+  });
+  return 'settled' in result ? undefined : result.moved;
 }
 
 /**
