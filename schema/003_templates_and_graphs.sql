@@ -36,3 +36,6 @@ ALTER TABLE runs ADD COLUMN sealed_vars jsonb;
 -- An approval step's decision reached the workflow (the signal was delivered).
 ALTER TABLE runs ADD COLUMN signal_delivered_at timestamptz;
 CREATE INDEX runs_parent ON runs (parent_run_id, step_index) WHERE parent_run_id IS NOT NULL;
+-- What the sweeper looks for every pass: steps left unended, decisions a workflow was not told of.
+CREATE INDEX runs_unended_children ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL AND finished_at IS NULL;
+CREATE INDEX runs_undelivered_decisions ON runs (finished_at) WHERE kind = 'approval' AND signal_delivered_at IS NULL;
