@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { StepDefinition, StepState } from '../core/workflow-graph';
-import { endUnrunChildren, moveRun, recordRunEnd } from '../services/run-lifecycle';
+import { endUnrunChildren, moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
 import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold, updateRunIf } from '../store/runs';
@@ -27,15 +27,24 @@ export function createGraphActivities(deps: { sql: Sql }) {
     };
   }
 
-  /** The parent starts running (event `run.started`); a parent already ended or canceled says so. */
+  /**
+   * The parent starts running (event `run.started`); a parent already ended or canceled says so,
+   * and one whose release the audit chain does not record is ended without running a step.
+   */
   async function claimParent(parentRunId: string): Promise<'run' | 'finished' | 'canceled'> {
+    const refusal = await unexplainedRelease(sql, parentRunId);
+    if (refusal) {
+      await endUnrunChildren(sql, parentRunId, `not run: ${refusal}`);
+      await recordRunEnd(sql, parentRunId, { kind: 'refused', message: refusal });
+      return 'finished';
+    }
     const result = await moveRun<'run' | 'finished' | 'canceled'>(sql, parentRunId, 'start it', (run) => {
       if (!run || run.finished_at) return { settled: 'finished' };
       if (run.cancel_requested_at) return { settled: 'canceled' };
       if (run.status === 'running') return { settled: 'run' };
       return {
         changes: { status: 'running', started_at: new Date(), attempts: run.attempts + 1 },
-        event: { kind: 'run.started', body: (next) => ({ run: runView(next) }) },
+        event: { kind: 'run.started', body: (next) => ({ run: runView(next, 'preview') }) },
         guard: { notCanceled: true },
       };
     });
@@ -69,7 +78,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
       if (!held) throw new Error(`step ${stepRunId} changed under its row lock`);
       // The workflow, with the step it waits at (spec part B 6.1).
       await appendEvent(tx, parentRunId, 'workflow.step_awaiting_approval', {
-        run: runView(parent),
+        run: runView(parent, 'preview'),
         awaiting_step: {
           id: stepRunId,
           name: definition.name,
@@ -95,7 +104,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
           tx,
           step,
           { status: 'rejected', error: `no decision within the approval timeout of ${timeoutSeconds} s`, finished_at: new Date() },
-          { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+          { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) },
         );
         await markSignalDelivered(tx, stepRunId);
         return 'denied' as const;

@@ -1,6 +1,8 @@
 // The tool launcher: a small process that starts tools for a server and relays their output.
 // Starting a process blocks the starting process until the child has exec'd, and forking a large
 // server is slow; here it blocks only this small process, and the server's event loop stays free.
+// It starts with a scrubbed environment (see launcher.ts), so nothing a tool can reach through it
+// holds the server's settings or keys.
 import type { LauncherEvent, LauncherRequest } from './launcher-protocol';
 import { signalGroup, spawnTool, type SpawnedTool } from './process';
 
@@ -15,21 +17,24 @@ process.on('message', (request: LauncherRequest) => {
     live.get(request.id)?.kill(request.graceMs);
     return;
   }
-  try {
-    const tool = spawnTool(request.argv, {
-      cwd: request.cwd,
-      env: request.env,
-      onOutput: (data) => send({ type: 'output', id: request.id, data }),
-    });
-    live.set(request.id, tool);
-    send({ type: 'spawned', id: request.id, pid: tool.pid });
-    tool.exited.then(
-      (exit) => send({ type: 'exit', id: request.id, ...exit }),
-      (err: Error) => send({ type: 'error', id: request.id, message: err.message }),
-    ).finally(() => live.delete(request.id));
-  } catch (err) {
-    send({ type: 'error', id: request.id, message: (err as Error).message });
-  }
+  spawnTool(request.argv, {
+    cwd: request.cwd,
+    env: request.env,
+    sandbox: request.sandbox,
+    onOutput: (data) => send({ type: 'output', id: request.id, data }),
+  }).then(
+    (tool) => {
+      live.set(request.id, tool);
+      send({ type: 'spawned', id: request.id, pid: tool.pid });
+      tool.exited
+        .then(
+          (exit) => send({ type: 'exit', id: request.id, ...exit }),
+          (err: Error) => send({ type: 'error', id: request.id, message: err.message }),
+        )
+        .finally(() => live.delete(request.id));
+    },
+    (err: Error) => send({ type: 'error', id: request.id, message: err.message }),
+  );
 });
 
 // The server is gone: its tools have lost their reader and their lease; stop them rather than

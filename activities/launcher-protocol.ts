@@ -1,6 +1,8 @@
+import type { SandboxSettings } from './sandbox';
+
 /** Messages between a server and its tool launcher process (activities/launcher-process.ts). */
 export type LauncherRequest =
-  | { type: 'spawn'; id: number; argv: string[]; cwd: string; env: Record<string, string> }
+  | { type: 'spawn'; id: number; argv: string[]; cwd: string; env: Record<string, string>; sandbox?: SandboxSettings }
   | { type: 'kill'; id: number; graceMs: number };
 
 export type LauncherEvent =

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import type { LauncherEvent, LauncherRequest } from './launcher-protocol';
 import type { ProcessExit, SpawnedTool } from './process';
+import type { SandboxSettings } from './sandbox';
 
 interface Pending {
   onOutput: (data: Buffer) => void;
@@ -12,11 +13,23 @@ interface Pending {
 export class LauncherStopped extends Error {}
 
 /**
+ * The launcher's whole environment. A tool's parent is the launcher, so whatever the launcher's
+ * environment holds a tool could read from /proc (were it not sandboxed): the server's database
+ * URL, its encryption key and salt never reach it.
+ */
+export function launcherEnvironment(serverEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  return { PATH: serverEnv.PATH ?? '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8' };
+}
+
+/**
  * Starts tools through a launcher child process (see launcher-process.ts), one per worker. If the
  * launcher dies, the tools it ran fail with LauncherStopped (their activity is retried) and the
  * next launch starts a new launcher.
  */
 export class ToolLauncher {
+  /** Every tool starts in this sandbox; undefined only with --run-isolation none. */
+  constructor(private readonly sandbox: SandboxSettings | undefined) {}
+
   private child: ChildProcess | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
@@ -25,6 +38,7 @@ export class ToolLauncher {
     if (this.child && this.child.connected) return this.child;
     const child = fork(require.resolve('./launcher-process'), [], {
       execArgv: ['--require', require.resolve('tsx/cjs')],
+      env: launcherEnvironment(),
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -82,7 +96,7 @@ export class ToolLauncher {
         exited: settleExit,
         failed: (err) => (started ? failExit(err) : reject(err)),
       });
-      this.request(child, { type: 'spawn', id, argv, cwd: options.cwd, env: options.env });
+      this.request(child, { type: 'spawn', id, argv, cwd: options.cwd, env: options.env, sandbox: this.sandbox });
     });
   }
 

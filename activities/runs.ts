@@ -1,4 +1,6 @@
 import { Context } from '@temporalio/activity';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
@@ -9,7 +11,7 @@ import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
 import type { Run } from '../store/runs';
-import { moveRun, recordRunEnd } from '../services/run-lifecycle';
+import { moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
 import { MaskedOutput } from './masked-output';
@@ -18,6 +20,8 @@ import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/run-
 import type { Sealer } from '../core/seal';
 import { LauncherStopped, type ToolLauncher } from './launcher';
 import { killLeftoverProcess, type SpawnedTool } from './process';
+import type { SandboxSettings } from './sandbox';
+import { toolPath } from '../tools/registry';
 
 export interface RunActivityDeps {
   sql: Sql;
@@ -27,11 +31,19 @@ export interface RunActivityDeps {
   launcher: ToolLauncher;
   /** Opens the secrets sealed to a run (core/run-secrets.ts); undefined without the install's key. */
   sealer?: Sealer;
+  /** The sandbox tools run in (its account owns the work dir); undefined only with --run-isolation none. */
+  sandbox?: SandboxSettings;
+  /**
+   * The server's own secrets (the install key and salt, the database password): no tool is given
+   * them, and the output masker hides them should one ever find its way into a log.
+   */
+  serverSecrets: string[];
   onFinished?: (run: Run) => void;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
 
 const HOST = os.hostname();
+const execFileAsync = promisify(execFile);
 
 /** What an attempt's heartbeats carry, so the attempt after a lost one can find its tool. */
 interface LeaseDetails {
@@ -41,14 +53,16 @@ interface LeaseDetails {
 const HEARTBEAT_MS = 1000;
 
 /** The environment a tool sees: none of the server's own (it holds database and key material). */
-function toolEnvironment(runId: string, workDir: string, extra: Record<string, string>): Record<string, string> {
+function toolEnvironment(run: Run, workDir: string, extra: Record<string, string>): Record<string, string> {
   return {
     ...extra,
-    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-    HOME: process.env.HOME ?? workDir,
+    PATH: toolPath(),
+    HOME: workDir,
     LANG: 'C.UTF-8',
     TMPDIR: workDir,
-    CAIRN_RUN_ID: runId,
+    CAIRN_RUN_ID: run.id,
+    // A requeued run starts again from the top: a tool may use this to pick up where it was.
+    CAIRN_RUN_ATTEMPT: String(run.attempts),
   };
 }
 
@@ -71,7 +85,7 @@ export function createRunActivities(deps: RunActivityDeps) {
         changes: { status: 'running' as const, started_at: previous.started_at ?? new Date(), attempts: previous.attempts + 1, exec_host: HOST },
         event:
           previous.status === 'pending'
-            ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next) }) }
+            ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next, 'preview') }) }
             : {
                 kind: 'run.requeued',
                 body: (next: Run) => ({
@@ -97,6 +111,11 @@ export function createRunActivities(deps: RunActivityDeps) {
 
   async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped'> {
     const ctx = Context.current();
+    const refusal = await unexplainedRelease(sql, runId);
+    if (refusal) {
+      logger.error({ runId }, `${refusal}; the run is ended without executing`);
+      return { kind: 'refused', message: refusal };
+    }
     const claimed = await claim(runId);
     if (claimed === 'finished') return 'skipped';
     if (claimed === 'canceled') return { kind: 'canceled' };
@@ -123,18 +142,15 @@ export function createRunActivities(deps: RunActivityDeps) {
       sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
     }
 
-    // Everything the tool writes passes the secret masker, which knows this run's secret values, before it is stored.
-    const output = new MaskedOutput(createMasker(knownSecretValues(secrets)).mask, (data) => sink.write(data));
+    // Everything the tool writes passes the secret masker, which knows this run's secret values
+    // and the server's own, before it is stored.
+    const output = new MaskedOutput(createMasker([...knownSecretValues(secrets), ...deps.serverSecrets]), (data) => sink.write(data));
 
     const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
-    await fs.rm(workDir, { recursive: true, force: true });
-    await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
     const invocation = definition.invocation(
       Object.keys(secrets).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...secrets } } : run.spec,
     );
-    for (const [name, content] of Object.entries(invocation.files)) {
-      await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
-    }
+    await prepareWorkDir(workDir, invocation.files, deps.sandbox?.user);
 
     deps.onExecutionChange?.(1);
     let lease: LeaseDetails = { host: HOST };
@@ -144,7 +160,7 @@ export function createRunActivities(deps: RunActivityDeps) {
       try {
         tool = await deps.launcher.launch(invocation.argv, {
           cwd: workDir,
-          env: toolEnvironment(runId, workDir, { ...invocation.env, ...shardEnvironment(run) }),
+          env: toolEnvironment(run, workDir, { ...invocation.env, ...shardEnvironment(run) }),
           onOutput: (chunk) => output.write(chunk),
         });
       } catch (err) {
@@ -155,6 +171,8 @@ export function createRunActivities(deps: RunActivityDeps) {
       lease = { host: HOST, pid: tool.pid };
       const onCancel = () => tool.kill();
       ctx.cancellationSignal.addEventListener('abort', onCancel);
+      // A cancel that arrived while the tool was starting has already fired its event.
+      if (ctx.cancellationSignal.aborted) onCancel();
       let exit;
       try {
         // A launcher that dies takes the execution with it: the error fails this attempt, which is retried.
@@ -170,7 +188,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     } finally {
       clearInterval(heartbeat);
       deps.onExecutionChange?.(-1);
-      await fs.rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+      await removeWorkDir(workDir);
     }
   }
 
@@ -184,3 +202,27 @@ export function createRunActivities(deps: RunActivityDeps) {
 }
 
 export type RunActivities = ReturnType<typeof createRunActivities>;
+
+/**
+ * A fresh work dir holding the tool's files, private to the account the tool runs as: the
+ * sandbox's run account when the server is root, else the server's own.
+ */
+async function prepareWorkDir(workDir: string, files: Record<string, string>, owner: SandboxSettings['user']): Promise<void> {
+  await removeWorkDir(workDir);
+  await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
+  for (const [name, content] of Object.entries(files)) {
+    await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
+    if (owner) await fs.chown(path.join(workDir, name), owner.uid, owner.gid);
+  }
+  if (owner) await fs.chown(workDir, owner.uid, owner.gid);
+}
+
+/** Removes a work dir, even one whose tool left directories it may not read. */
+async function removeWorkDir(workDir: string): Promise<void> {
+  try {
+    await fs.rm(workDir, { recursive: true, force: true });
+  } catch {
+    await execFileAsync('chmod', ['-R', 'u+rwx', workDir]).catch(() => undefined);
+    await fs.rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+  }
+}

@@ -1,11 +1,9 @@
 import type { Logger } from 'pino';
-import { newId } from '../core/ids';
-import { hashPassword } from '../core/secrets';
+import { ApiError } from '../core/errors';
 import { parseInput } from '../api/validate';
 import { tokenCreate, userCreate } from '../api/schemas/accounts';
-import { mintToken } from '../services/accounts';
-import { recordMutation, serviceOrigin } from '../services/audit';
-import { createAccount, getAccountByUsername } from '../store/accounts';
+import { createUser, fillUsernameKeys, issueToken, type AccountRequest } from '../services/accounts';
+import { serviceOrigin } from '../services/audit';
 import type { Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { ConfigError, loadConfig, parseFlags, type Config } from './config';
@@ -31,6 +29,7 @@ async function withDatabase<T>(config: Config, open: OpenDatabase, createLogger:
   const database = await open(config, logger);
   try {
     await migrate(database.sql);
+    await fillUsernameKeys(database.sql);
     return await work(database.sql);
   } finally {
     await database.stop();
@@ -46,6 +45,19 @@ function checked<T>(parse: () => T): T {
   }
 }
 
+/** A change asked for on the command line, recorded in the chain as `created`. */
+const commandLine = (path: string): AccountRequest => ({ by: 'command-line', origin: serviceOrigin('CLI', path), outcome: 'created' });
+
+/** A refusal by the account rules (a taken name, an unknown account) as a one-line usage error. */
+async function refusedAsUsage<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof ApiError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
 /** `cairn token create --username U --name N [--kind user|agent]`: prints the secret once. */
 export async function runTokenCommand(args: string[], open: OpenDatabase, createLogger: CreateLogger): Promise<void> {
   if (args[0] !== 'create') throw new ConfigError('usage: cairn token create --username U --name N [--kind user|agent]');
@@ -53,13 +65,7 @@ export async function runTokenCommand(args: string[], open: OpenDatabase, create
   if (typeof flags.username !== 'string') throw new ConfigError('--username is required');
   const input = checked(() => parseInput(tokenCreate, { name: flags.name, kind: flags.kind, username: flags.username }));
   await withDatabase(config, open, createLogger, async (sql) => {
-    const account = await getAccountByUsername(sql, flags.username as string);
-    if (!account) throw new ConfigError(`no account named ${flags.username}`);
-    const { token, secret } = await recordMutation(sql, serviceOrigin('CLI', 'cairn token create'), 'created', async (tx, entry) => {
-      const minted = await mintToken(tx, account, { name: input.name, kind: input.kind ?? 'user', minter: { name: 'cairn-cli', type: 'system' } });
-      entry.body = { kind: 'token.created', token_id: minted.token.id, account_id: account.id, token_kind: minted.token.kind };
-      return minted;
-    });
+    const { token, secret } = await refusedAsUsage(() => issueToken(sql, commandLine('cairn token create'), input));
     process.stdout.write(`token id: ${token.id}\ntoken: ${secret}\n`);
   });
 }
@@ -81,13 +87,7 @@ export async function runUserCommand(
     }),
   );
   await withDatabase(config, open, createLogger, async (sql) => {
-    if (await getAccountByUsername(sql, input.username)) throw new ConfigError(`an account named ${input.username} already exists`);
-    const passwordHash = input.password ? await hashPassword(input.password) : null;
-    const account = await recordMutation(sql, serviceOrigin('CLI', 'cairn user create'), 'created', async (tx, entry) => {
-      const created = await createAccount(tx, { id: newId('usr'), username: input.username, role: input.role, password_hash: passwordHash, profile: {} });
-      entry.body = { kind: 'user.created', account_id: created.id, role: created.role };
-      return created;
-    });
+    const account = await refusedAsUsage(() => createUser(sql, commandLine('cairn user create'), input));
     process.stdout.write(`user ${account.username} created (${account.id}, ${account.role})\n`);
   });
 }

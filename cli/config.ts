@@ -23,6 +23,10 @@ export const SETTINGS = {
   logLevel: { flag: '--log-level', env: 'CAIRN_LOG_LEVEL', help: 'server log level (default info)' },
   licenseFile: { flag: '--license-file', env: 'CAIRN_LICENSE_FILE', help: 'signed license file raising the tier to Pro or Team (default: Community)' },
   anchorInterval: { flag: '--audit-anchor-interval', env: 'CAIRN_AUDIT_ANCHOR_INTERVAL', help: 'how often a signed anchor is taken over the audit chain, seconds or 30s/5m (default 60s)' },
+  streamStallTimeout: { flag: '--stream-stall-timeout', env: 'CAIRN_STREAM_STALL_TIMEOUT', help: 'a live stream whose client takes nothing this long is closed with where to resume (default 30s)' },
+  runIsolation: { flag: '--run-isolation', env: 'CAIRN_RUN_ISOLATION', help: 'sandbox (default: every tool in a bubblewrap sandbox) or none (unsafe: tools run as the server)' },
+  runNetwork: { flag: '--run-network', env: 'CAIRN_RUN_NETWORK', help: "a run's network: isolated (default: outbound only, no host loopback), host, or none" },
+  runUser: { flag: '--run-user', env: 'CAIRN_RUN_USER', help: 'the account tools run as when the server is root (default cairn-run, created when missing)' },
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -54,6 +58,20 @@ const configSchema = z.object({
     }
     return seconds;
   }),
+  streamStallTimeout: z.string().default('30s').transform((value, ctx) => {
+    const seconds = parseDuration(value);
+    if (seconds === undefined || seconds < 1) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a duration of at least a second (try 30s or 2m)` });
+      return z.NEVER;
+    }
+    return seconds;
+  }),
+  runIsolation: z.enum(['sandbox', 'none'], { message: 'expected sandbox or none' }).default('sandbox'),
+  runNetwork: z.enum(['isolated', 'host', 'none'], { message: 'expected isolated, host or none' }).default('isolated'),
+  runUser: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'expected a system account name')
+    .default('cairn-run'),
   /** Test-only fault injection, comma separated; see docs/operations.md. Never set in production. */
   faults: z.string().default(''),
   /**

@@ -3,11 +3,12 @@ import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
 import { createApp } from '../api/app';
+import { loggableError } from '../core/log-safety';
 import { SealConfigError, sealerFromEnvironment, type Sealer } from '../core/seal';
 import { startEmbeddedPostgres } from '../embedded/postgres';
 import { startEmbeddedTemporal } from '../embedded/temporal';
 import { bootstrapAdmin } from '../services/bootstrap';
-import { loadInstallIdentity } from '../services/install-identity';
+import { InstallIdentityError, loadInstallIdentity } from '../services/install-identity';
 import { loadLicensing } from '../services/licensing';
 import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
@@ -31,8 +32,12 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
-  return pino({ level: config.logLevel, base: { service: 'cairn' } });
+/**
+ * The process's logger (stdout unless given a destination). Every error logged under `err`, by it
+ * or a child, is written by loggableError: no value a request sent, PostgreSQL's quotes included.
+ */
+export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
+  return pino({ level: config.logLevel, base: { service: 'cairn' }, serializers: { err: loggableError } }, destination);
 }
 
 /**
@@ -49,8 +54,22 @@ export function buildSealer(config: Pick<Config, 'encryption'>): Sealer | undefi
   }
 }
 
+/**
+ * The server's own secrets: the install's encryption key and salt and the database password.
+ * No tool is given them, and the output masker hides them from every run's log.
+ */
+export function serverSecretsOf(config: Pick<Config, 'encryption'>, databaseUrl: string): string[] {
+  let password = '';
+  try {
+    password = decodeURIComponent(new URL(databaseUrl).password);
+  } catch {
+    /* a URL without a password */
+  }
+  return [config.encryption.key, config.encryption.salt, password].filter((value): value is string => !!value);
+}
+
 /** Where the records live: the configured PostgreSQL, or an embedded one in the data dir. */
-export async function openDatabase(config: Config, logger: Logger): Promise<{ sql: Sql; stop(): Promise<void> }> {
+export async function openDatabase(config: Config, logger: Logger): Promise<{ sql: Sql; url: string; stop(): Promise<void> }> {
   let embedded: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
   let url = config.databaseUrl;
   if (!url) {
@@ -61,6 +80,7 @@ export async function openDatabase(config: Config, logger: Logger): Promise<{ sq
   const sql = connectDatabase(url);
   return {
     sql,
+    url,
     async stop() {
       await sql.end({ timeout: 5 });
       await embedded?.stop();
@@ -97,7 +117,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const applied = await migrate(sql);
     if (applied.length) logger.info({ applied }, 'schema migrations applied');
     const adminToken = await bootstrapAdmin(sql);
-    const identity = await loadInstallIdentity(sql);
+    const identity = await loadInstallIdentity(sql, sealer).catch((err) => {
+      if (err instanceof InstallIdentityError) throw new ConfigError(err.message);
+      throw err;
+    });
     const licensing = await loadLicensing(config, identity.installId);
     if (licensing.license) {
       logger.info({ tier: licensing.tier, licensee: licensing.license.licensee, expires_at: licensing.license.expires_at }, 'license loaded');
@@ -138,6 +161,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       logger,
       metrics,
       sealer,
+      isolation: config,
+      serverSecrets: serverSecretsOf(config, database.url),
     });
     stack.push(() => worker.stop());
     const sweeper = startSweeper(context);

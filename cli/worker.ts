@@ -3,7 +3,7 @@ import { installTemporalLogging } from '../workers/runtime';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { ConfigError, loadConfig, parseFlags } from './config';
-import { buildSealer, createLogger, openDatabase } from './serve';
+import { buildSealer, createLogger, openDatabase, serverSecretsOf } from './serve';
 import { connectTemporal } from './temporal-connection';
 
 /**
@@ -34,6 +34,8 @@ export async function runWorkerCommand(args: string[]): Promise<void> {
     logger,
     metrics: createMetrics(database.sql, config.poolSize),
     sealer,
+    isolation: config,
+    serverSecrets: serverSecretsOf(config, database.url),
   });
   logger.info({ taskQueue: config.poolQueue }, 'worker polling');
   const stop = async () => {

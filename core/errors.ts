@@ -1,12 +1,14 @@
 /**
- * An error a client may see: its status, a sentence the caller can act on, and optional details
- * (such as the field at fault) that join the one JSON error shape `{error, ...details}`.
+ * An error a client may see: its status, a sentence the caller can act on, optional details (such
+ * as the field at fault) that join the one JSON error shape `{error, ...details}`, and headers the
+ * answer carries (a 429's `Retry-After`).
  */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
     readonly details: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }

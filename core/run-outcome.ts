@@ -11,7 +11,9 @@ export type ExecutionOutcome =
   | { kind: 'completed' }
   | { kind: 'children_failed'; message: string }
   // A step or shard that never ran: its dependency failed, or its parent ended first.
-  | { kind: 'not_run'; message: string };
+  | { kind: 'not_run'; message: string }
+  // A run that looked released but whose release the audit chain does not record: never executed.
+  | { kind: 'refused'; message: string };
 
 export interface FinalState {
   status: TerminalStatus;
@@ -40,5 +42,7 @@ export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | nul
       return { status: 'failed', error: outcome.message, exit_code: null };
     case 'not_run':
       return { status: 'canceled', error: outcome.message, exit_code: null };
+    case 'refused':
+      return { status: 'failed', error: outcome.message, exit_code: null };
   }
 }

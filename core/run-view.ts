@@ -3,15 +3,43 @@ import type { Run } from '../store/runs';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-/** A run as the API and event bodies show it. */
-export function runView(run: Run) {
+/** A preview's command is cut to this many characters (UTF-16 code units). */
+export const COMMAND_PREVIEW_CHARS = 1000;
+/** A preview leaves `extra_vars` out (null) when their JSON is longer than this many bytes. */
+export const EXTRA_VARS_PREVIEW_BYTES = 4096;
+
+/**
+ * `full`: the whole run, for answers about one run. `preview`: the same fields bounded in size, for
+ * list rows and event bodies, so a run submitted with megabytes of command or extra vars does not
+ * make every list and event that mentions it megabytes too; the whole is one `GET` away.
+ */
+export type RunViewMode = 'full' | 'preview';
+
+/** The command, cut to its preview length when asked, never between the two halves of a surrogate pair. */
+function commandOf(command: string, mode: RunViewMode) {
+  if (mode !== 'preview' || command.length <= COMMAND_PREVIEW_CHARS) return { command, command_truncated: false };
+  const last = command.charCodeAt(COMMAND_PREVIEW_CHARS - 1);
+  const end = last >= 0xd800 && last <= 0xdbff ? COMMAND_PREVIEW_CHARS - 1 : COMMAND_PREVIEW_CHARS;
+  return { command: command.slice(0, end), command_truncated: true };
+}
+
+/** The extra vars, or null in a preview when they are too large to carry whole (they are never cut part way). */
+function extraVarsOf(extraVars: Record<string, unknown>, mode: RunViewMode) {
+  if (mode === 'preview' && Buffer.byteLength(JSON.stringify(extraVars)) > EXTRA_VARS_PREVIEW_BYTES) {
+    return { extra_vars: null, extra_vars_truncated: true };
+  }
+  return { extra_vars: extraVars, extra_vars_truncated: false };
+}
+
+/** A run as the API and event bodies show it: whole, or as a bounded preview (see RunViewMode). */
+export function runView(run: Run, mode: RunViewMode = 'full') {
   return {
     id: run.id,
     kind: run.kind,
     tool: run.tool,
     status: run.status,
-    command: run.spec.command,
-    extra_vars: run.spec.extra_vars,
+    ...commandOf(run.spec.command, mode),
+    ...extraVarsOf(run.spec.extra_vars, mode),
     dry_run: run.spec.dry_run === true,
     timeout: run.timeout_seconds,
     queue: run.queue,

@@ -1,5 +1,6 @@
+import { RE2JS } from 're2js';
 import { z } from 'zod';
-import { ApiError } from './errors';
+import { ApiError, conflict } from './errors';
 
 /**
  * Survey definitions and launch answers (spec part A 2.4). Pure: the caller stores the survey,
@@ -11,12 +12,23 @@ import { ApiError } from './errors';
  *   variable name. `__proto__` is refused so an answer can never reach an object's prototype.
  * - Lengths (`min_length`, `max_length`) count Unicode code points, so "日本" is 2 and an emoji
  *   is 1, whatever its UTF-16 length.
- * - `pattern` is a JavaScript regular expression compiled with the `u` flag (so `.` is one code
- *   point, consistent with the length count, and the syntax is the strict one). The whole answer
- *   must match: it is tested as `^(?:pattern)$`, and the pattern must compile on its own first,
- *   so a pattern such as `a)|(?:b` cannot break out of the anchoring group. No `m` or `s` flag:
- *   `^` and `$` are the ends of the answer and `.` does not match a newline (write `[\s\S]` for
- *   that in a multiline pattern).
+ * - `pattern` is RE2 syntax, run by re2js (a linear-time engine with RE2 semantics): no
+ *   backtracking, so no pattern can make an answer's check take exponential time. Backreferences,
+ *   lookaround and possessive quantifiers do not exist in RE2 and are refused when the survey is
+ *   saved. The whole answer must match: the pattern is compiled on its own and the engine matches
+ *   it against the entire answer (never text pasted around it), so a pattern such as `a)|(?:b`
+ *   is a syntax error rather than a way out of the anchoring. RE2's defaults: `.` is one code
+ *   point (consistent with the length count) and does not match a newline (`(?s)` or `[\s\S]` for
+ *   that), `^` and `$` are the ends of the answer unless the pattern says `(?m)`, and `\d`, `\w`,
+ *   `\s` are ASCII (`\pL`, `\p{Greek}` are Unicode). A lone surrogate is one code point too.
+ * - Linear is not free: checking takes time in proportion to the answer's length times the
+ *   pattern's compiled size. So a pattern is at most 4096 characters and compiles to at most
+ *   10,000 steps, and an answer (or default) is checked against a pattern only while its code
+ *   points times the pattern's compiled size stay within 2^23 (about a tenth of a second at worst);
+ *   a longer one is refused naming the most that pattern can check. A small pattern checks any
+ *   answer the 1 MiB body limit lets through.
+ * - A survey stored before patterns were RE2 syntax is not rewritten: a launch of it is refused
+ *   with 409 naming `survey[i].pattern` until the template is edited (`requireStoredPatterns`).
  * - `min` and `max` are any finite numbers, inclusive (the spec says "number"); an `int` answer
  *   or default must be a JSON number that is a safe integer (`"5"` and `5.5` are refused).
  * - `text` is a single line: no line feed or carriage return. `multiline` may hold either.
@@ -162,9 +174,79 @@ export function codePointLength(text: string): number {
   return count;
 }
 
-/** The regular expression an answer must match whole. */
-function wholeMatch(pattern: string): RegExp {
-  return new RegExp(`^(?:${pattern})$`, 'u');
+/** The longest pattern a survey takes, in code points. */
+export const MAX_PATTERN_LENGTH = 4096;
+/** The largest compiled pattern a survey takes, in RE2 program steps. */
+export const MAX_PATTERN_STEPS = 10_000;
+/** Code points times compiled steps: the most work one pattern check may take (about 0.1 s at worst). */
+export const PATTERN_CHECK_BUDGET = 2 ** 23;
+
+interface CompiledPattern {
+  regexp: RE2JS;
+  steps: number;
+}
+
+/** Compiled patterns by source, so a launch does not compile its survey's patterns again; bounded. */
+const compiled = new Map<string, CompiledPattern>();
+const COMPILED_KEPT = 256;
+
+/**
+ * Compiles a pattern as RE2 syntax within the size limits, or says why it cannot be: the reason
+ * is RE2's own message (it quotes the offending part of the pattern, never an answer).
+ */
+function compilePattern(pattern: string): CompiledPattern | { problem: string } {
+  const cached = compiled.get(pattern);
+  if (cached) return cached;
+  if (codePointLength(pattern) > MAX_PATTERN_LENGTH) return { problem: `must be at most ${MAX_PATTERN_LENGTH} characters` };
+  let regexp: RE2JS;
+  try {
+    regexp = RE2JS.compile(pattern);
+  } catch (err) {
+    const why = err instanceof Error ? err.message.replace(/^error parsing regexp: /, '') : String(err);
+    return { problem: `must be RE2 syntax (https://github.com/google/re2/wiki/Syntax): ${why}` };
+  }
+  const steps: number = regexp.re2().prog.numInst();
+  if (steps > MAX_PATTERN_STEPS) {
+    return { problem: `is too large: it compiles to ${steps} steps and a survey pattern may take at most ${MAX_PATTERN_STEPS}; use smaller repeat counts` };
+  }
+  const entry = { regexp, steps };
+  if (compiled.size >= COMPILED_KEPT) compiled.delete(compiled.keys().next().value!);
+  compiled.set(pattern, entry);
+  return entry;
+}
+
+/**
+ * Whether `value` (of `length` code points) matches `pattern` whole. A pattern that does not
+ * compile was refused when saved, and a stored one is checked at launch (`requireStoredPatterns`)
+ * before any answer, so reaching one here is a fault. Refuses, naming `path`, a value too long to
+ * check within the work budget.
+ */
+function matchesWhole(pattern: string, value: string, length: number, path: string): boolean {
+  const entry = compilePattern(pattern);
+  if ('problem' in entry) throw new Error(`survey pattern not checked before use: ${entry.problem}`);
+  const most = Math.floor(PATTERN_CHECK_BUDGET / entry.steps);
+  if (length > most) throw new SurveyError(path, `${path} is too long to check against its pattern: at most ${most} characters for this pattern`);
+  return entry.regexp.testExact(value);
+}
+
+/**
+ * Refuses a stored survey whose pattern this server no longer accepts (one saved before patterns
+ * were RE2 syntax): 409 naming `survey[i].pattern` and the fix. The launch calls it before any
+ * answer is checked.
+ */
+export function requireStoredPatterns(fields: readonly SurveyField[], templateId = '{id}'): void {
+  fields.forEach((field, i) => {
+    const pattern = (field as TextSurveyField).pattern;
+    if (pattern === undefined) return;
+    const entry = compilePattern(pattern);
+    if (!('problem' in entry)) return;
+    const at = `survey[${i}].pattern`;
+    throw conflict(
+      `${at} cannot be checked: the pattern ${entry.problem}. It was saved before survey patterns were RE2 syntax; ` +
+        `edit the template (PUT /v1/templates/${templateId}) to rewrite the pattern in RE2 syntax, then launch again`,
+      { field: at },
+    );
+  });
 }
 
 /**
@@ -199,7 +281,7 @@ function checkValue(field: SurveyField, value: unknown, path: string): void {
       if (field.max_length !== undefined && length > field.max_length) {
         throw new SurveyError(path, `${path} must be at most ${field.max_length} characters long`);
       }
-      if (field.pattern !== undefined && !wholeMatch(field.pattern).test(value)) {
+      if (field.pattern !== undefined && !matchesWhole(field.pattern, value, length, path)) {
         throw new SurveyError(path, `${path} must match the pattern ${field.pattern} as a whole`);
       }
       return;
@@ -245,14 +327,8 @@ export function parseSurvey(input: unknown): SurveyField[] {
       throw new SurveyError(`${at}.max_length`, `${at}.max_length must not be below ${at}.min_length`);
     }
     if (data.pattern !== undefined) {
-      try {
-        // On its own first, so the pattern cannot close the anchoring group; then anchored.
-        new RegExp(data.pattern, 'u');
-        wholeMatch(data.pattern);
-      } catch (err) {
-        const why = err instanceof Error ? `: ${err.message}` : '';
-        throw new SurveyError(`${at}.pattern`, `${at}.pattern is not a valid JavaScript regular expression${why}`);
-      }
+      const entry = compilePattern(data.pattern);
+      if ('problem' in entry) throw new SurveyError(`${at}.pattern`, `${at}.pattern ${entry.problem}`);
     }
     if (type === 'choice') {
       if (data.choices === undefined) throw new SurveyError(`${at}.choices`, `${at}.choices is required for a choice field`);

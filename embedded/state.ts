@@ -26,9 +26,11 @@ export async function readServiceState(dataDir: string, service: string): Promis
   }
 }
 
-export async function writeServiceState(dataDir: string, service: string, state: EmbeddedServiceState): Promise<void> {
+/** Writes a service's state, readable by the server's account only: it holds ports and, for PostgreSQL, the password. */
+export async function writeServiceState<S extends EmbeddedServiceState>(dataDir: string, service: string, state: S): Promise<void> {
   const file = stateFile(dataDir, service);
-  await fs.writeFile(`${file}.tmp`, JSON.stringify(state));
+  await fs.rm(`${file}.tmp`, { force: true });
+  await fs.writeFile(`${file}.tmp`, JSON.stringify(state), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);
 }
 

@@ -77,7 +77,9 @@ export async function startEmbeddedTemporal(
     ...DEV_SERVER_TUNING.flatMap((value) => ['--dynamic-config-value', value]),
   ];
   const logFile = createWriteStream(path.join(dir, 'server.log'), { flags: 'a' });
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // None of the server's environment (its database URL, encryption key and salt) goes with it.
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? dir, TMPDIR: process.env.TMPDIR ?? '/tmp', LANG: 'C.UTF-8' };
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   child.stdout.pipe(logFile);
   child.stderr.pipe(logFile);
   let exited = false;

@@ -3,6 +3,7 @@ import { ChainVerifier, type ChainCheckpoint } from '../core/audit-chain';
 import { verifyDocument } from '../core/signing';
 import { chainHead, insertAnchor } from '../store/audit';
 import type { Db } from '../store/db';
+import { LOCKS, tryTakeLock } from '../store/locks';
 import { reportCoordinates, scanWholeChain, type WholeChainReport } from './audit-verify';
 import type { ServerContext } from './context';
 
@@ -24,10 +25,6 @@ import type { ServerContext } from './context';
 /** Rounds between whole-chain scans: hourly at the default 60 s interval. */
 export const FULL_SCAN_EVERY = 60;
 
-/** The advisory lock key, two int4s: "cair" in ASCII, and 1 for the anchorer. */
-const LOCK_CLASS = 0x63616972;
-const LOCK_ID = 1;
-
 export type AnchorOutcome =
   | { anchored: true; size: number; head_hash: string; merkle_root: string; signed: string }
   | { anchored: false; why: 'locked' | 'empty' | 'unchanged' }
@@ -42,8 +39,7 @@ type Ctx = Pick<ServerContext, 'sql' | 'identity' | 'logger'>;
  */
 export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): Promise<AnchorOutcome> {
   return ctx.sql.begin(async (tx): Promise<AnchorOutcome> => {
-    const [{ locked }] = await tx<{ locked: boolean }[]>`SELECT pg_try_advisory_xact_lock(${LOCK_CLASS}::int, ${LOCK_ID}::int) AS locked`;
-    if (!locked) return { anchored: false, why: 'locked' };
+    if (!(await tryTakeLock(tx, LOCKS.auditAnchor))) return { anchored: false, why: 'locked' };
     const head = await chainHead(tx);
     const [{ last }] = await tx<{ last: number }[]>`SELECT coalesce(max(size), 0)::bigint AS last FROM audit_anchors`;
     if (head.seq === 0) return { anchored: false, why: 'empty' };

@@ -3,7 +3,7 @@ import { ANCHOR_TYPE } from '../core/audit-offline';
 import { leafHash } from '../core/merkle';
 import { verifyDocument } from '../core/signing';
 import type { Db } from '../store/db';
-import { chainHead, listAnchors, streamAuditEntries, type StoredAnchor, type StoredAuditEntry } from '../store/audit';
+import { chainHead, listAnchors, runsReleasedWithoutDecision, streamAuditEntries, type StoredAnchor, type StoredAuditEntry } from '../store/audit';
 import type { ServerContext } from './context';
 
 /**
@@ -200,5 +200,26 @@ export function reportCoordinates(report: Exclude<WholeChainReport, WholeChainIn
     count: report.count,
     ...(report.reason === 'anchor_unsatisfied' ? { anchor_problems: report.anchor_problems } : {}),
     detail: report.detail,
+  };
+}
+
+/** At most this many runs in unexplained states are named in one report. */
+const UNEXPLAINED_LIMIT = 100;
+
+/**
+ * `GET /v1/audit/verify`: the whole chain, and the runs whose state the chain does not explain (held
+ * at submission, no decision recorded, yet released). A hand in the database can move a run row;
+ * it cannot make the chain record the decision that move needed.
+ */
+export async function verifyInstall(ctx: Ctx) {
+  const [{ report }, unexplained] = await Promise.all([scanWholeChain(ctx), runsReleasedWithoutDecision(ctx.sql, UNEXPLAINED_LIMIT)]);
+  const unexplainedRuns = unexplained.map((run) => ({ run_id: run.id, status: run.status, why: 'submitted held, and no decision is recorded' }));
+  if (!report.ok || unexplainedRuns.length === 0) return { ...report, unexplained_runs: unexplainedRuns };
+  return {
+    ...report,
+    ok: false as const,
+    reason: 'run_state_unexplained' as const,
+    detail: `${unexplainedRuns.length === UNEXPLAINED_LIMIT ? 'at least ' : ''}${unexplainedRuns.length} run(s) left their hold with no decision recorded on the chain`,
+    unexplained_runs: unexplainedRuns,
   };
 }

@@ -7,14 +7,37 @@ import { appendAuditEntry, type StoredAuditEntry } from '../store/audit';
 import type postgres from 'postgres';
 
 /**
- * Who asked for a mutation and how: a request's method, path and fingerprint, or a word for a
- * mutation the service makes itself (a run's end is method `RUN`, actor `cairn`).
+ * Who asked for a mutation and how: a request's method, path and the parts its fingerprint is
+ * made of, or a word for a mutation the service makes itself (a run's end is method `RUN`, actor
+ * `cairn`, and has no request). The fingerprint is computed when the chain entry is made, so a
+ * route or service can name secret fields (`withholdFields`) once it has parsed the request.
  */
 export interface AuditOrigin {
   actor: string;
   method: string;
   path: string;
-  fingerprint: string;
+  /** The request as received; absent for the service's own mutations, whose fingerprint is empty. */
+  request?: RequestParts;
+  /** Body field paths, as errors name them (`answers.pin`, `survey[2].default`), withheld from the fingerprint. */
+  withheld: Set<string>;
+}
+
+/** The parts of a request its fingerprint covers. */
+export interface RequestParts {
+  method: string;
+  path: string;
+  query: Record<string, unknown>;
+  body: unknown;
+}
+
+/**
+ * Withholds these body fields from the request's fingerprint, whatever their names: a secret the
+ * schema knows of (a secret survey answer or default, a password) contributes nothing to the
+ * hash, so no one can confirm a guess of it offline. Call it where the value is known to be
+ * secret, before the chain entry is made; a path the body does not hold is harmless.
+ */
+export function withholdFields(origin: AuditOrigin, paths: Iterable<string>): void {
+  for (const path of paths) origin.withheld.add(path);
 }
 
 /** What the work inside {@link recordMutation} may set on its chain entry before it is appended. */
@@ -70,7 +93,7 @@ export function entryFields(origin: AuditOrigin, outcome: number | string, entry
     actor: entry.actor ?? origin.actor,
     method: origin.method,
     path: origin.path,
-    fingerprint: origin.fingerprint,
+    fingerprint: originFingerprint(origin),
     outcome,
     body: entry.body,
     run_id: entry.run_id,
@@ -79,22 +102,31 @@ export function entryFields(origin: AuditOrigin, outcome: number | string, entry
 
 /** The origin of mutations the service makes on its own, such as recording a run's end. */
 export function serviceOrigin(method: string, path: string): AuditOrigin {
-  return { actor: 'cairn', method, path, fingerprint: '' };
+  return { actor: 'cairn', method, path, withheld: new Set() };
+}
+
+/** The fingerprint of the origin's request with its withheld fields; empty for the service's own mutations. */
+export function originFingerprint(origin: AuditOrigin): string {
+  const request = origin.request;
+  return request ? requestFingerprint(request.method, request.path, request.query, request.body, origin.withheld) : '';
 }
 
 /**
- * Request fields never fingerprinted: a password or secret would be open to guessing from a hash,
- * and a reason is committed on its own (spec part A 2.7 item 3). Matched by key at any depth.
+ * The backstop: request fields withheld by name, at any depth, even where no route named them. A
+ * reason is committed on its own (spec part A 2.7 item 3); the rest are names secrets go by. The
+ * rule that counts is the schema's (`withholdFields`): this only catches what a route forgot.
  */
-const WITHHELD = /^(password|current_password|new_password|reason|masked_reason|text|token|secret|.*_secret|.*_token)$/i;
+const WITHHELD_NAMES = /^(password|current_password|new_password|reason|masked_reason|text|token|secret|.*_secret|.*_token)$/i;
 const WITHHELD_MARK = '[withheld]';
 
 /**
  * `sha256:` + hex SHA-256 of the canonical JSON of the request: method, path, query and body, with
- * the fields above replaced by a marker. The same request always has the same fingerprint.
+ * each withheld body path (and each field named like a secret) replaced by one fixed marker, so a
+ * withheld value, whatever it is, leaves the hash as it is. The same request always has the same
+ * fingerprint.
  */
-export function requestFingerprint(method: string, path: string, query: Record<string, unknown>, body: unknown): string {
-  const request = { method, path, query: withhold(query), body: withhold(body ?? null) };
+export function requestFingerprint(method: string, path: string, query: Record<string, unknown>, body: unknown, withheld: ReadonlySet<string> = new Set()): string {
+  const request = { method, path, query: withhold(query, undefined, new Set()), body: withhold(body ?? null, '', withheld) };
   let text: string;
   try {
     text = canonicalJson(request);
@@ -105,10 +137,19 @@ export function requestFingerprint(method: string, path: string, query: Record<s
   return 'sha256:' + sha256Hex(text);
 }
 
-function withhold(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withhold);
+/**
+ * `value` with every withheld path and secret-named key replaced by the marker. `at` is the path
+ * of `value` in the body, formatted as core/field-path.ts does (`survey[0].default`); undefined
+ * where paths do not apply (the query).
+ */
+function withhold(value: unknown, at: string | undefined, withheld: ReadonlySet<string>): unknown {
+  if (at !== undefined && withheld.has(at)) return WITHHELD_MARK;
+  if (Array.isArray(value)) return value.map((inner, i) => withhold(inner, at === undefined ? undefined : `${at}[${i}]`, withheld));
   if (value === null || typeof value !== 'object') return value;
   return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>).map(([key, inner]) => [key, WITHHELD.test(key) ? WITHHELD_MARK : withhold(inner)]),
+    Object.entries(value as Record<string, unknown>).map(([key, inner]) => [
+      key,
+      WITHHELD_NAMES.test(key) ? WITHHELD_MARK : withhold(inner, at === undefined ? undefined : at ? `${at}.${key}` : key, withheld),
+    ]),
   );
 }

@@ -3,20 +3,21 @@ import { newId } from '../core/ids';
 import { hashPassword } from '../core/secrets';
 import { createAccount } from '../store/accounts';
 import type { Sql } from '../store/db';
+import { LOCKS, takeLock } from '../store/locks';
 import { insertSettingOnce } from '../store/settings';
-import { mintToken } from './accounts';
+import { fillUsernameKeys, mintToken } from './accounts';
 import { appendEntry, serviceOrigin } from './audit';
 
-const BOOTSTRAP_LOCK = 7_201_772;
-
 /**
- * First start only: creates the `admin` account and mints its token, returned to be printed once.
- * The settings row marks it done in the same transaction, so a later start (or a second server
- * starting at the same moment) never mints another.
+ * The accounts' start-up work, before the server serves. Every start: accounts made before
+ * usernames were folded get their username key. First start only: creates the `admin` account
+ * and mints its token, returned to be printed once. The settings row marks it done in the same
+ * transaction, so a later start (or a second server starting at the same moment) never mints another.
  */
 export async function bootstrapAdmin(sql: Sql): Promise<string | undefined> {
+  await fillUsernameKeys(sql);
   return sql.begin(async (tx) => {
-    await tx`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK})`;
+    await takeLock(tx, LOCKS.bootstrap);
     if (!(await insertSettingOnce(tx, 'bootstrap', { at: new Date().toISOString() }))) return undefined;
     const account = await createAccount(tx, {
       id: newId('usr'),

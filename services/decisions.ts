@@ -152,7 +152,7 @@ export async function decideRun(
           ? { status: 'succeeded' as const, error: null }
           : { status: 'rejected' as const, error: DENIED_ERROR };
       await appendEvent(tx, runId, decision === 'approve' ? 'run.approved' : 'run.rejected', { decision_id: record.id, by });
-      moved = await updateRunIf(tx, run, { ...ended, finished_at: new Date() }, { kind: 'run.finished', body: (next) => ({ run: runView(next) }) });
+      moved = await updateRunIf(tx, run, { ...ended, finished_at: new Date() }, { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) });
     } else if (decision === 'approve') {
       moved = await updateRunIf(tx, run, { status: 'pending' }, { kind: 'run.approved', body: () => ({ decision_id: record.id, by }) });
     } else {
@@ -161,7 +161,7 @@ export async function decideRun(
         tx,
         run,
         { status: 'rejected', error: REJECTED_ERROR, finished_at: new Date() },
-        { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+        { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) },
       );
     }
     if (!moved) throw new Error(`run ${runId} changed under its row lock`);
@@ -184,6 +184,16 @@ export async function decideRun(
   return result;
 }
 
+/**
+ * Decision records are what a person answered for; an agent, which never decides, may not amend
+ * or erase them either, whatever its account's role.
+ */
+export function refuseAgentRecordChange(caller: Caller): void {
+  if (actorKindOf(caller) === 'agent') {
+    throw forbidden("an agent may not correct or redact a decision record, whatever its account's role: an admin person does");
+  }
+}
+
 /** Appends a correction to a decision: masked and committed like a reason, under its own chain entry. */
 export async function correctDecision(
   ctx: ServerContext,
@@ -193,6 +203,7 @@ export async function correctDecision(
   decisionId: string,
   input: { text: string; masked_text?: string },
 ): Promise<DecisionRecord> {
+  refuseAgentRecordChange(caller);
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const decision = await getDecisionRecordForUpdate(tx, runId, decisionId);
     if (!decision || decision.kind === 'correction') throw notFound(`decision ${decisionId} of run ${runId}`);
@@ -228,6 +239,7 @@ export async function redactDecision(
   recordId: string,
   category: RedactionCategory,
 ): Promise<DecisionRecord> {
+  refuseAgentRecordChange(caller);
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const record = await getDecisionRecordForUpdate(tx, runId, recordId);
     if (!record) throw notFound(`decision record ${recordId} of run ${runId}`);

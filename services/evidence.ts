@@ -60,7 +60,7 @@ export async function buildEvidence(server: ServerContext, caller: Caller, runId
       auditEntriesOfRun(tx, run.id),
       listChildRuns(tx, run.id),
     ]);
-    const childViews = children.map(runView);
+    const childViews = children.map((child) => runView(child));
 
     return {
       version: EVIDENCE_VERSION,

@@ -1,7 +1,9 @@
 import { newId } from '../core/ids';
+import { sealedValueFault } from '../core/run-secrets';
+import type { Sealer } from '../core/seal';
 import { generateSigningKey, signDocument, type Ed25519Jwk } from '../core/signing';
 import type { Sql } from '../store/db';
-import { getSetting, insertSettingOnce } from '../store/settings';
+import { getSetting, insertSettingOnce, replaceSetting } from '../store/settings';
 
 /**
  * The install's name and signing key: made on first start, kept in PostgreSQL so every server
@@ -18,14 +20,41 @@ export interface InstallIdentity {
 interface StoredIdentity {
   install_id: string;
   key_id: string;
-  private_jwk: Ed25519Jwk;
+  /** The private key in clear: only on an install without an encryption key. */
+  private_jwk?: Ed25519Jwk;
+  /** The private key sealed under the install's encryption key and salt. */
+  private_jwk_sealed?: string;
   public_jwk: Ed25519Jwk;
   created_at: string;
 }
 
-const SETTING = 'install_identity';
+/** The identity could not be loaded as configured; the message names the fix. */
+export class InstallIdentityError extends Error {}
 
-export async function loadInstallIdentity(sql: Sql): Promise<InstallIdentity> {
+const SETTING = 'install_identity';
+const SEAL_CONTEXT = 'install:signing-key';
+
+/** The stored form of a private key: sealed when the install has an encryption key. */
+function storedPrivateKey(sealer: Sealer | undefined, jwk: Ed25519Jwk): Pick<StoredIdentity, 'private_jwk' | 'private_jwk_sealed'> {
+  return sealer ? { private_jwk_sealed: sealer.seal(JSON.stringify(jwk), SEAL_CONTEXT) } : { private_jwk: jwk };
+}
+
+function openPrivateKey(sealer: Sealer | undefined, stored: StoredIdentity): Ed25519Jwk {
+  if (stored.private_jwk) return stored.private_jwk;
+  try {
+    if (!sealer) throw new Error('no key');
+    return JSON.parse(sealer.open(stored.private_jwk_sealed!, SEAL_CONTEXT)) as Ed25519Jwk;
+  } catch (err) {
+    throw new InstallIdentityError(sealedValueFault("the install's audit signing key", sealer, sealer ? err : undefined));
+  }
+}
+
+/**
+ * Loads (or on first start makes) the install's identity. With an encryption key the private key
+ * is kept sealed, so reading the database is not enough to sign as the install; a key stored in
+ * clear by an install that had none is sealed on the first start that has one.
+ */
+export async function loadInstallIdentity(sql: Sql, sealer: Sealer | undefined): Promise<InstallIdentity> {
   let stored = await getSetting<StoredIdentity>(sql, SETTING);
   if (!stored) {
     const key = await generateSigningKey();
@@ -33,18 +62,23 @@ export async function loadInstallIdentity(sql: Sql): Promise<InstallIdentity> {
     await insertSettingOnce(sql, SETTING, {
       install_id: newId('ins'),
       key_id: key.keyId,
-      private_jwk: key.privateJwk,
+      ...storedPrivateKey(sealer, key.privateJwk),
       public_jwk: key.publicJwk,
       created_at: new Date().toISOString(),
     } satisfies StoredIdentity);
     stored = (await getSetting<StoredIdentity>(sql, SETTING))!;
   }
-  const { install_id, key_id, private_jwk, public_jwk } = stored;
+  const privateJwk = openPrivateKey(sealer, stored);
+  if (sealer && stored.private_jwk) {
+    const { private_jwk: _clear, ...rest } = stored;
+    await replaceSetting(sql, SETTING, { ...rest, ...storedPrivateKey(sealer, privateJwk) });
+  }
+  const { install_id, key_id, public_jwk } = stored;
   return {
     installId: install_id,
     keyId: key_id,
     publicJwk: public_jwk,
-    sign: (payload) => signDocument(payload, private_jwk, key_id),
+    sign: (payload) => signDocument(payload, privateJwk, key_id),
   };
 }
 

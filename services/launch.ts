@@ -1,11 +1,11 @@
 import { badRequest } from '../core/errors';
 import { encryptionKeyRequired } from '../core/run-secrets';
-import { checkAnswers, secretFieldVars } from '../core/survey';
+import { checkAnswers, requireStoredPatterns, secretFieldVars } from '../core/survey';
 import { splitGraph } from '../core/workflow-graph';
 import type { Run } from '../store/runs';
 import type { Template } from '../store/templates';
 import type { Caller } from '../store/tokens';
-import type { AuditOrigin } from './audit';
+import { withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { submitRun, type RunRequest } from './runs';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
@@ -23,7 +23,10 @@ export interface LaunchOptions {
  * schedules and triggers are to call it too rather than copy it.
  *
  * 1. The answers are checked against the survey before anything is submitted: a violation is a
- *    400 naming `answers.<var>` and no run exists.
+ *    400 naming `answers.<var>` and no run exists. A survey saved with a pattern that is not RE2
+ *    syntax (before patterns had to be) is refused first, 409 naming `survey[i].pattern`. Every
+ *    secret answer (`answers.<var>` of a secret question) is withheld from the request's
+ *    fingerprint here, where the survey is known, so every way a template fires withholds it.
  * 2. Extra vars are the template's `extra_vars` with the non-secret answers (and non-secret
  *    defaults) merged over them.
  * 3. Secret answers, and for an unanswered secret question the template's sealed default, never
@@ -44,6 +47,8 @@ export async function launchTemplate(
   options: LaunchOptions = {},
 ): Promise<{ run: Run; created: boolean }> {
   const fields = surveyFieldsOf(template.survey);
+  withholdFields(origin, secretFieldVars(fields).map((name) => `answers.${name}`));
+  requireStoredPatterns(fields, template.id);
   const sealedDefaults = sealedDefaultsOf(template.survey);
   const checked = checkAnswers(fields, options.answers, { secretDefaults: sealedDefaults.keys() });
 

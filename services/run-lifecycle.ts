@@ -3,6 +3,7 @@ import { finalStateOf, type ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
 import type { AuditEntryFields } from '../core/audit-chain';
+import { recordedRelease } from '../store/audit';
 import { getRun, listChildRuns, updateRunIf, type Run, type RunChanges } from '../store/runs';
 import { entryFields, serviceOrigin } from './audit';
 
@@ -49,7 +50,7 @@ export async function recordRunEnd(sql: Sql, runId: string, outcome: ExecutionOu
     if (!current || current.finished_at) return { settled: undefined };
     return {
       changes: { ...finalStateOf(outcome, current.cancel_requested_by), finished_at: new Date() },
-      event: { kind: 'run.finished', body: (next) => ({ run: runView(next) }) },
+      event: { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) },
       audit: (next) =>
         entryFields(serviceOrigin('RUN', `/v1/runs/${runId}`), next.status, {
           id: newId('aud'),
@@ -70,4 +71,19 @@ export async function endUnrunChildren(sql: Sql, parentRunId: string, message: s
   for (const child of await listChildRuns(sql, parentRunId)) {
     if (!child.finished_at) await recordRunEnd(sql, child.id, { kind: 'not_run', message });
   }
+}
+
+/**
+ * Why a run about to execute must not, though it looks released: the audit chain, not the run
+ * row, says whether it was held and whether a decision let it go. A run whose row was moved by
+ * anything but a recorded move (a hand in the database) is refused here, whatever started it.
+ */
+export async function unexplainedRelease(sql: Sql, runId: string): Promise<string | undefined> {
+  const release = await recordedRelease(sql, runId);
+  // A run that does not exist is the caller's to report.
+  if (!release) return undefined;
+  const { root, submittedStatus, approved } = release;
+  if (submittedStatus === null) return `not executed: the audit chain records no submission of run ${root}`;
+  if (submittedStatus === 'held' && !approved) return `not executed: run ${root} was held for approval and no recorded decision released it`;
+  return undefined;
 }

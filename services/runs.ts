@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import { conflict, forbidden, notFound } from '../core/errors';
+import { badRequest, conflict, forbidden, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
 import { featureRefusal, tierAllows, type Tier } from '../core/license';
@@ -24,6 +24,7 @@ import {
 } from '../store/runs';
 import { listPolicies } from '../store/policies';
 import { actorKindOf, type Caller } from '../store/tokens';
+import { environmentFault } from '../tools/extra-vars';
 import { requireRunnableTool } from '../tools/registry';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { runWorkflowId } from '../workers/names';
@@ -83,12 +84,39 @@ function requireQueueAllowed(queue: string, tier: Tier): void {
   }
 }
 
+/** What a submission executes: the run itself, or each step or shard that runs a tool. */
+interface Execution {
+  tool: string;
+  spec: RunSpec;
+  /** The step or shard's name, for a child. */
+  step?: string;
+}
+
+function executionsOf(request: RunRequest, children: ChildPlan[]): Execution[] {
+  if (!request.steps) return [{ tool: request.tool, spec: request.spec }];
+  return children.filter((c) => c.step.type !== 'approval').map((c) => ({ tool: c.tool, spec: c.spec, step: c.step.name }));
+}
+
+/**
+ * Every execution's tool must be able to start with the environment its extra vars (and secrets)
+ * make: a run that would fail with `spawn E2BIG` is refused now, naming the field, rather than
+ * accepted and failed.
+ */
+async function requireStartable(executions: Execution[], secrets: Record<string, string> | undefined): Promise<void> {
+  for (const execution of executions) {
+    const tool = await requireRunnableTool(execution.tool);
+    const spec = secrets ? { ...execution.spec, extra_vars: { ...execution.spec.extra_vars, ...secrets } } : execution.spec;
+    const invocation = tool.invocation(spec);
+    const fault = environmentFault(invocation.env, invocation.argv);
+    if (fault) throw badRequest(execution.step ? `step ${execution.step}: ${fault.message}` : fault.message, { field: fault.field });
+  }
+}
+
 /**
  * The approval gate's verdict on a submission (spec part A 2.10, 4.17), judged before it is
  * recorded: a plain run on its own, a parent on every step that runs a tool.
  */
-async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, children: ChildPlan[]): Promise<GateVerdict> {
-  const executions = request.steps ? children.filter((c) => c.step.type !== 'approval') : [{ tool: request.tool, spec: request.spec }];
+async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, executions: Execution[]): Promise<GateVerdict> {
   const policies = await listPolicies(ctx.sql);
   const verdicts: GateVerdict[] = [];
   for (const { tool: name, spec } of executions) {
@@ -135,7 +163,9 @@ export async function submitRun(
   const secretVars = Object.keys(request.secrets ?? {}).sort();
   if (secretVars.length && !ctx.sealer) throw encryptionKeyRequired('the secret value', secretVars);
   const children = childPlans(request);
-  const verdict = await judge(ctx, caller, request, children);
+  const executions = executionsOf(request, children);
+  await requireStartable(executions, request.secrets);
+  const verdict = await judge(ctx, caller, request, executions);
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
   }
@@ -169,7 +199,7 @@ export async function submitRun(
     state_digest: parentDigest,
     sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
   };
-  const created = { kind: 'run.created', body: (row: Run) => ({ run: runView(row) }) };
+  const created = { kind: 'run.created', body: (row: Run) => ({ run: runView(row, 'preview') }) };
   const submitted = (row: Run): EntryDraft => ({
     id: newId('aud'),
     run_id: row.id,

@@ -1,25 +1,27 @@
+import { canonicalJson } from '../core/canonical';
 import { badRequest, conflict } from '../core/errors';
 import { ENCRYPTION_SETTINGS, encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
 import type { Sealer } from '../core/seal';
 import { mergeSecretDefaultEdit, parseSurvey, redactSurvey, type SurveyField } from '../core/survey';
 import type { StepDefinition } from '../core/workflow-graph';
-import type { StoredSurveyField, Template } from '../store/templates';
+import type { StoredSurveyField, Template, TemplateFields } from '../store/templates';
 import { requireRunnableTool } from '../tools/registry';
+import { withholdFields, type AuditOrigin } from './audit';
 
 /**
  * Templates' survey storage and views (spec part A 2.3, 2.4 rule 3). A secret field's default is
  * sealed when saved, with context `template:<template id>:<var>`, and kept as `default_sealed`
- * beside the field; `default` is never stored for a secret field. Every read shows `[redacted]`
- * in its place, an admin's included.
+ * beside the field with `default_sealed_by`, the id of the account that set it; `default` is never
+ * stored for a secret field. Every read shows `[redacted]` in its place, an admin's included.
  */
 
 export function templateSecretContext(templateId: string, name: string): string {
   return `template:${templateId}:${name}`;
 }
 
-/** The survey as core/survey.ts reads it: sealed defaults left out. */
+/** The survey as core/survey.ts reads it: sealed defaults and their setters left out. */
 export function surveyFieldsOf(stored: readonly StoredSurveyField[]): SurveyField[] {
-  return stored.map(({ default_sealed: _sealed, ...field }) => field as SurveyField);
+  return stored.map(({ default_sealed: _sealed, default_sealed_by: _by, ...field }) => field as SurveyField);
 }
 
 /** The secret fields' sealed defaults, by var. */
@@ -30,41 +32,123 @@ export function sealedDefaultsOf(stored: readonly StoredSurveyField[]): Map<stri
 export type SecretDefaultChange = 'set' | 'kept' | 'replaced' | 'cleared';
 
 /**
+ * Why a stored secret default was cleared:
+ * - `edit`: the edit sent `""` for it, or no default;
+ * - `question_removed`: the edit left out the question, or made it a question that is not secret;
+ * - `run_changed`: the edit changed what the template runs, and the editor neither set this
+ *   default nor is an admin (see `storedSurvey`).
+ */
+export type SecretDefaultClearReason = 'edit' | 'question_removed' | 'run_changed';
+
+/** Who saves a template: the rule on other accounts' sealed defaults needs to know. */
+export interface TemplateEditor {
+  accountId: string;
+  username: string;
+  admin: boolean;
+}
+
+/** What an update starts from. */
+export interface PreviousSurvey {
+  survey: readonly StoredSurveyField[];
+  /** The template's creator (a username): the setter of a stored default that names none. */
+  createdBy: string;
+  /** Whether the update changes what the template runs (`changesWhatRuns`). */
+  runChanged: boolean;
+}
+
+/**
+ * Whether an update changes what the template runs: its kind, tool, command, shards or steps.
+ * Name, queue, timeout, extra vars and the survey itself do not count.
+ */
+export function changesWhatRuns(current: Template, next: Pick<TemplateFields, 'kind' | 'tool' | 'command' | 'shards' | 'steps'>): boolean {
+  return (
+    current.kind !== next.kind ||
+    current.tool !== next.tool ||
+    current.command !== next.command ||
+    current.shards !== next.shards ||
+    !sameJson(current.steps, next.steps)
+  );
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  try {
+    return canonicalJson(a ?? null) === canonicalJson(b ?? null);
+  } catch {
+    // A value canonical JSON refuses counts as changed: the safe side for the rule above.
+    return false;
+  }
+}
+
+/**
  * The survey to store for a create (`previous` undefined) or an update: each secret field's
  * default sealed, kept, replaced or cleared by the edit rule (`[redacted]` keeps, a new value
- * replaces, "" or omitted clears). Also says, by var, what happened to each secret default, for
- * the audit entry (names and actions only). Sealing without a sealer is a 409 naming the vars and
- * the settings.
+ * replaces, "" or omitted clears). Also says, by var, what happened to each secret default and
+ * why each cleared one was, for the answer and the audit entry (names and reasons only). Sealing
+ * without a sealer is a 409 naming the vars and the settings.
+ *
+ * A sealed default opens into the run of whatever the template runs. So an update that changes
+ * what it runs clears every sealed default the editor did not set (reason `run_changed`), even
+ * one sent back as `[redacted]`, unless the editor is an admin: otherwise an operator could point
+ * another account's secret at a command that prints it. A default with no recorded setter (stored
+ * before setters were) counts as set by the template's creator.
  */
 export function storedSurvey(
   sealer: Sealer | undefined,
   templateId: string,
   fields: readonly SurveyField[],
-  previous: readonly StoredSurveyField[] | undefined,
-): { survey: StoredSurveyField[]; changes: Record<string, SecretDefaultChange> } {
-  const before = sealedDefaultsOf(previous ?? []);
-  const edits = fields.map((field, i) => (field.type === 'secret' ? mergeSecretDefaultEdit(before.get(field.var), field.default, `survey[${i}].default`) : undefined));
+  editor: TemplateEditor,
+  previous?: PreviousSurvey,
+): { survey: StoredSurveyField[]; changes: Record<string, SecretDefaultChange>; cleared: Record<string, SecretDefaultClearReason> } {
+  const before = new Map((previous?.survey ?? []).filter((f) => f.type === 'secret' && f.default_sealed !== undefined).map((f) => [f.var, f]));
+  const setByEditor = (stored: StoredSurveyField) =>
+    stored.default_sealed_by !== undefined ? stored.default_sealed_by === editor.accountId : previous?.createdBy === editor.username;
+  const mayKeep = (stored: StoredSurveyField) => !previous?.runChanged || editor.admin || setByEditor(stored);
+
+  const edits = fields.map((field, i) =>
+    field.type === 'secret' ? mergeSecretDefaultEdit(before.get(field.var)?.default_sealed, field.default, `survey[${i}].default`) : undefined,
+  );
   const toSeal = fields.filter((_, i) => edits[i]?.action === 'replace').map((f) => f.var);
   if (toSeal.length && !sealer) throw encryptionKeyRequired('the secret default', toSeal);
 
   const changes: Record<string, SecretDefaultChange> = {};
+  const cleared: Record<string, SecretDefaultClearReason> = {};
   const survey = fields.map((field, i): StoredSurveyField => {
     const edit = edits[i];
     if (!edit) return { ...field };
     const { default: _clear, ...rest } = field;
+    const stored = before.get(field.var);
     switch (edit.action) {
       case 'keep':
+        if (!mayKeep(stored!)) {
+          changes[field.var] = 'cleared';
+          cleared[field.var] = 'run_changed';
+          return rest;
+        }
         changes[field.var] = 'kept';
-        return { ...rest, default_sealed: edit.sealed };
+        return { ...rest, default_sealed: edit.sealed, ...(stored!.default_sealed_by !== undefined ? { default_sealed_by: stored!.default_sealed_by } : {}) };
       case 'replace':
-        changes[field.var] = before.has(field.var) ? 'replaced' : 'set';
-        return { ...rest, default_sealed: sealer!.seal(edit.plaintext, templateSecretContext(templateId, field.var)) };
+        changes[field.var] = stored ? 'replaced' : 'set';
+        return {
+          ...rest,
+          default_sealed: sealer!.seal(edit.plaintext, templateSecretContext(templateId, field.var)),
+          default_sealed_by: editor.accountId,
+        };
       case 'clear':
-        if (before.has(field.var)) changes[field.var] = 'cleared';
+        if (stored) {
+          changes[field.var] = 'cleared';
+          cleared[field.var] = 'edit';
+        }
         return rest;
     }
   });
-  return { survey, changes };
+  const stillSecret = new Set(fields.filter((f) => f.type === 'secret').map((f) => f.var));
+  for (const name of before.keys()) {
+    if (!stillSecret.has(name)) {
+      changes[name] = 'cleared';
+      cleared[name] = 'question_removed';
+    }
+  }
+  return { survey, changes, cleared };
 }
 
 /** Opens a template's sealed default for a launch; 409 naming the var and the fix when it does not open. */
@@ -78,9 +162,20 @@ export function openTemplateDefault(sealer: Sealer | undefined, template: Pick<T
   }
 }
 
-/** Parses a body's survey; absent or null is none. */
-export function parseTemplateSurvey(input: unknown): SurveyField[] {
-  return input === undefined || input === null ? [] : parseSurvey(input);
+/**
+ * Parses a request's survey (absent or null is none) and withholds each secret field's default
+ * (`survey[i].default`, the type read after its alias) from the request's fingerprint: only the
+ * parsed survey knows which defaults are secret, so the parse that learns it withholds them.
+ */
+export function parseTemplateSurvey(input: unknown, origin: AuditOrigin): SurveyField[] {
+  const fields = input === undefined || input === null ? [] : parseSurvey(input);
+  withholdFields(origin, secretDefaultPaths(fields));
+  return fields;
+}
+
+/** The body paths of the secret fields' defaults, by position in the survey as sent. */
+export function secretDefaultPaths(fields: readonly SurveyField[]): string[] {
+  return fields.flatMap((field, i) => (field.type === 'secret' ? [`survey[${i}].default`] : []));
 }
 
 /** Every tool a template names must be one this server runs; the 400 names the field. */

@@ -1,4 +1,7 @@
-import type { Db } from './db';
+import type postgres from 'postgres';
+import { usernameKey } from '../core/username';
+import { isUniqueViolation, type Db } from './db';
+import { LOCKS, takeLock } from './locks';
 
 export type Role = 'admin' | 'operator' | 'viewer';
 
@@ -23,13 +26,15 @@ export interface Account {
 
 const COLUMNS = ['id', 'username', 'role', 'password_hash', 'profile', 'created_at', 'updated_at'];
 
+/** Inserts the account with its username key; a name taken under the fold is a unique violation. */
 export async function createAccount(
   db: Db,
   account: Pick<Account, 'id' | 'username' | 'role' | 'password_hash' | 'profile'>,
 ): Promise<Account> {
   const [row] = await db<Account[]>`
-    INSERT INTO accounts (id, username, role, password_hash, profile)
-    VALUES (${account.id}, ${account.username}, ${account.role}, ${account.password_hash}, ${db.json(account.profile as never)})
+    INSERT INTO accounts (id, username, username_key, role, password_hash, profile)
+    VALUES (${account.id}, ${account.username}, ${usernameKey(account.username)}, ${account.role}, ${account.password_hash},
+            ${db.json(account.profile as never)})
     RETURNING ${db(COLUMNS)}`;
   return row;
 }
@@ -39,8 +44,16 @@ export async function getAccountById(db: Db, id: string): Promise<Account | unde
   return row;
 }
 
+/**
+ * The account a typed username names: the one spelled exactly so, else the one whose name folds
+ * alike (`ADMIN`, a decomposed `café`). The exact spelling comes first so that accounts whose names
+ * collided before usernames were folded each still answer to their own.
+ */
 export async function getAccountByUsername(db: Db, username: string): Promise<Account | undefined> {
-  const [row] = await db<Account[]>`SELECT ${db(COLUMNS)} FROM accounts WHERE username = ${username}`;
+  const [row] = await db<Account[]>`
+    SELECT ${db(COLUMNS)} FROM accounts
+    WHERE username = ${username} OR username_key = ${usernameKey(username)}
+    ORDER BY username = ${username} DESC LIMIT 1`;
   return row;
 }
 
@@ -80,7 +93,28 @@ export async function deleteAccount(db: Db, id: string): Promise<boolean> {
  * admins at once cannot both see "another admin remains". Call inside a transaction.
  */
 export async function countAdminsLocked(db: Db): Promise<number> {
-  await db`SELECT pg_advisory_xact_lock(7201773)`;
+  await takeLock(db, LOCKS.accounts);
   const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts WHERE role = 'admin'`;
   return row.n;
+}
+
+/**
+ * Gives each account made before username keys its key, oldest first. A name that folds like one
+ * already keyed gets `<key>:<account id>`, which no name folds to (keys are hex): the account keeps
+ * its exact spelling and stays unique. Call inside a transaction; returns how many were keyed.
+ */
+export async function fillMissingUsernameKeys(tx: postgres.TransactionSql): Promise<number> {
+  await takeLock(tx, LOCKS.accounts);
+  const rows = await tx<{ id: string; username: string }[]>`
+    SELECT id, username FROM accounts WHERE username_key IS NULL ORDER BY id`;
+  for (const { id, username } of rows) {
+    const key = usernameKey(username);
+    try {
+      await tx.savepoint((sp) => sp`UPDATE accounts SET username_key = ${key} WHERE id = ${id} AND username_key IS NULL`);
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      await tx`UPDATE accounts SET username_key = ${`${key}:${id}`} WHERE id = ${id} AND username_key IS NULL`;
+    }
+  }
+  return rows.length;
 }

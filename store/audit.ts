@@ -123,3 +123,34 @@ export async function chainHead(db: Db): Promise<{ seq: number; hash: string }> 
   const [head] = await db<{ seq: number; hash: string }[]>`SELECT seq, hash FROM audit_head WHERE id`;
   return head;
 }
+
+/**
+ * What the chain records of the release of a run (for a step or shard, of its parent, whose
+ * submission and decision cover it): the status it was submitted with, and whether a decision
+ * approved it.
+ */
+export async function recordedRelease(db: Db, runId: string): Promise<{ root: string; submittedStatus: string | null; approved: boolean } | undefined> {
+  const [row] = await db<{ root: string; submitted_status: string | null; approved: boolean }[]>`
+    WITH root AS (SELECT coalesce(parent_run_id, id) AS id FROM runs WHERE id = ${runId})
+    SELECT root.id AS root,
+      (SELECT body->>'status' FROM audit_entries
+        WHERE run_id = root.id AND body->>'kind' = 'run.submitted' ORDER BY seq LIMIT 1) AS submitted_status,
+      EXISTS (SELECT 1 FROM audit_entries
+        WHERE run_id = root.id AND body->>'kind' = 'run.decision' AND body->>'decision' = 'approve') AS approved
+    FROM root`;
+  return row && { root: row.root, submittedStatus: row.submitted_status, approved: row.approved };
+}
+
+/**
+ * Runs the chain records as submitted held, with no decision recorded, that are no longer held
+ * (and were not canceled by a recorded cancel): a state no recorded move explains.
+ */
+export async function runsReleasedWithoutDecision(db: Db, limit: number): Promise<{ id: string; status: string }[]> {
+  return db<{ id: string; status: string }[]>`
+    SELECT r.id, r.status FROM audit_entries s JOIN runs r ON r.id = s.run_id
+    WHERE s.body->>'kind' = 'run.submitted' AND s.body->>'status' = 'held' AND r.status <> 'held'
+      AND NOT EXISTS (SELECT 1 FROM audit_entries d WHERE d.run_id = s.run_id AND d.body->>'kind' = 'run.decision')
+      AND NOT (r.status = 'canceled' AND EXISTS (
+        SELECT 1 FROM audit_entries c WHERE c.run_id = s.run_id AND c.body->>'kind' = 'run.cancel_requested'))
+    ORDER BY s.seq LIMIT ${limit}`;
+}

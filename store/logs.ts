@@ -1,6 +1,11 @@
 import type { Db } from './db';
 import { RUN_ACTIVITY_CHANNEL } from './events';
 
+/** Most bytes one read of a log returns: a reader holds about this much at a time, however the log was chunked. */
+export const LOG_READ_BYTES = 1024 * 1024;
+/** Most chunk rows one read touches, so a log written in tiny pieces is read in bounded steps too. */
+const LOG_READ_ROWS = 1024;
+
 /**
  * Appends captured output at the end of the run's log in one statement: the offset is taken from
  * the run row (whose lock orders concurrent appends), the chunk stored, and live streams told.
@@ -16,32 +21,33 @@ export async function appendLog(db: Db, runId: string, data: Buffer): Promise<vo
     SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, run_id) FROM stored`;
 }
 
-export interface LogChunk {
-  start_offset: number;
-  data: Buffer;
+/**
+ * The stored log bytes from byte `from` on, at most `maxBytes` of them (fewer at the end of what
+ * is stored so far). Only the wanted part of each chunk leaves the database: the chunk holding
+ * `from` is found through the primary key and cut there, and the last one is cut at the bound.
+ */
+export async function readLogBytes(db: Db, runId: string, from: number, maxBytes = LOG_READ_BYTES): Promise<Buffer> {
+  const until = from + maxBytes;
+  const rows = await db<{ data: Buffer }[]>`
+    SELECT substring(data FROM (greatest(${from}::bigint - start_offset, 0) + 1)::int
+                          FOR (${until}::bigint - greatest(start_offset, ${from}::bigint))::int) AS data
+    FROM run_log_chunks
+    WHERE run_id = ${runId}
+      AND start_offset >= coalesce(
+        (SELECT max(start_offset) FROM run_log_chunks WHERE run_id = ${runId} AND start_offset <= ${from}::bigint), 0)
+      AND start_offset < ${until}::bigint
+    ORDER BY start_offset LIMIT ${LOG_READ_ROWS}`;
+  return rows.length === 1 ? rows[0].data : Buffer.concat(rows.map((row) => row.data));
 }
 
-/** Chunks that hold bytes at or after `from`, in order, a page at a time. */
-export async function readLogChunks(db: Db, runId: string, from: number, limit = 256): Promise<LogChunk[]> {
-  return db<LogChunk[]>`
-    SELECT start_offset, data FROM run_log_chunks
-    WHERE run_id = ${runId} AND start_offset + length(data) > ${from}
-    ORDER BY start_offset LIMIT ${limit}`;
-}
-
-/** The log bytes in [from, to), chunk by chunk, read a page of chunks at a time; a failed read throws. */
+/** The log bytes in [from, to), a bounded read at a time; a failed read throws. */
 export async function* logByteRange(db: Db, runId: string, from: number, to: number): AsyncGenerator<Buffer> {
   let offset = from;
   while (offset < to) {
-    const chunks = await readLogChunks(db, runId, offset);
-    if (chunks.length === 0) return;
-    for (const chunk of chunks) {
-      const start = Math.max(offset, chunk.start_offset) - chunk.start_offset;
-      const end = Math.min(chunk.data.length, to - chunk.start_offset);
-      if (end > start) yield chunk.data.subarray(start, end);
-      offset = chunk.start_offset + chunk.data.length;
-      if (offset >= to) return;
-    }
+    const data = await readLogBytes(db, runId, offset, Math.min(LOG_READ_BYTES, to - offset));
+    if (data.length === 0) return;
+    yield data;
+    offset += data.length;
   }
 }
 

@@ -1,16 +1,16 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Sql } from './db';
+import { LOCKS, takeLock } from './locks';
 
 const SCHEMA_DIR = path.resolve(__dirname, '..', 'schema');
-/** One fixed advisory lock key: two servers starting at once apply the schema one after the other. */
-const MIGRATION_LOCK = 7_201_771;
 
 /** Applies the numbered SQL files in schema/ that this database has not seen, each once, in order. */
 export async function migrate(sql: Sql): Promise<string[]> {
   const files = (await fs.readdir(SCHEMA_DIR)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
   return sql.begin(async (tx) => {
-    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+    // Two servers starting at once apply the schema one after the other.
+    await takeLock(tx, LOCKS.migrations);
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
       version text PRIMARY KEY,
       applied_at timestamptz NOT NULL DEFAULT now()

@@ -1,5 +1,6 @@
 import type { GatePolicy } from '../core/policy-gate';
 import type { Db } from './db';
+import { LOCKS, takeLock } from './locks';
 
 /** A stored approval policy (spec part A 2.10). */
 export interface Policy extends GatePolicy {
@@ -43,7 +44,7 @@ export async function listPolicies(db: Db): Promise<Policy[]> {
  * the last allowed policy at once cannot both succeed. Held until the transaction ends.
  */
 export async function lockPolicySet(db: Db): Promise<void> {
-  await db`SELECT pg_advisory_xact_lock(7201773)`;
+  await takeLock(db, LOCKS.policies);
 }
 
 /** A page of policies for `GET /v1/policies`, oldest first (the order the gate reads them), with the total. */

@@ -12,3 +12,10 @@ export async function insertSettingOnce(db: Db, key: string, value: unknown): Pr
     ON CONFLICT (key) DO NOTHING RETURNING key`;
   return rows.length > 0;
 }
+
+/** Writes the setting whole, whether or not it existed. */
+export async function replaceSetting(db: Db, key: string, value: unknown): Promise<void> {
+  await db`
+    INSERT INTO settings (key, value) VALUES (${key}, ${db.json(value as never)})
+    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+}

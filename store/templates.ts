@@ -4,10 +4,12 @@ import type { Db } from './db';
 
 /**
  * A survey field as stored: a secret field never keeps `default` in clear; its default, when it
- * has one, is `default_sealed` (sealed with context `template:<template id>:<var>`). Reads strip
- * `default_sealed` and show `[redacted]` instead (services/templates.ts).
+ * has one, is `default_sealed` (sealed with context `template:<template id>:<var>`), with
+ * `default_sealed_by`, the id of the account that set it (absent on defaults stored before it
+ * was recorded: those count as set by the template's creator). Reads strip both and show
+ * `[redacted]` instead (services/templates.ts).
  */
-export type StoredSurveyField = SurveyField & { default_sealed?: string };
+export type StoredSurveyField = SurveyField & { default_sealed?: string; default_sealed_by?: string };
 
 /** A stored template (spec part A 2.3). */
 export interface Template {

@@ -29,6 +29,11 @@ export async function createToken(
   return row;
 }
 
+export async function getToken(db: Db, id: string): Promise<Token | undefined> {
+  const [row] = await db<Token[]>`SELECT ${db(COLUMNS)} FROM tokens WHERE id = ${id}`;
+  return row;
+}
+
 export interface Caller {
   token: Token;
   account: Account;

@@ -17,11 +17,30 @@ export function getTool(name: string): Tool | undefined {
 const binaryCache = new Map<string, { found: boolean; checkedAt: number }>();
 const BINARY_RECHECK_MS = 60_000;
 
-async function binaryOnPath(binary: string): Promise<boolean> {
-  const cached = binaryCache.get(binary);
+/**
+ * The PATH a tool runs with: in a sandbox, the system directories and those of the server's PATH
+ * the sandbox can see. Set once at start (workers/sandbox-setup.ts); until then, the server's own.
+ */
+let toolSearchPath: string | undefined;
+
+export function configureToolSearchPath(searchPath: string): void {
+  toolSearchPath = searchPath;
+  binaryCache.clear();
+}
+
+/** The PATH a tool process runs with. */
+export function toolPath(): string {
+  return toolSearchPath ?? serverPath();
+}
+
+const serverPath = () => process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin';
+
+async function binaryOnPath(binary: string, searchPath: string): Promise<boolean> {
+  const key = `${searchPath}\u0000${binary}`;
+  const cached = binaryCache.get(key);
   if (cached && Date.now() - cached.checkedAt < BINARY_RECHECK_MS) return cached.found;
   let found = false;
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+  for (const dir of searchPath.split(path.delimiter)) {
     if (!dir) continue;
     try {
       await fs.access(path.join(dir, binary), fsConstants.X_OK);
@@ -31,7 +50,7 @@ async function binaryOnPath(binary: string): Promise<boolean> {
       /* not in this directory */
     }
   }
-  binaryCache.set(binary, { found, checkedAt: Date.now() });
+  binaryCache.set(key, { found, checkedAt: Date.now() });
   return found;
 }
 
@@ -44,8 +63,15 @@ export async function requireRunnableTool(name: string): Promise<Tool> {
     }
     throw badRequest(`unknown tool "${name}"; this server runs: ${[...TOOLS.keys()].join(', ')}`, { field: 'tool' });
   }
-  if (!(await binaryOnPath(tool.binary))) {
+  // On the server's PATH (what its operator installed for runs), and where a sandboxed tool finds it.
+  if (!(await binaryOnPath(tool.binary, serverPath()))) {
     throw badRequest(`the ${name} tool is missing on this server: ${tool.binary} is not on its PATH`, { field: 'tool' });
+  }
+  if (!(await binaryOnPath(tool.binary, toolPath()))) {
+    throw badRequest(
+      `the ${name} tool is missing where runs can see it: ${tool.binary} is on this server's PATH but not in the system directories a sandboxed tool sees (${toolPath()}); install it system-wide`,
+      { field: 'tool' },
+    );
   }
   return tool;
 }

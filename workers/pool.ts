@@ -8,6 +8,7 @@ import { createRunActivities } from '../activities/runs';
 import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
+import { prepareSandbox, type RunIsolationSettings } from './sandbox-setup';
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
@@ -37,7 +38,14 @@ export interface PoolWorkerOptions {
   metrics: Metrics;
   /** Opens the secrets sealed to a run at execution; undefined without the install's encryption key. */
   sealer?: Sealer;
+  /** How tools are isolated from the service (--run-isolation, --run-network, --run-user). */
+  isolation: RunIsolationSettings;
+  /** The server's own secrets, which the output masker hides from every run's log. */
+  serverSecrets: string[];
 }
+
+/** Where runs get their scratch work dirs. */
+export const WORK_ROOT = path.join(os.tmpdir(), 'cairn-runs');
 
 export interface RunningWorker {
   /** Stops polling; runs still executing are cancelled after a short grace and requeued elsewhere. */
@@ -47,13 +55,16 @@ export interface RunningWorker {
 /** A Temporal worker for the server's own pool: it runs run workflows and executes their tools. */
 export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
   const { connection } = options;
-  const launcher = new ToolLauncher();
+  const sandbox = await prepareSandbox(options.isolation, WORK_ROOT, (line) => options.logger.info(line));
+  const launcher = new ToolLauncher(sandbox);
   const activities = createRunActivities({
     launcher,
     sql: options.sql,
     logger: options.logger,
     sealer: options.sealer,
-    workRoot: path.join(os.tmpdir(), 'cairn-runs'),
+    sandbox,
+    serverSecrets: options.serverSecrets,
+    workRoot: WORK_ROOT,
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {
       options.metrics.runsFinished.inc({ status: run.status, tool: run.tool });

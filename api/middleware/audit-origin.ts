@@ -1,12 +1,13 @@
 import type { Context, Next } from 'koa';
-import { requestFingerprint, type AuditOrigin } from '../../services/audit';
+import type { AuditOrigin } from '../../services/audit';
 import type { Caller } from '../../store/tokens';
 import { WRITE_METHODS } from './body';
 
 /**
  * Describes every mutating request for the audit chain: the caller, method, path (never the
- * query string, which can carry tickets) and the request's fingerprint. Routes pass it to
- * `recordMutation` with the work they do.
+ * query string, which can carry tickets) and the request whose fingerprint the chain entry will
+ * carry. Routes pass it to `recordMutation` with the work they do, after naming the body fields
+ * their schema knows are secret (`withholdFields` in services/audit.ts).
  */
 export async function auditOrigin(ctx: Context, next: Next): Promise<void> {
   if (WRITE_METHODS.has(ctx.method)) {
@@ -15,7 +16,8 @@ export async function auditOrigin(ctx: Context, next: Next): Promise<void> {
       actor: caller?.account.username ?? 'anonymous',
       method: ctx.method,
       path: ctx.path,
-      fingerprint: requestFingerprint(ctx.method, ctx.path, { ...ctx.query }, ctx.request.body),
+      request: { method: ctx.method, path: ctx.path, query: { ...ctx.query }, body: ctx.request.body },
+      withheld: new Set(),
     };
     ctx.state.origin = origin;
   }
@@ -28,3 +30,4 @@ export function originOf(ctx: Context): AuditOrigin {
   if (!origin) throw new Error(`${ctx.method} ${ctx.path} is not a mutating request; it has no audit origin`);
   return origin;
 }
+

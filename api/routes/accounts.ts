@@ -1,34 +1,30 @@
 import Router from '@koa/router';
-import { ApiError, conflict, forbidden, notFound } from '../../core/errors';
-import { newId } from '../../core/ids';
-import { hashPassword, verifyPassword } from '../../core/secrets';
-import { mintToken, tokenView, userView, type Minter } from '../../services/accounts';
-import type { ServerContext } from '../../services/context';
+import type { Context } from 'koa';
+import { notFound } from '../../core/errors';
 import {
-  countAdminsLocked,
-  createAccount,
-  deleteAccount,
-  getAccountById,
-  getAccountByUsername,
-  listAccounts,
-  updateAccount,
-} from '../../store/accounts';
-import { isUniqueViolation } from '../../store/db';
-import { actorKindOf, deleteToken, listTokens, type Caller } from '../../store/tokens';
-import { recordMutation } from '../../services/audit';
+  createUser,
+  deleteUser,
+  issueToken,
+  logIn,
+  logOut,
+  revokeToken,
+  tokenView,
+  updateUser,
+  userView,
+  type AccountRequest,
+} from '../../services/accounts';
+import { withholdFields } from '../../services/audit';
+import type { ServerContext } from '../../services/context';
+import { getAccountById, listAccounts } from '../../store/accounts';
+import { actorKindOf, listTokens, type Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
 import { parseInput } from '../validate';
 
-/** Login sessions last a working day; API tokens last until revoked unless minted with expires_in. */
-const SESSION_SECONDS = 12 * 3600;
-
-const minterOf = (caller: Caller): Minter => ({
-  name: caller.account.username,
-  type: actorKindOf(caller),
-});
+/** The caller's change, recorded in the chain as this request answered with `status`. */
+const requestOf = (ctx: Context, caller: Caller, status: number): AccountRequest => ({ by: caller, origin: originOf(ctx), outcome: status });
 
 export function accountRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1' });
@@ -36,19 +32,9 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.post('/auth/login', async (ctx) => {
     const input = parseInput(login, ctx.request.body);
-    const account = await getAccountByUsername(sql, input.username);
-    const ok = await verifyPassword(input.password, account?.password_hash ?? null);
-    if (!account || !ok) throw new ApiError(401, 'username or password is wrong');
-    const { token, secret } = await recordMutation(sql, originOf(ctx), 200, (tx, entry) => {
-      entry.actor = account.username;
-      entry.body = { kind: 'session.created', account_id: account.id };
-      return mintToken(tx, account, {
-        name: 'login session',
-        kind: 'session',
-        minter: { name: account.username, type: 'user' },
-        expiresAt: new Date(Date.now() + SESSION_SECONDS * 1000),
-      });
-    });
+    withholdFields(originOf(ctx), ['password']);
+    // The socket's address (app.proxy is off): behind a proxy, the proxy's address is what counts.
+    const { token, secret, account } = await logIn(sql, originOf(ctx), input, ctx.request.ip);
     ctx.body = { token: secret, token_id: token.id, expires_at: token.expires_at?.toISOString(), username: account.username, role: account.role };
   });
 
@@ -74,37 +60,14 @@ export function accountRoutes(server: ServerContext): Router {
   });
 
   router.post('/auth/logout', async (ctx) => {
-    const caller = callerOf(ctx);
-    await recordMutation(sql, originOf(ctx), 204, (tx, entry) => {
-      entry.body = { kind: 'session.ended', token_id: caller.token.id };
-      return deleteToken(tx, caller.token.id);
-    });
+    await logOut(sql, callerOf(ctx), originOf(ctx));
     ctx.status = 204;
   });
 
   router.post('/tokens', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(tokenCreate, ctx.request.body);
-    let account = caller.account;
-    if (input.username && input.username !== caller.account.username) {
-      if (caller.account.role !== 'admin') throw forbidden('only an admin mints tokens for another account');
-      const other = await getAccountByUsername(sql, input.username);
-      if (!other) throw notFound(`account ${input.username}`);
-      account = other;
-    }
-    // An agent mints agent tokens: that is its default, and asking for more is refused.
-    const kind = input.kind ?? actorKindOf(caller);
-    if (caller.token.kind === 'agent' && kind !== 'agent') throw forbidden('an agent may mint only agent tokens');
-    const { token, secret } = await recordMutation(sql, originOf(ctx), 201, async (tx, entry) => {
-      const minted = await mintToken(tx, account, {
-        name: input.name,
-        kind,
-        minter: minterOf(caller),
-        expiresAt: input.expires_in ? new Date(Date.now() + input.expires_in * 1000) : null,
-      });
-      entry.body = { kind: 'token.created', token_id: minted.token.id, account_id: account.id, token_kind: kind };
-      return minted;
-    });
+    const { token, secret, account } = await issueToken(sql, requestOf(ctx, caller, 201), input);
     ctx.status = 201;
     ctx.body = { ...tokenView({ ...token, username: account.username }), token: secret };
   });
@@ -115,37 +78,19 @@ export function accountRoutes(server: ServerContext): Router {
   });
 
   router.delete('/tokens/:id', async (ctx) => {
-    requireRole(ctx, 'admin');
-    await recordMutation(sql, originOf(ctx), 204, async (tx, entry) => {
-      if (!(await deleteToken(tx, ctx.params.id))) throw notFound(`token ${ctx.params.id}`);
-      entry.body = { kind: 'token.revoked', token_id: ctx.params.id };
-    });
+    const caller = requireRole(ctx, 'admin');
+    await revokeToken(sql, requestOf(ctx, caller, 204), ctx.params.id);
     ctx.status = 204;
   });
 
   router.post('/users', async (ctx) => {
-    requireRole(ctx, 'admin');
+    const caller = requireRole(ctx, 'admin');
     const input = parseInput(userCreate, ctx.request.body);
-    try {
-      const passwordHash = input.password ? await hashPassword(input.password) : null;
-      const account = await recordMutation(sql, originOf(ctx), 201, async (tx, entry) => {
-        const created = await createAccount(tx, {
-          id: newId('usr'),
-          username: input.username,
-          role: input.role,
-          password_hash: passwordHash,
-          profile: input.profile ?? {},
-        });
-        entry.body = { kind: 'user.created', account_id: created.id, role: created.role };
-        return created;
-      });
-      ctx.status = 201;
-      ctx.set('Location', `/v1/users/${account.id}`);
-      ctx.body = userView(account);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`an account named ${input.username} already exists`, { field: 'username' });
-      throw err;
-    }
+    withholdFields(originOf(ctx), ['password']);
+    const account = await createUser(sql, requestOf(ctx, caller, 201), input);
+    ctx.status = 201;
+    ctx.set('Location', `/v1/users/${account.id}`);
+    ctx.body = userView(account);
   });
 
   router.get('/users', async (ctx) => {
@@ -161,37 +106,15 @@ export function accountRoutes(server: ServerContext): Router {
   });
 
   router.put('/users/:id', async (ctx) => {
-    requireRole(ctx, 'admin');
+    const caller = requireRole(ctx, 'admin');
     const input = parseInput(userUpdate, ctx.request.body);
-    const passwordHash = input.password ? await hashPassword(input.password) : undefined;
-    const updated = await recordMutation(sql, originOf(ctx), 200, async (tx, entry) => {
-      const current = await getAccountById(tx, ctx.params.id);
-      if (!current) throw notFound(`user ${ctx.params.id}`);
-      if (current.role === 'admin' && input.role && input.role !== 'admin') {
-        if ((await countAdminsLocked(tx)) <= 1) throw conflict('this is the last admin; make another admin first', { field: 'role' });
-      }
-      entry.body = { kind: 'user.updated', account_id: current.id, role: input.role ?? current.role, password_changed: passwordHash !== undefined };
-      return updateAccount(tx, current.id, {
-        role: input.role,
-        password_hash: passwordHash,
-        // The profile is replaced whole: an omitted field clears.
-        profile: input.profile !== undefined ? input.profile : undefined,
-      });
-    });
-    ctx.body = userView(updated!);
+    withholdFields(originOf(ctx), ['password']);
+    ctx.body = userView(await updateUser(sql, requestOf(ctx, caller, 200), ctx.params.id, input));
   });
 
   router.delete('/users/:id', async (ctx) => {
-    requireRole(ctx, 'admin');
-    await recordMutation(sql, originOf(ctx), 204, async (tx, entry) => {
-      const current = await getAccountById(tx, ctx.params.id);
-      if (!current) throw notFound(`user ${ctx.params.id}`);
-      if (current.role === 'admin') {
-        if ((await countAdminsLocked(tx)) <= 1) throw conflict('this is the last admin; make another admin first');
-      }
-      await deleteAccount(tx, current.id);
-      entry.body = { kind: 'user.deleted', account_id: current.id };
-    });
+    const caller = requireRole(ctx, 'admin');
+    await deleteUser(sql, requestOf(ctx, caller, 204), ctx.params.id);
     ctx.status = 204;
   });
 

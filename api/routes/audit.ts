@@ -5,7 +5,7 @@ import { entryOf, GENESIS_HASH } from '../../core/audit-chain';
 import { BUNDLE_TYPE } from '../../core/audit-offline';
 import { ApiError, badRequest } from '../../core/errors';
 import { inclusionProof } from '../../core/merkle';
-import { scanWholeChain, type WholeChainReport } from '../../services/audit-verify';
+import { scanWholeChain, verifyInstall, type WholeChainReport } from '../../services/audit-verify';
 import type { ServerContext } from '../../services/context';
 import { sealDocument } from '../../services/install-identity';
 import { listAuditEntries, type StoredAuditEntry } from '../../store/audit';
@@ -79,8 +79,7 @@ export function auditRoutes(server: ServerContext): Router {
 
   router.get('/v1/audit/verify', async (ctx) => {
     requireRole(ctx, 'viewer');
-    const { report } = await scanWholeChain(server);
-    ctx.body = report;
+    ctx.body = await verifyInstall(server);
   });
 
   router.get('/v1/audit/bundle', async (ctx) => {

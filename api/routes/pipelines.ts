@@ -9,10 +9,18 @@ import { fitsBytes } from '../schemas/common';
 import { pipelineSteps, pipelineToGraph } from '../schemas/steps';
 import { parseInput } from '../validate';
 
+/** As for a single run: runs.timeout_seconds is an integer column. */
+const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
+
 const pipelineBody = z.strictObject({
   steps: pipelineSteps,
   extra_vars: z.record(z.string(), z.unknown(), { message: 'extra_vars must be an object' }).default({}),
-  timeout: z.number({ message: 'timeout must be a number of seconds' }).int('timeout must be whole seconds').min(0, 'timeout must not be negative').optional(),
+  timeout: z
+    .number({ message: 'timeout must be a number of seconds' })
+    .int('timeout must be whole seconds')
+    .min(0, 'timeout must not be negative')
+    .max(MAX_TIMEOUT_SECONDS, `timeout must be at most ${MAX_TIMEOUT_SECONDS} seconds (a year)`)
+    .optional(),
   queue: z.string({ message: 'queue must be a string' }).refine(fitsBytes(255), 'queue must be at most 255 bytes').default(''),
 });
 

@@ -4,7 +4,7 @@ import { forbidden, notFound } from '../../core/errors';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { decisionView } from '../../core/decision-view';
-import { correctDecision, decideRun, refuseAgentDecision, redactDecision, separationOfDuties } from '../../services/decisions';
+import { correctDecision, decideRun, refuseAgentDecision, refuseAgentRecordChange, redactDecision, separationOfDuties } from '../../services/decisions';
 import { listDecisionRecords } from '../../store/decisions';
 import { getRun } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
@@ -62,6 +62,8 @@ export function runDecisionRoutes(server: ServerContext): Router {
   });
 
   router.post('/:id/decisions/:decision/corrections', async (ctx) => {
+    // As with approvals, an agent is refused first, whatever its role.
+    refuseAgentRecordChange(callerOf(ctx));
     const caller = requireRole(ctx, 'admin');
     const input = parseInput(correctionBody, ctx.request.body);
     const record = await correctDecision(server, caller, originOf(ctx), ctx.params.id, ctx.params.decision, input);
@@ -70,6 +72,8 @@ export function runDecisionRoutes(server: ServerContext): Router {
   });
 
   router.post('/:id/decisions/:record/redact', async (ctx) => {
+    // As with approvals, an agent is refused first, whatever its role.
+    refuseAgentRecordChange(callerOf(ctx));
     const caller = requireRole(ctx, 'admin');
     const input = parseInput(redactionBody, ctx.request.body);
     const record = await redactDecision(server, caller, originOf(ctx), ctx.params.id, ctx.params.record, input.category);

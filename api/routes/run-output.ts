@@ -1,34 +1,49 @@
 import Router from '@koa/router';
 import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
-import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
 import { ApiError, notFound } from '../../core/errors';
 import { hashBearerSecret } from '../../core/secrets';
 import type { ServerContext } from '../../services/context';
 import type { Sql } from '../../store/db';
 import { eventsAfter, listEvents } from '../../store/events';
-import { logByteRange, readLogChunks } from '../../store/logs';
+import { logByteRange, readLogBytes } from '../../store/logs';
 import { eventView } from '../../core/run-view';
 import { getRun, type Run } from '../../store/runs';
 import { createStreamTicket, redeemStreamTicket } from '../../store/tickets';
 import { recordMutation } from '../../services/audit';
+import { admitStreamTicket } from '../../services/throttle';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;
-const EXPORT_PAGE = 500;
+/** Events a stream reads at a time; its log is read at most LOG_READ_BYTES (1 MiB) at a time. */
+const STREAM_EVENT_PAGE = 100;
+/**
+ * A stream waits while its client is behind and reads nothing more meanwhile, so a slow client
+ * costs about one read of memory, never its backlog. A client that takes nothing at all for this
+ * long is too far behind: it is told where to resume and its stream ends. The same span is then
+ * left for it to read what was queued before its connection is closed.
+ */
+/** run_events.seq is an integer column. */
+const MAX_EVENT_SEQ = 2 ** 31 - 1;
 
 const wholeNumber = (name: string) =>
   z.coerce.number({ message: `${name} must be a whole number` }).int(`${name} must be a whole number`).min(0, `${name} must not be negative`);
 
 const logQuery = z.strictObject({ tail: wholeNumber('tail').optional() });
 const eventQuery = z.strictObject({
-  after: wholeNumber('after').default(0),
+  after: wholeNumber('after').max(MAX_EVENT_SEQ, `after must be at most ${MAX_EVENT_SEQ}`).default(0),
   limit: wholeNumber('limit').min(1, 'limit must be at least 1').max(1000, 'limit must be at most 1000').default(100),
   download: z.enum(['0', '1', 'true', 'false'], { message: 'download must be 1 or 0' }).optional(),
+});
+/** Where a stream starts: after this event seq, and at this byte of the log (from a `resume` event or an `id:`). */
+const streamQuery = z.strictObject({
+  ticket: z.string().optional(),
+  after: wholeNumber('after').max(MAX_EVENT_SEQ, `after must be at most ${MAX_EVENT_SEQ}`).default(0),
+  log_offset: wholeNumber('log_offset').max(Number.MAX_SAFE_INTEGER, `log_offset must be at most ${Number.MAX_SAFE_INTEGER}`).default(0),
 });
 
 async function requireRun(sql: Sql, id: string): Promise<Run> {
@@ -69,7 +84,8 @@ export function runOutputRoutes(server: ServerContext): Router {
       ctx.set('Service-Log-Omitted-Bytes', String(from));
     }
     ctx.type = 'text/plain; charset=utf-8';
-    ctx.body = Readable.from(logBytes(server.sql, run.id, from, total));
+    // Byte mode: the answer holds one read ahead of a slow client, not sixteen.
+    ctx.body = Readable.from(logBytes(server.sql, run.id, from, total), { objectMode: false });
   });
 
   router.get('/events', async (ctx) => {
@@ -95,11 +111,13 @@ export function runOutputRoutes(server: ServerContext): Router {
   router.post('/stream-ticket', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const run = await requireRun(server.sql, ctx.params.id);
+    // Each ticket is a chain entry: the limit keeps a viewer from growing the chain without bound.
+    await admitStreamTicket(server.sql, caller.account.id);
     const ticket = randomBytes(32).toString('base64url');
     // A ticket is access to a run's live output, so its minting is in the chain; it is not a change
     // to the run and stays out of the run's receipt (no run_id on the entry).
     await recordMutation(server.sql, originOf(ctx), 201, async (tx, entry) => {
-      await createStreamTicket(tx, { hash: hashBearerSecret(ticket), runId: run.id, accountId: caller.account.id, ttlSeconds: STREAM_TICKET_SECONDS });
+      await createStreamTicket(tx, { hash: hashBearerSecret(ticket), runId: run.id, accountId: caller.account.id, tokenId: caller.token.id, ttlSeconds: STREAM_TICKET_SECONDS });
       entry.body = { kind: 'stream_ticket.created', for_run: run.id };
     });
     ctx.status = 201;
@@ -107,9 +125,10 @@ export function runOutputRoutes(server: ServerContext): Router {
   });
 
   router.get('/stream', async (ctx) => {
-    const ticket = typeof ctx.query.ticket === 'string' ? ctx.query.ticket : '';
-    if (!ticket) throw new ApiError(401, 'the stream needs ?ticket=<ticket> from POST /v1/runs/{id}/stream-ticket');
-    if (!(await redeemStreamTicket(server.sql, hashBearerSecret(ticket), ctx.params.id))) {
+    // The query is checked before the ticket is spent, so a mistyped position costs no ticket.
+    const query = parseInput(streamQuery, queryObject(ctx.query));
+    if (!query.ticket) throw new ApiError(401, 'the stream needs ?ticket=<ticket> from POST /v1/runs/{id}/stream-ticket');
+    if (!(await redeemStreamTicket(server.sql, hashBearerSecret(query.ticket), ctx.params.id))) {
       throw new ApiError(401, 'the stream ticket is not valid for this run: unknown, already used, or expired');
     }
     const run = await requireRun(server.sql, ctx.params.id);
@@ -119,46 +138,111 @@ export function runOutputRoutes(server: ServerContext): Router {
     ctx.set({ 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
     ctx.type = 'text/event-stream';
     ctx.body = out;
-    void pumpStream(server, run.id, out, closed.signal).catch((err) => {
-      server.logger.warn({ runId: run.id, err: (err as Error).message }, 'run stream ended with an error');
-      out.end();
-    });
+    const res = ctx.res;
+    const stallMs = server.config.streamStallTimeout * 1000;
+    void pumpStream(server, run.id, { after: query.after, log_offset: query.log_offset }, out, closed.signal, stallMs)
+      .catch((err) => server.logger.warn({ runId: run.id, err: (err as Error).message }, 'run stream ended with an error'))
+      .finally(() => {
+        out.end();
+        if (res.writableFinished || res.destroyed) return;
+        // A client that reads nothing would hold its connection open forever.
+        const hangUp = setTimeout(() => res.destroy(), stallMs).unref();
+        res.once('close', () => clearTimeout(hangUp));
+      });
   });
 
   return router;
 }
 
-/** Live events and log of one run as Server-Sent Events, until the run has ended and all is sent. */
-async function pumpStream(server: ServerContext, runId: string, out: PassThrough, closed: AbortSignal): Promise<void> {
-  const send = (event: string, data: unknown, id?: number) =>
-    out.write(`event: ${event}\n${id !== undefined ? `id: ${id}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
-  const decoder = new StringDecoder('utf8');
-  let seq = 0;
-  let offset = 0;
+/** Where a stream stands: the last event seq and the log byte offset sent so far. */
+interface StreamPosition {
+  after: number;
+  log_offset: number;
+}
+
+type Delivery = 'sent' | 'stalled' | 'closed';
+
+/** Queues text for the client, then waits while the client is behind: 'stalled' when it took nothing for `stallMs`. */
+function deliver(out: PassThrough, text: string, closed: AbortSignal, stallMs: number): Promise<Delivery> {
+  if (closed.aborted || out.destroyed) return Promise.resolve('closed');
+  if (out.write(text)) return Promise.resolve('sent');
+  return new Promise((resolve) => {
+    const settle = (result: Delivery) => {
+      clearTimeout(timer);
+      out.off('drain', onDrain);
+      out.off('close', onClose);
+      closed.removeEventListener('abort', onClose);
+      resolve(result);
+    };
+    const onDrain = () => settle('sent');
+    const onClose = () => settle('closed');
+    const timer = setTimeout(() => settle('stalled'), stallMs);
+    out.on('drain', onDrain);
+    out.on('close', onClose);
+    closed.addEventListener('abort', onClose);
+  });
+}
+
+/** How many of these bytes end on a character boundary: a UTF-8 sequence cut short at the end waits for the next read. */
+function wholeCharacters(bytes: Buffer): number {
+  for (let back = 1; back <= Math.min(3, bytes.length); back++) {
+    const byte = bytes[bytes.length - back];
+    if ((byte & 0xc0) === 0x80) continue; // a continuation byte: its lead byte is further back
+    const length = byte >= 0xf8 ? 1 : byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    return length > back ? bytes.length - back : bytes.length;
+  }
+  return bytes.length;
+}
+
+/**
+ * Live events and log of one run as Server-Sent Events from a position on, until the run has
+ * ended and all is sent. Every message's `id:` is the position after it (`<seq>:<log offset>`); a
+ * client too far behind gets a `resume` event with the position instead of the rest.
+ */
+async function pumpStream(
+  server: ServerContext,
+  runId: string,
+  from: StreamPosition,
+  out: PassThrough,
+  closed: AbortSignal,
+  stallMs: number,
+): Promise<void> {
+  const at: StreamPosition = { ...from };
+  const send = (text: string) => deliver(out, text, closed, stallMs);
+  const message = (event: string, data: unknown) => `event: ${event}\nid: ${at.after}:${at.log_offset}\ndata: ${JSON.stringify(data)}\n\n`;
+  let delivery: Delivery = 'sent';
   let idleSince = Date.now();
-  while (!closed.aborted) {
+  while (delivery === 'sent' && !closed.aborted) {
     const run = await requireRun(server.sql, runId);
     let progressed = false;
-    for (const event of await listEvents(server.sql, runId, seq, EXPORT_PAGE)) {
-      send('run-event', eventView(event), event.seq);
-      seq = event.seq;
+    for (const event of await listEvents(server.sql, runId, at.after, STREAM_EVENT_PAGE)) {
+      at.after = event.seq;
       progressed = true;
+      delivery = await send(message('run-event', eventView(event)));
+      if (delivery !== 'sent') break;
     }
-    for (const chunk of await readLogChunks(server.sql, runId, offset)) {
-      const fresh = chunk.data.subarray(Math.max(0, offset - chunk.start_offset));
-      send('log', { offset, text: decoder.write(fresh) });
-      offset = chunk.start_offset + chunk.data.length;
+    if (delivery !== 'sent') break;
+    const bytes = await readLogBytes(server.sql, runId, at.log_offset);
+    // Text is sent in whole characters, so offsets name character boundaries; the log's last bytes go as they are.
+    const final = run.finished_at !== null && at.log_offset + bytes.length >= run.log_bytes;
+    const length = final ? bytes.length : wholeCharacters(bytes);
+    if (length > 0) {
+      const offset = at.log_offset;
+      at.log_offset += length;
       progressed = true;
+      delivery = await send(message('log', { offset, text: bytes.toString('utf8', 0, length) }));
+      if (delivery !== 'sent') break;
     }
     if (progressed) idleSince = Date.now();
-    else if (run.finished_at && offset >= run.log_bytes) {
-      send('end', { status: run.status, error: run.error });
-      break;
+    else if (run.finished_at && at.log_offset >= run.log_bytes) {
+      await send(message('end', { status: run.status, error: run.error }));
+      return;
     } else if (Date.now() - idleSince > 15_000) {
-      out.write(': keep-alive\n\n');
+      delivery = await send(': keep-alive\n\n');
       idleSince = Date.now();
     }
     if (!progressed) await server.hub.waitForActivity(runId, 1000, closed);
   }
-  out.end();
+  // Queued behind everything sent, so a client that reads it has everything up to the position it names.
+  if (delivery === 'stalled') out.write(message('resume', at));
 }

@@ -10,7 +10,7 @@ import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
 import { fitsBytes } from '../schemas/common';
-import { parseInput, queryObject } from '../validate';
+import { parseInput, queryObject, storableTime } from '../validate';
 
 const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
 /** A split runs every shard at once on the pool; more than this is a queue, not a split. */
@@ -41,8 +41,8 @@ const runListQuery = z.strictObject({
   status: z.enum(RUN_STATUSES, { message: `status must be one of ${RUN_STATUSES.join(', ')}` }).optional(),
   tool: z.string().optional(),
   order: z.enum(['asc', 'desc'], { message: 'order must be asc or desc' }).default('desc'),
-  after: z.iso.datetime({ offset: true, message: 'after must be an RFC 3339 time' }).transform((v) => new Date(v)).optional(),
-  before: z.iso.datetime({ offset: true, message: 'before must be an RFC 3339 time' }).transform((v) => new Date(v)).optional(),
+  after: storableTime('after').optional(),
+  before: storableTime('before').optional(),
   q: z.string().max(200, 'q must be at most 200 characters').optional(),
   task: z.string().optional(),
 });
@@ -85,7 +85,8 @@ export function runRoutes(server: ServerContext): Router {
     requireRole(ctx, 'viewer');
     const query = parseInput(runListQuery, queryObject(ctx.query));
     const { rows, total } = await listRuns(server.sql, query);
-    ctx.body = listEnvelope('runs', rows.map(runView), total, query.offset);
+    // Rows are previews: a run's whole command and extra vars are in GET /v1/runs/{id}.
+    ctx.body = listEnvelope('runs', rows.map((run) => runView(run, 'preview')), total, query.offset);
   });
 
   router.get('/:id', async (ctx) => {
@@ -128,7 +129,7 @@ export function runRoutes(server: ServerContext): Router {
         throw notFound(`${path} of run ${run.id}: it is a ${run.kind}, not a ${kinds.join(' or ')}`);
       }
       const children = await listChildRuns(server.sql, run.id);
-      ctx.body = listEnvelope(path, children.map(runView), children.length, 0);
+      ctx.body = listEnvelope(path, children.map((child) => runView(child, 'preview')), children.length, 0);
     });
   }
 

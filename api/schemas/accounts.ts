@@ -53,11 +53,19 @@ export const userUpdate = z.strictObject({
   profile: profile.optional(),
 });
 
+/** A token lives at most ten years: a bound well inside what a stored expiry time can hold. */
+const MAX_TOKEN_SECONDS = 10 * 365 * 24 * 3600;
+
 export const tokenCreate = z.strictObject({
   name: z.string({ message: 'name is required' }).min(1, 'name must not be empty').refine(fitsBytes(255), { error: 'name must be at most 255 bytes' }),
   username: username.optional(),
   kind: z.enum(['user', 'agent'], { message: 'kind must be user or agent' }).optional(),
-  expires_in: z.number({ message: 'expires_in must be a number of seconds' }).int('expires_in must be whole seconds').min(60, 'expires_in must be at least 60 seconds').optional(),
+  expires_in: z
+    .number({ message: 'expires_in must be a number of seconds' })
+    .int('expires_in must be whole seconds')
+    .min(60, 'expires_in must be at least 60 seconds')
+    .max(MAX_TOKEN_SECONDS, `expires_in must be at most ${MAX_TOKEN_SECONDS} seconds (ten years)`)
+    .optional(),
 });
 
 export const login = z.strictObject({

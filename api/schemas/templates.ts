@@ -73,6 +73,8 @@ export const templateInput = z
     created_by: z.unknown().optional(),
     created_at: z.unknown().optional(),
     updated_at: z.unknown().optional(),
+    // A PUT's answer notes the secret defaults it cleared; sent back, the note is ignored.
+    secret_defaults_cleared: z.unknown().optional(),
   })
   .superRefine((input, ctx) => {
     const given = input as Record<string, unknown>;

@@ -1,5 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../../cli/config';
+import { createLogger, startServer } from '../../cli/serve';
+import { hashPassword } from '../../core/secrets';
+import { connectDatabase, type Sql } from '../../store/db';
+import { createTestDatabase } from '../support/database';
+import { apiClient } from '../support/http';
+import { startCairn } from '../support/processes';
+import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -12,7 +21,10 @@ afterAll(async () => {
 const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
 
 async function createUser(role: 'admin' | 'operator' | 'viewer', extra: Record<string, unknown> = {}) {
-  const username = unique(role);
+  return createUserNamed(unique(role), role, extra);
+}
+
+async function createUserNamed(username: string, role: 'admin' | 'operator' | 'viewer', extra: Record<string, unknown> = {}) {
   const res = await t.api.post('/v1/users', { username, role, ...extra });
   if (res.status !== 201) throw new Error(`creating ${username} failed: ${res.status} ${res.text}`);
   return res.body as { id: string; username: string; role: string; profile: Record<string, unknown> };
@@ -286,6 +298,131 @@ describe('users', () => {
     expect((await t.api.get(`/v1/tokens?id=${tokenId}`)).body.tokens).toEqual([]);
     expect((await t.api.get(`/v1/users?id=${user.id}`)).body.users).toEqual([]);
     expect((await t.api.request('DELETE', `/v1/users/${user.id}`)).status).toBe(404);
+  });
+});
+
+describe('usernames are unique after normalization and case folding', () => {
+  test.each([
+    ['another case', (name: string) => name.toUpperCase()],
+    ['full-width letters', (name: string) => name.replace(/[a-z]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0))],
+    ['a trailing variation selector', (name: string) => `${name}\ufe0f`],
+  ])('a name differing only by %s is 409 naming username', async (_, spell) => {
+    const user = await createUser('viewer');
+    const again = await t.api.post('/v1/users', { username: spell(user.username), role: 'operator' });
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ field: 'username' });
+    expect(again.body.error).toMatch(/already exists/);
+  });
+
+  test('ADMIN collides with admin', async () => {
+    const res = await t.api.post('/v1/users', { username: 'ADMIN', role: 'admin', password: 'correct horse battery' });
+    expect(res.status).toBe(409);
+    expect(res.body.field).toBe('username');
+  });
+
+  test('café composed (NFC) and decomposed (NFD) are the same name', async () => {
+    const base = unique('caf');
+    const composed = `${base}\u00e9`;
+    const decomposed = `${base}e\u0301`;
+    expect(composed).not.toBe(decomposed);
+    expect((await t.api.post('/v1/users', { username: composed, role: 'viewer' })).status).toBe(201);
+    const again = await t.api.post('/v1/users', { username: decomposed, role: 'viewer' });
+    expect(again.status).toBe(409);
+    expect(again.body.field).toBe('username');
+  });
+
+  test('ß and ss, and a final sigma and a sigma, are the same name', async () => {
+    const base = unique('n');
+    expect((await t.api.post('/v1/users', { username: `${base}straße`, role: 'viewer' })).status).toBe(201);
+    expect((await t.api.post('/v1/users', { username: `${base}STRASSE`, role: 'viewer' })).status).toBe(409);
+    expect((await t.api.post('/v1/users', { username: `${base}οδος`, role: 'viewer' })).status).toBe(201);
+    expect((await t.api.post('/v1/users', { username: `${base}οδοσ`, role: 'viewer' })).status).toBe(409);
+  });
+
+  test('names that only look alike in another script stay distinct', async () => {
+    const base = unique('n');
+    expect((await t.api.post('/v1/users', { username: `${base}a`, role: 'viewer' })).status).toBe(201);
+    // Cyrillic а (U+0430) is a different letter, not a spelling of Latin a.
+    expect((await t.api.post('/v1/users', { username: `${base}\u0430`, role: 'viewer' })).status).toBe(201);
+  });
+
+  test('sign-in is case- and normalization-insensitive and answers with the name as stored', async () => {
+    const name = `${unique('Dana')}-Café`;
+    await createUserNamed(name, 'operator', { password: 'correct horse battery' });
+    for (const spelling of [name, name.toLowerCase(), name.toUpperCase(), name.normalize('NFD')]) {
+      const res = await login(spelling, 'correct horse battery');
+      expect(res.status).toBe(200);
+      expect(res.body.username).toBe(name);
+    }
+  });
+
+  test('minting for another account finds it under any spelling', async () => {
+    const user = await createUser('viewer');
+    const res = await t.api.post('/v1/tokens', { name: 'x', username: user.username.toUpperCase() });
+    expect(res.status).toBe(201);
+    expect(res.body.username).toBe(user.username);
+  });
+
+  test('cairn user create refuses a name that collides, as the API does', async () => {
+    const user = await createUser('viewer');
+    const env = { ...process.env, DATABASE_URL: t.databaseUrl, CAIRN_LOG_LEVEL: 'warn' };
+    const create = startCairn(['user', 'create', '--username', user.username.toUpperCase(), '--role', 'admin'], env);
+    expect(await create.exited).toBe(2);
+    expect(create.output()).toMatch(/already exists/);
+    expect((await t.api.get('/v1/users?limit=1000')).body.users.filter((u: any) => u.username === user.username.toUpperCase())).toEqual([]);
+  });
+});
+
+describe('an install whose usernames collide under the new rule', () => {
+  /** Applies the migrations before `version`, as an install made before it has them. */
+  async function schemaBefore(sql: Sql, version: string) {
+    const dir = path.resolve(__dirname, '../../schema');
+    await sql`CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
+    for (const file of (await fs.readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f) && f < version).sort()) {
+      await sql.unsafe(await fs.readFile(path.join(dir, file), 'utf8'));
+      await sql`INSERT INTO schema_migrations (version) VALUES (${file})`;
+    }
+  }
+
+  test('still starts; each account signs in with its own spelling, and no new name may join them', async () => {
+    const database = await createTestDatabase();
+    const sql = connectDatabase(database.url, { max: 1 });
+    try {
+      await schemaBefore(sql, '006');
+      const hash = await hashPassword('correct horse battery');
+      const legacy = [
+        ['usr_legacy1', 'bob'],
+        ['usr_legacy2', 'BOB'],
+        ['usr_legacy3', 'caf\u00e9'],
+        ['usr_legacy4', 'cafe\u0301'],
+      ];
+      for (const [id, username] of legacy) {
+        await sql`INSERT INTO accounts (id, username, role, password_hash) VALUES (${id}, ${username}, 'operator', ${hash})`;
+      }
+      const config = loadConfig({}, testSettings(database.url));
+      const server = await startServer(config, createLogger(config));
+      try {
+        const anyone = apiClient(server.url);
+        for (const [, username] of legacy) {
+          const res = await anyone.post('/v1/auth/login', { username, password: 'correct horse battery' });
+          expect(res.status).toBe(200);
+          expect(res.body.username).toBe(username);
+        }
+        // Any other spelling reaches the oldest of the colliding accounts.
+        expect((await anyone.post('/v1/auth/login', { username: 'Bob', password: 'correct horse battery' })).body.username).toBe('bob');
+        const admin = apiClient(server.url, server.adminToken);
+        for (const username of ['Bob', 'CAFÉ']) {
+          const res = await admin.post('/v1/users', { username, role: 'viewer' });
+          expect(res.status).toBe(409);
+          expect(res.body.field).toBe('username');
+        }
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      await sql.end();
+      await database.drop();
+    }
   });
 });
 

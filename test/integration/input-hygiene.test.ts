@@ -1,6 +1,12 @@
 import net from 'node:net';
 import http from 'node:http';
-import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import type { Logger } from 'pino';
+import { loadConfig } from '../../cli/config';
+import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { connectDatabase, type Sql } from '../../store/db';
+import { createTestDatabase } from '../support/database';
+import { apiClient } from '../support/http';
+import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -283,5 +289,318 @@ describe('health and metrics', () => {
     expect(res.text).toMatch(/^cairn_worker_busy \d+$/m);
     expect(res.text).toMatch(/^cairn_run_duration_seconds_count\{tool="bash",status="succeeded"\} [1-9]\d*$/m);
     expect(res.text).toMatch(/^cairn_run_duration_seconds_bucket\{le="\+Inf",tool="bash",status="succeeded"\} [1-9]\d*$/m);
+  });
+});
+
+/** Sends a body byte for byte, so invalid UTF-8 reaches the server as it was written. */
+async function sendBytes(method: string, path: string, body: Buffer, token: string | null = t.adminToken) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(`${t.url}${path}`, { method, headers, body: new Uint8Array(body) });
+  const text = await response.text();
+  let parsed: any;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, body: parsed };
+}
+
+const auditSize = async () => (await t.api.get('/v1/audit?limit=1')).body.total as number;
+
+describe('malformed JSON on every write route is a 400 naming the field, and changes nothing', () => {
+  const ids = { policy: '', heldRun: '', decidedRun: '', decision: '', template: '', user: '' };
+
+  beforeAll(async () => {
+    const policy = await t.api.post('/v1/policies', { name: 'hygiene hold', command_contains: 'hygiene-held' });
+    expect(policy.status).toBe(201);
+    ids.policy = policy.body.id;
+    const held = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo hygiene-held one' });
+    expect(held.body.status).toBe('held');
+    ids.heldRun = held.body.id;
+    const decided = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo hygiene-held two' });
+    ids.decidedRun = decided.body.id;
+    const approved = await t.api.post(`/v1/runs/${decided.body.id}/approve`, { reason: 'checked' });
+    expect(approved.status).toBe(200);
+    ids.decision = approved.body.decision.id;
+    // Its end is a chain entry of its own: let it land before the chain is counted.
+    await waitForRunEnd(t.api, decided.body.id);
+    const template = await t.api.post('/v1/templates', {
+      name: 'hygiene',
+      tool: 'bash',
+      command: 'true',
+      survey: [{ var: 'who', type: 'text', label: 'Who' }],
+    });
+    expect(template.status).toBe(201);
+    ids.template = template.body.id;
+    const user = await t.api.post('/v1/users', { username: 'hygiene-user', role: 'viewer' });
+    expect(user.status).toBe(201);
+    ids.user = user.body.id;
+  });
+
+  /** Each write route, with a body whose `field` holds whatever JSON text `slot` is. */
+  const routes: { route: string; path: () => string; anonymous?: boolean; field: string; body: (slot: string) => string }[] = [
+    { route: 'POST /v1/runs', path: () => '/v1/runs', field: 'command', body: (s) => `{"tool":"bash","command":${s}}` },
+    { route: 'POST /v1/runs', path: () => '/v1/runs', field: 'extra_vars.target', body: (s) => `{"tool":"bash","command":"true","extra_vars":{"target":${s}}}` },
+    {
+      route: 'POST /v1/pipelines',
+      path: () => '/v1/pipelines',
+      field: 'steps[1].command',
+      body: (s) => `{"steps":[{"tool":"bash","command":"true"},{"tool":"bash","command":${s}}]}`,
+    },
+    {
+      route: 'POST /v1/templates',
+      path: () => '/v1/templates',
+      field: 'survey[0].label',
+      body: (s) => `{"name":"hygiene-new","tool":"bash","command":"true","survey":[{"var":"who","type":"text","label":${s}}]}`,
+    },
+    {
+      route: 'PUT /v1/templates/{id}',
+      path: () => `/v1/templates/${ids.template}`,
+      field: 'extra_vars.deploy.region',
+      body: (s) => `{"name":"hygiene","tool":"bash","command":"true","extra_vars":{"deploy":{"region":${s}}}}`,
+    },
+    { route: 'POST /v1/templates/{id}/launch', path: () => `/v1/templates/${ids.template}/launch`, field: 'answers.who', body: (s) => `{"answers":{"who":${s}}}` },
+    { route: 'POST /v1/policies', path: () => '/v1/policies', field: 'name', body: (s) => `{"name":${s},"command_contains":"never-matches"}` },
+    { route: 'PUT /v1/policies/{id}', path: () => `/v1/policies/${ids.policy}`, field: 'command_contains', body: (s) => `{"name":"hygiene hold","command_contains":${s}}` },
+    {
+      route: 'POST /v1/users',
+      path: () => '/v1/users',
+      field: 'profile.full_name',
+      body: (s) => `{"username":"hygiene-new","role":"viewer","profile":{"full_name":${s}}}`,
+    },
+    { route: 'PUT /v1/users/{id}', path: () => `/v1/users/${ids.user}`, field: 'profile.notes', body: (s) => `{"role":"viewer","profile":{"notes":${s}}}` },
+    { route: 'POST /v1/tokens', path: () => '/v1/tokens', field: 'name', body: (s) => `{"name":${s},"kind":"agent"}` },
+    { route: 'POST /v1/auth/login without a token', path: () => '/v1/auth/login', anonymous: true, field: 'password', body: (s) => `{"username":"admin","password":${s}}` },
+    { route: 'POST /v1/runs/{id}/approve', path: () => `/v1/runs/${ids.heldRun}/approve`, field: 'reason', body: (s) => `{"reason":${s}}` },
+    { route: 'POST /v1/runs/{id}/reject', path: () => `/v1/runs/${ids.heldRun}/reject`, field: 'reason', body: (s) => `{"reason":${s}}` },
+    {
+      route: 'POST /v1/runs/{id}/decisions/{decision}/corrections',
+      path: () => `/v1/runs/${ids.decidedRun}/decisions/${ids.decision}/corrections`,
+      field: 'text',
+      body: (s) => `{"text":${s}}`,
+    },
+    {
+      route: 'POST /v1/runs/{id}/decisions/{record}/redact',
+      path: () => `/v1/runs/${ids.decidedRun}/decisions/${ids.decision}/redact`,
+      field: 'category',
+      body: (s) => `{"category":${s}}`,
+    },
+    { route: 'POST /v1/runs/{id}/stream-ticket', path: () => `/v1/runs/${ids.heldRun}/stream-ticket`, field: 'note', body: (s) => `{"note":${s}}` },
+  ];
+
+  const INVALID_BYTE = '@@FF@@';
+  const lastKey = (field: string) => field.split('.').pop()!.replace(/\[\d+\]$/, '');
+  const parentOf = (field: string) => field.split('.').slice(0, -1).join('.');
+  const segments = (field: string) => field.split('.').length + (field.match(/\[\d+\]/g) ?? []).length;
+  const deep = 100_000;
+
+  /** Each malformed value: the JSON text put in the field, the field the 400 names, and its words. */
+  const malformed: { what: string; slot: (field: string) => string; names: (field: string) => string; error: RegExp }[] = [
+    { what: 'a lone surrogate', slot: () => '"north \\ud800 south"', names: (f) => f, error: /holds a lone surrogate/ },
+    { what: 'a lone low surrogate', slot: () => '"\\udfff"', names: (f) => f, error: /holds a lone surrogate/ },
+    { what: 'invalid UTF-8', slot: () => `"north ${INVALID_BYTE} south"`, names: (f) => f, error: /holds bytes that are not valid UTF-8$/ },
+    {
+      what: `nesting ${deep} deep`,
+      slot: () => '['.repeat(deep) + ']'.repeat(deep),
+      names: (f) => f + '[0]'.repeat(64 - segments(f)),
+      error: /is nested more than 64 levels deep$/,
+    },
+    { what: 'a duplicate key', slot: (f) => `"first", "${lastKey(f)}": "second"`, names: (f) => f, error: /is given more than once$/ },
+    {
+      what: 'a __proto__ key',
+      slot: () => '"plain", "__proto__": {"role": "admin"}',
+      names: (f) => (parentOf(f) ? `${parentOf(f)}.__proto__` : '__proto__'),
+      error: /a key named __proto__ is not accepted$/,
+    },
+    { what: 'a number past the range of a double', slot: () => '1e400', names: (f) => f, error: /is a number too large to represent$/ },
+  ];
+
+  test.each(routes)('$route: $field', async ({ route, path, anonymous, field, body }) => {
+    const before = await auditSize();
+    const answers = [];
+    const texts: string[] = [];
+    for (const { what, slot } of malformed) {
+      const [head, ...tail] = body(slot(field)).split(INVALID_BYTE);
+      const bytes = Buffer.concat([Buffer.from(head), ...tail.flatMap((part) => [Buffer.from([0xff]), Buffer.from(part)])]);
+      const answer = await sendBytes(route.split(' ')[0], path(), bytes, anonymous ? null : t.adminToken);
+      answers.push({ what, status: answer.status, body: answer.body });
+      texts.push(answer.text);
+    }
+    expect(answers).toEqual(
+      malformed.map(({ what, names, error }) => ({ what, status: 400, body: { error: expect.stringMatching(error), field: names(field) } })),
+    );
+    for (const { body: answer } of answers) expect(answer.error.startsWith(answer.field)).toBe(true);
+    // The answer names the field and never repeats what was sent.
+    for (const text of texts) expect(text).not.toMatch(/north|south|second|admin"/);
+    expect(await auditSize()).toBe(before);
+    expect((await t.api.get(`/v1/runs/${ids.heldRun}`)).body.status).toBe('held');
+  });
+});
+
+describe('numbers and times past what the database holds are a 400 naming the field', () => {
+  const TEN_YEARS = 10 * 365 * 24 * 3600;
+
+  test('a token lives at most ten years', async () => {
+    for (const expires_in of [1e13, TEN_YEARS + 1]) {
+      const res = await t.api.post('/v1/tokens', { name: 'far future', expires_in });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ error: `expires_in: expires_in must be at most ${TEN_YEARS} seconds (ten years)`, field: 'expires_in' });
+    }
+    const res = await t.api.post('/v1/tokens', { name: 'ten years', expires_in: TEN_YEARS });
+    expect(res.status).toBe(201);
+    expect(new Date(res.body.expires_at).getUTCFullYear()).toBeGreaterThanOrEqual(new Date().getUTCFullYear() + 9);
+  });
+
+  test('a pipeline timeout is at most a year, as a run’s is', async () => {
+    const before = await auditSize();
+    const res = await t.api.post('/v1/pipelines', { steps: [{ tool: 'bash', command: 'true' }], timeout: 1e13 });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'timeout: timeout must be at most 31536000 seconds (a year)', field: 'timeout' });
+    expect(await auditSize()).toBe(before);
+  });
+
+  test('an events cursor past a PostgreSQL integer is refused; the largest one reads an empty page', async () => {
+    const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'true' });
+    for (const query of ['after=2147483648', 'after=99999999999999', 'after=2147483648&download=1']) {
+      const res = await t.api.get(`/v1/runs/${run.id}/events?${query}`);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ error: 'after: after must be at most 2147483647', field: 'after' });
+    }
+    const last = await t.api.get(`/v1/runs/${run.id}/events?after=2147483647`);
+    expect(last.status).toBe(200);
+    expect(last.body).toMatchObject({ events: [], count: 0, has_more: false });
+  });
+
+  test.each([
+    ['before', '0000-01-01T00:00:00Z'],
+    ['after', '0000-12-31T23:59:59Z'],
+    ['after', '0001-01-01T00:30:00+01:00'],
+    ['before', '9999-12-31T23:59:59-01:00'],
+  ])('a run list %s=%s, a time PostgreSQL cannot hold, is refused', async (field, time) => {
+    const res = await t.api.get(`/v1/runs?${field}=${encodeURIComponent(time)}`);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: `${field}: ${field} must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z`, field });
+  });
+
+  test('a list offset may be any safe integer, which PostgreSQL takes as a bigint', async () => {
+    const far = await t.api.get(`/v1/runs?offset=${Number.MAX_SAFE_INTEGER}`);
+    expect(far.status).toBe(200);
+    expect(far.body).toMatchObject({ runs: [], count: 0, has_more: false });
+    const past = await t.api.get(`/v1/users?offset=${Number.MAX_SAFE_INTEGER + 1}`);
+    expect(past.status).toBe(400);
+    expect(past.body).toEqual({ error: 'offset: offset must be a whole number', field: 'offset' });
+  });
+
+  test('the first and last times PostgreSQL holds are accepted as list bounds', async () => {
+    const res = await t.api.get(`/v1/runs?after=${encodeURIComponent('0001-01-01T00:00:00Z')}&before=${encodeURIComponent('9999-12-31T23:59:59.999Z')}&limit=1`);
+    expect(res.status).toBe(200);
+    expect(res.body.total).toBeGreaterThan(0);
+  });
+});
+
+describe('query strings', () => {
+  test.each(['/v1/runs', '/v1/users', '/v1/audit', '/v1/runs/run_missing/events'])('?__proto__=1 on %s is refused like any unknown key', async (path) => {
+    const res = await t.api.get(`${path}?__proto__=1`);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'unknown field: __proto__', field: '__proto__' });
+  });
+});
+
+describe('bodies that are well-formed pass as sent', () => {
+  test('astral characters, raw or as an escaped pair, are stored as sent', async () => {
+    const rawBody = '{"tool":"bash","command":"true","dry_run":true,"extra_vars":{"raw":"😀 é","escaped":"\\ud83d\\ude00 \\u00e9"}}';
+    const res = await t.api.request('POST', '/v1/runs', { rawBody, headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(201);
+    expect((await t.api.get(`/v1/runs/${res.body.id}`)).body.extra_vars).toEqual({ raw: '😀 é', escaped: '😀 é' });
+  });
+
+  test('nesting 64 levels deep is accepted; 65 is not', async () => {
+    // The body is level 1 and extra_vars level 2, so 62 arrays inside reach 64.
+    const body = (arrays: number) => `{"tool":"bash","command":"true","dry_run":true,"extra_vars":{"a":${'['.repeat(arrays)}${']'.repeat(arrays)}}}`;
+    const ok = await t.api.request('POST', '/v1/runs', { rawBody: body(62), headers: { 'content-type': 'application/json' } });
+    expect(ok.status).toBe(201);
+    const deep = await t.api.request('POST', '/v1/runs', { rawBody: body(63), headers: { 'content-type': 'application/json' } });
+    expect(deep.status).toBe(400);
+    expect(deep.body.field).toBe(`extra_vars.a${'[0]'.repeat(62)}`);
+  });
+
+  test('a body that starts with a UTF-8 byte order mark is read as JSON', async () => {
+    const res = await sendBytes('POST', '/v1/auth/check', Buffer.from('\ufeff{"any":"thing"}'));
+    expect(res.status).toBe(200);
+  });
+});
+
+describe('the server log holds no data sent in a request, even when PostgreSQL quotes it', () => {
+  const lines: string[] = [];
+  const destination = { write: (line: string) => void lines.push(line) };
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let running: RunningServer;
+  let sql: Sql;
+  let logger: Logger;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    const config = loadConfig({}, testSettings(database.url, { CAIRN_LOG_LEVEL: 'debug' }));
+    logger = createLogger(config, destination);
+    running = await startServer(config, logger);
+    sql = connectDatabase(database.url, { max: 1 });
+  });
+  afterAll(async () => {
+    await sql?.end();
+    await running?.stop();
+    await database?.drop();
+  });
+
+  test('a write the database refuses is a 500 whose log names the constraint, not the profile', async () => {
+    const fullName = 'Ann Sentinel-4417';
+    // A constraint this API does not know about makes the insert fail in PostgreSQL itself,
+    // whose error detail then quotes the whole row ("Failing row contains (…)").
+    await sql.unsafe(`ALTER TABLE accounts ADD CONSTRAINT accounts_profile_screened CHECK (profile->>'full_name' IS DISTINCT FROM '${fullName}')`);
+    const api = apiClient(running.url, running.adminToken!);
+    const res = await api.post('/v1/users', { username: 'sentinel-user', role: 'viewer', profile: { full_name: fullName, email: 'ann.sentinel@example.com' } });
+    expect(res.status).toBe(500);
+    const failure = lines.map((line) => JSON.parse(line)).find((entry) => entry.msg === 'request failed' && entry.requestId === res.body.request_id);
+    expect(failure.err).toMatchObject({
+      type: 'PostgresError',
+      code: '23514',
+      table_name: 'accounts',
+      constraint_name: 'accounts_profile_screened',
+      message: 'new row for relation "accounts" violates check constraint "accounts_profile_screened"',
+    });
+    expect(failure.err.stack).toMatch(/\n\s+at /);
+    expect(failure.err).not.toHaveProperty('detail');
+    expect(lines.join('')).not.toMatch(/Sentinel-4417|ann\.sentinel|sentinel-user/);
+  });
+
+  test('PostgreSQL errors that quote a value keep their shape in the log, not the value', async () => {
+    // Each quotes the value in its message, its detail or its context (`JSON data, line 1: …`).
+    const probes = [
+      sql`SELECT ${'Sentinel-5521'}::int`,
+      sql`SELECT ${'98765432109'}::int`,
+      sql`SELECT ${'0000-01-01T00:00:00.000Z'}::timestamptz`,
+      sql`SELECT (${'{"full_name": "Sentinel-5521 \\ud800"}'}::text)::jsonb`,
+      sql`SELECT (${'{"full_name": Sentinel-5521}'}::text)::jsonb`,
+      sql`SELECT (${'{"full_name": "Sentinel-5521 \\u0000"}'}::text)::jsonb`,
+    ];
+    for (const probe of probes) {
+      const err = await probe.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeDefined();
+      logger.error({ err }, 'probe failed');
+    }
+    const logged = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'probe failed');
+    expect(logged.map((entry) => [entry.err.type, entry.err.code, entry.err.message])).toEqual([
+      ['PostgresError', '22P02', 'invalid input syntax for type integer: "…"'],
+      ['PostgresError', '22003', 'value "…" is out of range for type integer'],
+      ['PostgresError', '22008', 'date/time field value out of range: "…"'],
+      ['PostgresError', '22P02', 'invalid input syntax for type json'],
+      ['PostgresError', '22P02', 'invalid input syntax for type json'],
+      ['PostgresError', '22P05', 'unsupported Unicode escape sequence'],
+    ]);
+    expect(lines.join('')).not.toMatch(/Sentinel-5521|98765432109|0000-01-01|SELECT/);
   });
 });

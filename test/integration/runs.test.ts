@@ -198,10 +198,10 @@ test('a stream ticket opens one live stream of log and events, once', async () =
   expect(stream.status).toBe(200);
   expect(stream.headers.get('content-type')).toMatch(/text\/event-stream/);
   const text = await stream.text();
-  const logText = [...text.matchAll(/event: log\ndata: (.*)\n/g)].map((m) => JSON.parse(m[1]).text).join('');
+  const logText = [...text.matchAll(/event: log\nid: \d+:\d+\ndata: (.*)\n/g)].map((m) => JSON.parse(m[1]).text).join('');
   expect(logText).toBe('first\nsecond\n');
-  expect(text).toMatch(/event: run-event\nid: \d+\ndata: .*"run.finished"/);
-  expect(text).toMatch(/event: end\ndata: \{"status":"succeeded"/);
+  expect(text).toMatch(/event: run-event\nid: \d+:\d+\ndata: .*"run.finished"/);
+  expect(text).toMatch(/event: end\nid: \d+:\d+\ndata: \{"status":"succeeded"/);
   const reuse = await fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket.body.ticket}`);
   expect(reuse.status).toBe(401);
   const none = await fetch(`${t.url}/v1/runs/${run.id}/stream`);
@@ -239,4 +239,18 @@ test('secrets a tool prints are masked before they reach the log, its stream and
   expect(log).toContain('postgres://deploy:[masked]@db.internal:5432/app');
   expect(log).toContain('DB_PASSWORD=[masked]');
   expect(log).toContain('plain line stays\n');
+});
+
+test('a run whose environment cannot fit is refused at submission, naming the field, and nothing is recorded', async () => {
+  const before = (await t.api.get('/v1/runs')).body.total;
+  const big = await submit({ tool: 'bash', command: 'echo hi', extra_vars: { BIG: 'x'.repeat(140_000) } });
+  expect(big.status).toBe(400);
+  expect(big.body.field).toBe('extra_vars.BIG');
+  const nested = await submit({ tool: 'bash', command: 'echo hi', extra_vars: { blob: { text: 'y'.repeat(140_000) } } });
+  expect(nested.status).toBe(400);
+  expect(nested.body.field).toBe('extra_vars');
+  const pipeline = await t.api.post('/v1/pipelines', { steps: [{ tool: 'bash', command: 'true', extra_vars: { BIG: 'z'.repeat(140_000) } }] });
+  expect(pipeline.status).toBe(400);
+  expect(pipeline.body.error).toMatch(/^step step-1: /);
+  expect((await t.api.get('/v1/runs')).body.total).toBe(before);
 });

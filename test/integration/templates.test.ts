@@ -533,3 +533,170 @@ test('a secret answer and a secret default are grep-able nowhere, yet reach the 
   }
 });
 
+
+describe('survey patterns are RE2', () => {
+  test('(a+)+b against 31 characters answers at once, and /healthz stays responsive while it is checked', async () => {
+    const template = await createTemplate({ name: 'catastrophic pattern', tool: 'bash', command: 'true', survey: [{ var: 'v', type: 'text', pattern: '(a+)+b' }] });
+    const before = await runCount();
+
+    // Probe /healthz every 20 ms while the launch is checked, timing each answer.
+    let checking = true;
+    const latencies: number[] = [];
+    const probing = (async () => {
+      while (checking) {
+        const started = performance.now();
+        expect((await t.as(null).get('/healthz')).status).toBe(200);
+        latencies.push(performance.now() - started);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 100));
+    const started = performance.now();
+    const refused = await launch(template.id, { answers: { v: 'a'.repeat(31) } });
+    const took = performance.now() - started;
+    await new Promise((r) => setTimeout(r, 100));
+    checking = false;
+    await probing;
+
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('answers.v');
+    expect(refused.body.error).toContain('must match the pattern');
+    expect(took).toBeLessThan(1000);
+    expect(latencies.length).toBeGreaterThan(5);
+    expect(Math.max(...latencies)).toBeLessThan(1000);
+    expect(await runCount()).toBe(before);
+    // The pattern still does its job.
+    const accepted = await launch(template.id, { answers: { v: `${'a'.repeat(31)}b` } });
+    expect(accepted.status).toBe(201);
+    await waitForRunEnd(t.api, accepted.body.id);
+  });
+
+  test.each([
+    ['a back reference', '(a)\\1'],
+    ['a lookahead', '(?=a)a'],
+    ['a lookbehind', '(?<=a)b'],
+    ['a pattern breaking out of the anchoring', 'a)|(?:b'],
+  ])('%s is refused when the template is saved, with 400 naming the field and RE2', async (_, pattern) => {
+    const before = (await t.api.get('/v1/templates')).body.total;
+    const refused = await t.api.post('/v1/templates', { name: `re2 ${pattern}`, tool: 'bash', command: 'true', survey: [{ var: 'v', type: 'text', pattern }] });
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('survey[0].pattern');
+    expect(refused.body.error).toMatch(/^survey\[0\]\.pattern must be RE2 syntax/);
+    expect((await t.api.get('/v1/templates')).body.total).toBe(before);
+  });
+
+  test('a template stored with a pattern RE2 does not accept refuses to launch with 409 naming the field and the fix, until it is edited', async () => {
+    const template = await createTemplate({
+      name: 'stored before RE2',
+      tool: 'bash',
+      command: 'true',
+      survey: [
+        { var: 'ok', type: 'text', pattern: '[a-z]+' },
+        { var: 'ticket', type: 'text', pattern: 'CHG-[0-9]+' },
+      ],
+    });
+    // As saved by an earlier release that took JavaScript syntax.
+    const stored = [
+      { var: 'ok', type: 'text', pattern: '[a-z]+' },
+      { var: 'ticket', type: 'text', pattern: '(?=CHG-)CHG-\\d+' },
+    ];
+    await sql`UPDATE templates SET survey = ${sql.json(stored)} WHERE id = ${template.id}`;
+    const before = await runCount();
+    const refused = await launch(template.id, { answers: { ticket: 'CHG-1' } });
+    expect(refused.status).toBe(409);
+    expect(refused.body.field).toBe('survey[1].pattern');
+    expect(refused.body.error).toContain('RE2 syntax');
+    expect(refused.body.error).toContain(`PUT /v1/templates/${template.id}`);
+    expect(await runCount()).toBe(before);
+
+    // The read still shows it; sent back unchanged it is refused; rewritten, the template launches.
+    const read = (await t.api.get(`/v1/templates/${template.id}`)).body;
+    expect((await put(template.id, read)).body.field).toBe('survey[1].pattern');
+    const fixed = await put(template.id, { ...read, survey: [read.survey[0], { var: 'ticket', type: 'text', pattern: 'CHG-\\d+' }] });
+    expect(fixed.status).toBe(200);
+    const ran = await launch(template.id, { answers: { ticket: 'CHG-1' } });
+    expect(ran.status).toBe(201);
+    await waitForRunEnd(t.api, ran.body.id);
+  });
+});
+
+describe('a changed command does not inherit another account’s sealed default', () => {
+  const SECRET = `sealed-${randomBytes(8).toString('hex')}`;
+  const clients: Record<string, ApiClient> = {};
+  const accountIds: Record<string, string> = {};
+
+  beforeAll(async () => {
+    for (const username of ['alma', 'boris']) {
+      const user = await t.api.post('/v1/users', { username, role: 'operator' });
+      expect(user.status).toBe(201);
+      accountIds[username] = user.body.id;
+      clients[username] = t.as((await t.api.post('/v1/tokens', { name: username, username })).body.token);
+    }
+  });
+
+  /** A template of alma's whose required secret question has a sealed default she set. */
+  const almasTemplate = (name: string) =>
+    createTemplate({ name, tool: 'bash', command: hashLine('db_password'), survey: [{ var: 'db_password', type: 'secret', required: true, default: SECRET }] }, clients.alma);
+
+  const editEntry = async (templateId: string) => {
+    const entries = (await t.api.get('/v1/audit?limit=1000')).body.entries;
+    return entries.find((e: any) => e.body.kind === 'template.updated' && e.body.template_id === templateId).body;
+  };
+
+  test('another operator’s edit of the command clears it, even sent back as [redacted]; a launch then has no default', async () => {
+    const template = await almasTemplate('leaky edit');
+    const edited = await put(template.id, { ...template, command: 'echo "$db_password" | rev' }, clients.boris);
+    expect(edited.status).toBe(200);
+    expect(edited.body.survey).toEqual([{ var: 'db_password', type: 'secret', required: true }]);
+    expect(edited.body.secret_defaults_cleared).toEqual({ db_password: 'run_changed' });
+    const entry = await editEntry(template.id);
+    expect(entry.secret_defaults).toEqual({ db_password: 'cleared' });
+    expect(entry.secret_defaults_cleared).toEqual({ db_password: 'run_changed' });
+
+    const before = await runCount();
+    const refused = await launch(template.id, {}, clients.boris);
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('answers.db_password');
+    expect(await runCount()).toBe(before);
+    // The answer with its note, sent back as it is, is a valid edit.
+    expect((await put(template.id, edited.body, clients.boris)).status).toBe(200);
+  });
+
+  test.each([
+    ['the account that set it', 'alma', { command: 'echo changed; ' }],
+    ['an admin', 'admin', { command: 'echo changed; ' }],
+    ['another operator changing only the name', 'boris', { name: 'renamed' }],
+  ])('an edit by %s keeps it', async (_, editor, change) => {
+    const template = await almasTemplate(`kept by ${editor} ${JSON.stringify(change)}`);
+    const body = { ...template, ...('command' in change ? { command: `${change.command}${template.command}` } : { name: `${template.name} ${change.name}` }) };
+    const edited = await put(template.id, body, editor === 'admin' ? t.api : clients[editor]);
+    expect(edited.status).toBe(200);
+    expect(edited.body.survey[0].default).toBe('[redacted]');
+    expect(edited.body.secret_defaults_cleared).toBeUndefined();
+    expect((await editEntry(template.id)).secret_defaults).toEqual({ db_password: 'kept' });
+
+    const run = await launch(template.id, {}, clients.alma);
+    expect(run.status).toBe(201);
+    expect(run.body.secret_vars).toEqual(['db_password']);
+    expect((await waitForRunEnd(t.api, run.body.id)).status).toBe('succeeded');
+    expect(await logOf(run.body.id)).toContain(`db_password_sha=${sha256(SECRET)}`);
+  });
+
+  test('a default stored without its setter counts as set by the template’s creator', async () => {
+    const template = await almasTemplate('stored without setter');
+    const [{ survey }] = await sql<{ survey: any[] }[]>`SELECT survey FROM templates WHERE id = ${template.id}`;
+    expect(survey[0].default_sealed_by).toBe(accountIds.alma);
+    await sql`UPDATE templates SET survey = ${sql.json([{ ...survey[0], default_sealed_by: undefined }])} WHERE id = ${template.id}`;
+
+    const byCreator = await put(template.id, { ...template, command: `echo mine; ${template.command}` }, clients.alma);
+    expect(byCreator.body.survey[0].default).toBe('[redacted]');
+    const byOther = await put(template.id, { ...byCreator.body, command: 'echo "$db_password" | rev' }, clients.boris);
+    expect(byOther.body.secret_defaults_cleared).toEqual({ db_password: 'run_changed' });
+
+    // A default boris sets is his: his later command changes keep it.
+    const set = await put(template.id, { ...byOther.body, survey: [{ var: 'db_password', type: 'secret', required: true, default: 'boris-own-value' }] }, clients.boris);
+    const again = await put(template.id, { ...set.body, command: 'true' }, clients.boris);
+    expect(again.body.survey[0].default).toBe('[redacted]');
+    expect((await editEntry(template.id)).secret_defaults).toEqual({ db_password: 'kept' });
+  });
+});

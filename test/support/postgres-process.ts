@@ -9,6 +9,8 @@ async function main() {
   const stop = () => pg.stop().then(() => process.exit(0), () => process.exit(1));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  // The cluster runs on its own; this process lives until it is told to stop it.
+  setInterval(() => undefined, 1 << 30);
 }
 
 main().catch((err) => {

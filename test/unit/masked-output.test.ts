@@ -3,7 +3,7 @@ import { createMasker } from '../../core/masker';
 
 function collector() {
   const parts: string[] = [];
-  const output = new MaskedOutput(createMasker(['s3cr3t-value']).mask, (data) => parts.push(data.toString()));
+  const output = new MaskedOutput(createMasker(['s3cr3t-value']), (data) => parts.push(data.toString()));
   return { output, text: () => parts.join(''), parts };
 }
 
@@ -42,4 +42,41 @@ test('a prompt without a newline is passed on after a moment', async () => {
   await new Promise((r) => setTimeout(r, 700));
   expect(text()).toBe('Continue? ');
   output.end();
+});
+
+describe('pauses longer than the partial-line delay', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  test('an AWS key id interrupted by a pause is still masked', () => {
+    const { output, text } = collector();
+    output.write(Buffer.from('Using access key AKIA'));
+    jest.advanceTimersByTime(2000);
+    expect(text()).toBe('Using access key ');
+    output.write(Buffer.from('IOSFODNN7EXAMPLE for us-east-1\n'));
+    output.end();
+    expect(text()).toBe('Using access key [masked] for us-east-1\n');
+  });
+
+  test('a private key block interrupted by a pause is masked through its END line', () => {
+    const { output, text } = collector();
+    output.write(Buffer.from('before\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAA'));
+    jest.advanceTimersByTime(2000);
+    output.write(Buffer.from('AAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACDmXbM3iQyOQ0FJ8XnQ2Yk9yq4oPcbkNsA8Ye2Xq0m3kQAAAJgm2lVTJtpV\n'));
+    jest.advanceTimersByTime(2000);
+    output.write(Buffer.from('-----END OPENSSH PRIVATE KEY-----\nafter\n'));
+    output.end();
+    expect(text()).not.toMatch(/b3BlbnNzaC1rZXkt|AAAAAABAAAAMw|QyNTUxOQ/);
+    expect(text()).toBe('before\n[masked]\nafter\n');
+  });
+
+  test('a password prompt shows after the delay and the answer echoed later is masked', () => {
+    const { output, text } = collector();
+    output.write(Buffer.from('Password: '));
+    jest.advanceTimersByTime(600);
+    expect(text()).toBe('Password: ');
+    output.write(Buffer.from('hunter2\nok\n'));
+    output.end();
+    expect(text()).toBe('Password: [masked]\nok\n');
+  });
 });

@@ -228,3 +228,50 @@ describe('speed on large logs', () => {
     expect(performance.now() - started).toBeLessThan(2000);
   });
 });
+
+describe('what more output could still turn into a secret', () => {
+  const known = createMasker(['correct horse battery staple', 'line one\nline two']);
+
+  // [text so far, what can be passed on and forgotten (up to a word end), what can be shown if kept]
+  test.each<[string, string, string]>([
+    ['a finished line and half a word ', 'a finished line and half a word ', 'a finished line and half a word '],
+    ['Using access key AKIA', 'Using access key ', 'Using access key '],
+    ['url https://deploy:s3c', 'url ', 'url '],
+    ['unlock with correct horse ', 'unlock with ', 'unlock with '],
+    ['login password = ', 'login ', 'login password = '],
+    ['login password ', 'login ', 'login password '],
+    ['mysql --password ', 'mysql ', 'mysql --password '],
+    ['curl -H "Authorization: Bearer ', 'curl -H ', 'curl -H "Authorization: Bearer '],
+    ['curl -H "Authorization: Bearer 7f3a', 'curl -H ', 'curl -H "Authorization: Bearer '],
+    ['login "password": "hunter tw', 'login ', 'login "password": "'],
+    ['login password = hunter2', 'login ', 'login password = '],
+    ['login password = hunter2 done', 'login password = hunter2 ', 'login password = hunter2 '],
+    ["PGPASSWORD='p@ss w0rd' psql", "PGPASSWORD='p@ss w0rd' ", "PGPASSWORD='p@ss w0rd' "],
+    ['key:\n-----BEGIN RSA PRIV', 'key:\n', 'key:\n'],
+    ['key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAK ', 'key:\n', 'key:\n'],
+  ])('%j', (text, settled, shown) => {
+    expect(text.slice(0, known.settled(text, 'word'))).toBe(settled);
+    expect(text.slice(0, known.showable(text))).toBe(shown);
+  });
+
+  test('a private key block still arriving is reported as one, from its BEGIN line', () => {
+    const text = 'key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAK\n';
+    expect(known.unfinished(text)[0]).toMatchObject({ kind: 'key', start: 5, bodyStart: 36 });
+    expect(known.settled(text, 'line')).toBe(5);
+  });
+
+  test('whole lines wait only for a known value that runs across lines', () => {
+    expect(known.settled('ok\nline one\n', 'line')).toBe(3);
+    expect(known.settled('ok\nline two\n', 'line')).toBe(12);
+  });
+
+  test('a forced cut is never inside a match and prefers a delimiter', () => {
+    const text = 'aaaa,AKIAIOSFODNN7EXAMPLE,bbbb';
+    for (let target = 6; target < 25; target++) expect(known.forcedCut(text, target)).toBe(5);
+  });
+
+  test('the longest bounded secret covers the known values', () => {
+    expect(known.longestSecret).toBeGreaterThanOrEqual('correct horse battery staple'.length);
+    expect(createMasker().longestSecret).toBeGreaterThanOrEqual('cairn_'.length + 43);
+  });
+});

@@ -10,6 +10,7 @@ import {
   SURVEY_TYPE_ALIASES,
   SURVEY_TYPES,
   SurveyError,
+  requireStoredPatterns,
   unansweredRequired,
 } from '../../core/survey';
 
@@ -166,8 +167,12 @@ describe('answer constraints', () => {
     ['pattern [0-9]+: empty', { type: 'text', pattern: '[0-9]+' }, '', /must match/],
     ['pattern already anchored', { type: 'text', pattern: '^abc$' }, 'abc', true],
     ['pattern already anchored, longer answer', { type: 'text', pattern: '^abc$' }, 'abcd', /must match/],
-    ['pattern with a back reference (group numbers unchanged)', { type: 'text', pattern: '(a)\\1' }, 'aa', true],
-    ['pattern with a back reference, mismatch', { type: 'text', pattern: '(a)\\1' }, 'a', /must match/],
+    ['pattern (?m): ^ and $ at a line break still cannot match part of the answer', { type: 'multiline', pattern: '(?m)a$' }, 'a\nb', /must match/],
+    ['pattern (?s): . crosses a newline when the pattern asks', { type: 'multiline', pattern: '(?s).*' }, 'a\nb', true],
+    ['pattern a|ab: the longer branch when only it matches whole', { type: 'text', pattern: 'a|ab' }, 'ab', true],
+    ['pattern \\pL: Unicode classes', { type: 'text', pattern: '\\pL+' }, 'héllo', true],
+    ['pattern \\d is ASCII digits only', { type: 'text', pattern: '\\d+' }, '١٢٣', /must match/],
+    ['pattern . matches a lone surrogate as one code point', { type: 'text', pattern: '.' }, '\ud800', true],
     ['pattern . is one code point', { type: 'text', pattern: '.' }, '😀', true],
     ['pattern .{2} with one emoji', { type: 'text', pattern: '.{2}' }, '😀', /must match/],
     ['pattern on multiline: . does not cross a newline', { type: 'multiline', pattern: '.*' }, 'a\nb', /must match/],
@@ -241,12 +246,23 @@ describe('parseSurvey refuses', () => {
     ['min_length above max_length', field({ min_length: 3, max_length: 2 }), 'survey[0].max_length', /must not be below survey\[0\]\.min_length/],
     // patterns
     ['a pattern that is not a string', field({ pattern: 5 }), 'survey[0].pattern', /must be a string/],
-    ['an unclosed group', field({ pattern: '(' }), 'survey[0].pattern', /not a valid JavaScript regular expression/],
-    ['an unclosed class', [{ var: 'x', type: 'multiline', pattern: '[a-' }], 'survey[0].pattern', /not a valid JavaScript regular expression/],
-    ['a dangling quantifier', [{ var: 'x', type: 'secret', pattern: '*a' }], 'survey[0].pattern', /not a valid JavaScript regular expression/],
-    ['a trailing backslash', field({ pattern: 'abc\\' }), 'survey[0].pattern', /not a valid/],
-    ['a pattern that would break out of the anchoring group', field({ pattern: 'a)|(?:b' }), 'survey[0].pattern', /not a valid/],
-    ['a pattern invalid under the u flag', field({ pattern: '\\-' }), 'survey[0].pattern', /not a valid/],
+    ['an unclosed group', field({ pattern: '(' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['an unclosed class', [{ var: 'x', type: 'multiline', pattern: '[a-' }], 'survey[0].pattern', /must be RE2 syntax/],
+    ['a dangling quantifier', [{ var: 'x', type: 'secret', pattern: '*a' }], 'survey[0].pattern', /must be RE2 syntax/],
+    ['a trailing backslash', field({ pattern: 'abc\\' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a pattern that would break out of the anchoring group', field({ pattern: 'a)|(?:b' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a pattern that would break out of the anchoring group, reopened', field({ pattern: 'a)(b' }), 'survey[0].pattern', /must be RE2 syntax/],
+    // RE2 has no backtracking constructs: they are refused at save, not run
+    ['a back reference', field({ pattern: '(a)\\1' }), 'survey[0].pattern', /must be RE2 syntax.*\\1/],
+    ['a named back reference', field({ pattern: '(?<x>a)\\k<x>' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a lookahead', field({ pattern: '(?=a)a' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a negative lookahead', field({ pattern: '(?!b)a' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a lookbehind', field({ pattern: '(?<=a)b' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a possessive quantifier', field({ pattern: 'a++' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a JavaScript \\u escape (RE2 writes \\x{41})', field({ pattern: '\\u0041' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a repeat count over 1000', field({ pattern: 'a{1001}' }), 'survey[0].pattern', /must be RE2 syntax/],
+    ['a pattern over 4096 characters', field({ pattern: 'a'.repeat(4097) }), 'survey[0].pattern', /at most 4096 characters/],
+    ['a pattern that compiles too large', field({ pattern: '(?:ab|cd){1000}'.repeat(3) }), 'survey[0].pattern', /too large/],
     // choices
     ['a choice field without choices', [{ var: 'x', type: 'choice' }], 'survey[0].choices', /is required for a choice field/],
     ['empty choices', [{ var: 'x', type: 'choice', choices: [] }], 'survey[0].choices', /must not be empty/],
@@ -620,4 +636,66 @@ test('codePointLength counts code points', () => {
   expect(codePointLength('日本語')).toBe(3);
   expect(codePointLength('😀')).toBe(1);
   expect('😀'.length).toBe(2);
+});
+
+describe('patterns run in linear time', () => {
+  const elapsed = (fn: () => unknown) => {
+    const started = performance.now();
+    try {
+      fn();
+    } catch {
+      // timing only
+    }
+    return performance.now() - started;
+  };
+
+  test('(a+)+b against 31 characters answers at once, and so does it against a hundred thousand', () => {
+    for (const length of [31, 100_000]) {
+      const ms = elapsed(() => answerOne({ type: 'text', pattern: '(a+)+b' }, 'a'.repeat(length)));
+      expect(ms).toBeLessThan(250);
+      expect(surveyError(() => answerOne({ type: 'text', pattern: '(a+)+b' }, 'a'.repeat(length))).message).toMatch(/must match the pattern/);
+    }
+    expect(answerOne({ type: 'text', pattern: '(a+)+b' }, 'a'.repeat(30) + 'b').extraVars.v).toBe('a'.repeat(30) + 'b');
+  });
+
+  test('a default is checked the same way when the survey is saved', () => {
+    const ms = elapsed(() => parseSurvey([{ var: 'x', type: 'text', pattern: '(a|aa)+c', default: 'a'.repeat(40) }]));
+    expect(ms).toBeLessThan(250);
+    expect(surveyError(() => parseSurvey([{ var: 'x', type: 'text', pattern: '(a|aa)+c', default: 'a'.repeat(40) }])).field).toBe('survey[0].default');
+  });
+
+  test('an answer too long to check against a large pattern in bounded time is refused, naming the most it may be', () => {
+    // 1,005 compiled steps: at most 8,346 characters may be checked against it.
+    const field = { type: 'text', pattern: '(?:a|b)*a(?:a|b){1000}' };
+    let ms = 0;
+    const err = surveyError(() => {
+      const started = performance.now();
+      try {
+        answerOne(field, 'ab'.repeat(10_000));
+      } finally {
+        ms = performance.now() - started;
+      }
+    });
+    expect(ms).toBeLessThan(250);
+    expect(err.field).toBe('answers.v');
+    expect(err.message).toMatch(/^answers\.v is too long to check against its pattern: at most \d+ characters/);
+    expect(answerOne(field, 'a'.repeat(1001)).extraVars.v).toBe('a'.repeat(1001));
+  });
+
+  test('requireStoredPatterns refuses a stored survey whose pattern RE2 does not accept with 409 naming the field and the fix', () => {
+    // Surveys saved before patterns were RE2 syntax are not parsed again; the launch checks them.
+    const stored = [{ var: 'a', type: 'text', pattern: '[a-z]+' }, { var: 'b', type: 'secret', pattern: '(x)\\1' }] as never;
+    let err: ApiError | undefined;
+    try {
+      requireStoredPatterns(stored);
+    } catch (caught) {
+      err = caught as ApiError;
+    }
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err!.status).toBe(409);
+    expect(err!.details).toEqual({ field: 'survey[1].pattern' });
+    expect(err!.message).toMatch(/^survey\[1\]\.pattern cannot be checked: the pattern must be RE2 syntax/);
+    expect(err!.message).toMatch(/edit the template/);
+    expect(() => requireStoredPatterns(parseSurvey([{ var: 'a', type: 'text', pattern: '[a-z]+' }]))).not.toThrow();
+  });
 });

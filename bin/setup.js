@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+// `npm install` runs this once the packages are in: Cairn runs every tool in a bubblewrap sandbox
+// with its own network (slirp4netns), so both must be on the machine. As root on a Debian-like
+// system it installs them; otherwise it says what to install. It never fails the install: `cairn
+// serve` checks again at start and refuses with the same advice.
+'use strict';
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const NEEDED = [
+  ['bwrap', 'bubblewrap'],
+  ['slirp4netns', 'slirp4netns'],
+];
+
+function onPath(name) {
+  return (process.env.PATH || '/usr/bin:/bin')
+    .split(':')
+    .concat(['/usr/bin', '/usr/sbin'])
+    .some((dir) => dir && fs.existsSync(path.join(dir, name)));
+}
+
+function main() {
+  if (process.platform !== 'linux') return;
+  const missing = NEEDED.filter(([binary]) => !onPath(binary)).map(([, pkg]) => pkg);
+  if (missing.length === 0) return;
+  const aptGet = spawnSync('sh', ['-c', 'command -v apt-get'], { encoding: 'utf8' }).stdout.trim();
+  if (process.getuid && process.getuid() === 0 && aptGet) {
+    process.stderr.write(`cairn: installing ${missing.join(' and ')} from Debian's packages (the run sandbox)\n`);
+    try {
+      execFileSync(aptGet, ['install', '-y', '-q', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    } catch {
+      execFileSync(aptGet, ['update', '-q'], { stdio: 'inherit' });
+      execFileSync(aptGet, ['install', '-y', '-q', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    }
+    return;
+  }
+  process.stderr.write(
+    `cairn: tools run in a sandbox that needs ${missing.join(' and ')}; install ${missing.length > 1 ? 'them' : 'it'} ` +
+      `(Debian and Ubuntu: sudo apt-get install ${missing.join(' ')}) before \`npm start\`\n`,
+  );
+}
+
+try {
+  main();
+} catch (err) {
+  process.stderr.write(`cairn: could not install the run sandbox's packages (${err.message}); install bubblewrap and slirp4netns yourself\n`);
+}

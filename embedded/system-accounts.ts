@@ -1,0 +1,50 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
+/** The account tools live in the system directories, whatever the server's own PATH holds. */
+const SYSTEM_PATH = { env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } };
+
+export interface SystemAccount {
+  name: string;
+  uid: number;
+  gid: number;
+}
+
+export class SystemAccountError extends Error {}
+
+/** True when this process runs as root, and so may act as other accounts. */
+export const runningAsRoot = (): boolean => process.getuid?.() === 0;
+
+/**
+ * A system account by name, created when missing (a system account with its own group, no home
+ * and no login shell). Only root can create one; the caller checks that first.
+ */
+export async function systemAccount(name: string, log: (line: string) => void): Promise<SystemAccount> {
+  const ids = async (): Promise<SystemAccount> => {
+    const [{ stdout: uid }, { stdout: gid }] = await Promise.all([execFileAsync('id', ['-u', name], SYSTEM_PATH), execFileAsync('id', ['-g', name], SYSTEM_PATH)]);
+    return { name, uid: Number(uid.trim()), gid: Number(gid.trim()) };
+  };
+  try {
+    return await ids();
+  } catch {
+    log(`creating the system account ${name}`);
+    try {
+      await execFileAsync('useradd', ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', name], SYSTEM_PATH);
+    } catch (err) {
+      throw new SystemAccountError(`could not create the system account ${name}: ${(err as Error).message.split('\n')[0]}`);
+    }
+    return ids();
+  }
+}
+
+/** Whether the account can pass into the directory: it and every directory above it must let it through. */
+export function accountCanEnter(account: SystemAccount, dir: string): boolean {
+  const result = spawnSync('/bin/sh', ['-c', 'cd "$1"', 'sh', dir], {
+    uid: account.uid,
+    gid: account.gid,
+    stdio: 'ignore',
+    env: { PATH: '/usr/bin:/bin' },
+  });
+  return result.status === 0;
+}

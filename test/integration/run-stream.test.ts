@@ -1,0 +1,266 @@
+import net from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+
+const STALL_SECONDS = 5;
+let t: TestServer;
+beforeAll(async () => {
+  // A short stall limit, so a stalled client is closed within the test's time.
+  t = await startTestServer({ CAIRN_RUN_TIMEOUT: '1h', CAIRN_STREAM_STALL_TIMEOUT: `${STALL_SECONDS}s` });
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+interface SseMessage {
+  event: string;
+  id?: string;
+  data: any;
+}
+
+/** Whole SSE messages in order; a message cut off by a closed connection is left out. */
+function parseSse(text: string): SseMessage[] {
+  const blocks = text.split('\n\n');
+  blocks.pop(); // after the last blank line: empty, or a message cut short
+  const messages: SseMessage[] = [];
+  for (const block of blocks) {
+    const message: SseMessage = { event: 'message', data: undefined };
+    const data: string[] = [];
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) continue;
+      const colon = line.indexOf(':');
+      const field = line.slice(0, colon);
+      const value = line.slice(colon + 1).replace(/^ /, '');
+      if (field === 'event') message.event = value;
+      else if (field === 'id') message.id = value;
+      else if (field === 'data') data.push(value);
+    }
+    if (data.length === 0) continue;
+    message.data = JSON.parse(data.join('\n'));
+    messages.push(message);
+  }
+  return messages;
+}
+
+const logTextOf = (messages: SseMessage[]) => messages.filter((m) => m.event === 'log').map((m) => m.data.text).join('');
+const eventsOf = (messages: SseMessage[]) => messages.filter((m) => m.event === 'run-event').map((m) => m.data);
+
+async function submit(command: string): Promise<any> {
+  const { status, body } = await t.api.post('/v1/runs', { tool: 'bash', command });
+  expect(status).toBe(201);
+  return body;
+}
+
+async function ticketFor(runId: string): Promise<string> {
+  const { status, body } = await t.api.post(`/v1/runs/${runId}/stream-ticket`);
+  expect(status).toBe(201);
+  return body.ticket;
+}
+
+/** A stream read by an ordinary client to its end. */
+async function readStream(runId: string, query = ''): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${t.url}/v1/runs/${runId}/stream?ticket=${await ticketFor(runId)}${query}`);
+  return { status: response.status, text: await response.text() };
+}
+
+/** A raw HTTP client that asks for the stream and then reads nothing until told to. */
+function openUnreadStream(runId: string, ticket: string): net.Socket {
+  const { hostname, port } = new URL(t.url);
+  const socket = net.connect(Number(port), hostname);
+  socket.on('error', () => undefined); // a client the server gives up on sees its connection reset
+  socket.write(`GET /v1/runs/${runId}/stream?ticket=${ticket} HTTP/1.1\r\nHost: ${hostname}:${port}\r\n\r\n`);
+  return socket;
+}
+
+/**
+ * Starts reading a raw client and resolves once the server closes the connection: the response
+ * head, the body (chunked encoding undone) and whether the body was complete (its last chunk came).
+ */
+function readToClose(socket: net.Socket): Promise<{ head: string; body: string; complete: boolean }> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    socket.on('data', (data: Buffer) => parts.push(data));
+    socket.on('close', () => {
+      const raw = Buffer.concat(parts);
+      const split = raw.indexOf('\r\n\r\n');
+      const head = raw.subarray(0, split).toString('latin1');
+      const complete = raw.subarray(raw.length - 5).toString('latin1') === '0\r\n\r\n';
+      resolve({ head, body: dechunk(raw.subarray(split + 4)).toString('utf8'), complete });
+    });
+  });
+}
+
+function dechunk(data: Buffer): Buffer {
+  const out: Buffer[] = [];
+  let at = 0;
+  while (at < data.length) {
+    const lineEnd = data.indexOf('\r\n', at);
+    if (lineEnd < 0) break;
+    const size = parseInt(data.subarray(at, lineEnd).toString('latin1'), 16);
+    if (!size) break;
+    out.push(data.subarray(lineEnd + 2, Math.min(data.length, lineEnd + 2 + size)));
+    at = lineEnd + 2 + size + 2;
+  }
+  return Buffer.concat(out);
+}
+
+const MiB = 1024 * 1024;
+
+// Memory is sampled after a full collection, so it counts what is held, not garbage not yet
+// collected: the run's own output passes through this process too.
+v8.setFlagsFromString('--expose-gc');
+const collectGarbage = vm.runInNewContext('gc') as () => void;
+
+test('clients that stop reading a stream of a large log do not grow the server; a slow one is closed with where to resume, one that never reads is cut off', async () => {
+  const logBytes = 200_000_000;
+  // Lines of 100 bytes: 99 zeros and a line break.
+  const run = await submit(`yes "$(printf '%099d' 0)" | head -c ${logBytes}`);
+  await waitForRun(t.api, run.id, (r) => r.log_bytes > 0);
+  const tickets = await Promise.all([0, 1, 2, 3, 4].map(() => ticketFor(run.id)));
+
+  // `external` counts every Buffer, so every byte a stream holds for its client (the server runs in this process).
+  collectGarbage();
+  const before = process.memoryUsage();
+  let peakExternal = before.external;
+  let peakRss = before.rss;
+  const sampler = setInterval(() => {
+    collectGarbage();
+    const now = process.memoryUsage();
+    peakExternal = Math.max(peakExternal, now.external);
+    peakRss = Math.max(peakRss, now.rss);
+  }, 250);
+  const openedAt = Date.now();
+  const clients = tickets.map((ticket) => openUnreadStream(run.id, ticket));
+  try {
+    await waitForRunEnd(t.api, run.id, 150_000);
+    // The streams had time to read everything there is while nobody read them.
+    await new Promise((r) => setTimeout(r, 3000));
+  } finally {
+    clearInterval(sampler);
+  }
+  const grewExternal = (peakExternal - before.external) / MiB;
+  const grewRss = (peakRss - before.rss) / MiB;
+  console.log(`five unread streams of a ${logBytes / 1e6} MB log: external +${grewExternal.toFixed(0)} MiB, rss +${grewRss.toFixed(0)} MiB`);
+  expect(grewExternal).toBeLessThan(100);
+
+  // One client starts reading after the server's stall limit: it finds everything sent before
+  // the stall, then a resume event naming what it has, then the end of the connection.
+  await new Promise((r) => setTimeout(r, Math.max(0, openedAt + (STALL_SECONDS + 2) * 1000 - Date.now())));
+  const slow = await readToClose(clients[0]);
+  expect(slow.complete).toBe(true);
+  expect(slow.head).toMatch(/^HTTP\/1\.1 200/);
+  const received = parseSse(slow.body);
+  const resume = received[received.length - 1];
+  expect(resume.event).toBe('resume');
+  const sentText = logTextOf(received);
+  const sentEvents = eventsOf(received);
+  expect(resume.data).toEqual({ after: sentEvents[sentEvents.length - 1].seq, log_offset: Buffer.byteLength(sentText) });
+  expect(received[received.length - 2].id).toBe(`${resume.data.after}:${resume.data.log_offset}`);
+  expect(resume.data.log_offset).toBeLessThan(logBytes);
+  console.log(`the slow client had ${resume.data.log_offset} bytes of the log when it was closed`);
+
+  // Resuming from there gives exactly what the slow client had not received, then the end.
+  const rest = await readStream(run.id, `&after=${resume.data.after}&log_offset=${resume.data.log_offset}`);
+  const allEvents = (await t.api.get(`/v1/runs/${run.id}/events?limit=1000`)).body.events;
+  const fullLog = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(rest.status).toBe(200);
+  const resumed = parseSse(rest.text);
+  expect(resumed[resumed.length - 1]).toMatchObject({ event: 'end', data: { status: 'succeeded' } });
+  const restText = logTextOf(resumed);
+  expect(restText.length).toBe(fullLog.length - resume.data.log_offset);
+  expect(sentText + restText === fullLog).toBe(true);
+  expect([...sentEvents, ...eventsOf(resumed)]).toEqual(allEvents);
+
+  // A client that still has not read after as long again is disconnected: reading now, it finds
+  // what the network held and then the end of the connection, with the response cut short.
+  await new Promise((r) => setTimeout(r, Math.max(0, openedAt + (2 * STALL_SECONDS + 4) * 1000 - Date.now())));
+  const silent = await readToClose(clients[1]);
+  for (const other of clients.slice(2)) other.destroy();
+  expect(silent.complete).toBe(false);
+  expect(parseSse(silent.body).some((m) => m.event === 'resume')).toBe(false);
+}, 300_000);
+
+test('a reader that keeps up receives every byte and event in order, in whole characters, each message naming its position', async () => {
+  // About 6 MB of lines with two-, three- and four-byte characters, written while the stream is open.
+  const run = await submit(`for i in $(seq 1 70000); do echo "line $i: café € 😀 ${'x'.repeat(60)}"; done`);
+  const { status, text } = await readStream(run.id);
+  expect(status).toBe(200);
+  const messages = parseSse(text);
+  expect(messages[messages.length - 1]).toMatchObject({ event: 'end', data: { status: 'succeeded' } });
+
+  const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(Buffer.byteLength(log)).toBeGreaterThan(5 * MiB);
+  const logMessages = messages.filter((m) => m.event === 'log');
+  expect(logMessages.length).toBeGreaterThan(5); // read a bounded piece at a time
+  expect(logTextOf(messages) === log).toBe(true);
+  expect(logTextOf(messages)).not.toContain('\uFFFD');
+
+  // Each piece starts where the one before ended, and each id is the position after its message.
+  let offset = 0;
+  let after = 0;
+  for (const m of messages.slice(0, -1)) {
+    if (m.event === 'log') {
+      expect(m.data.offset).toBe(offset);
+      offset += Buffer.byteLength(m.data.text);
+    } else {
+      after = m.data.seq;
+    }
+    expect(m.id).toBe(`${after}:${offset}`);
+  }
+  const events = (await t.api.get(`/v1/runs/${run.id}/events?limit=1000`)).body.events;
+  expect(eventsOf(messages)).toEqual(events);
+  expect(events.map((e: any) => e.event)).toEqual(['run.created', 'run.started', 'run.finished']);
+}, 120_000);
+
+test('a stream resumes from an event seq and log offset, and a bad position is refused naming the field without spending the ticket', async () => {
+  const run = await submit(`printf 'one\\ntwo\\nthree\\n'`);
+  await waitForRunEnd(t.api, run.id);
+  const ticket = await ticketFor(run.id);
+  const open = (query: string) => fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket}${query}`);
+  for (const [query, field] of [
+    ['&after=-1', 'after'],
+    ['&after=1.5', 'after'],
+    ['&after=2147483648', 'after'],
+    ['&log_offset=abc', 'log_offset'],
+    ['&log_offset=100000000000000000000', 'log_offset'],
+    ['&from=3', 'from'],
+  ]) {
+    const refused = await open(query);
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).field).toBe(field);
+  }
+  const resumed = await open('&after=2&log_offset=4');
+  expect(resumed.status).toBe(200);
+  const messages = parseSse(await resumed.text());
+  expect(eventsOf(messages).map((e) => e.seq)).toEqual([3]);
+  expect(messages.find((m) => m.event === 'log')?.data).toEqual({ offset: 4, text: 'two\nthree\n' });
+  expect(messages[messages.length - 1]).toMatchObject({ event: 'end', data: { status: 'succeeded' } });
+});
+
+test('a stream ticket stops working once the token that minted it is revoked or its account deleted', async () => {
+  const run = await submit('echo hello');
+  await waitForRunEnd(t.api, run.id);
+  const streamStatus = async (ticket: string) => (await fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket}`)).status;
+  const mintTicket = async (token: string) => {
+    const { status, body } = await t.as(token).post(`/v1/runs/${run.id}/stream-ticket`);
+    expect(status).toBe(201);
+    return body.ticket as string;
+  };
+
+  const minted = await t.api.post('/v1/tokens', { name: 'stream watcher' });
+  expect(minted.status).toBe(201);
+  const live = await mintTicket(minted.body.token);
+  const revoked = await mintTicket(minted.body.token);
+  expect(await streamStatus(live)).toBe(200);
+  expect((await t.api.request('DELETE', `/v1/tokens/${minted.body.id}`)).status).toBe(204);
+  expect(await streamStatus(revoked)).toBe(401);
+
+  const user = await t.api.post('/v1/users', { username: 'leaving-viewer', role: 'viewer' });
+  expect(user.status).toBe(201);
+  const usersToken = await t.api.post('/v1/tokens', { name: 'viewer token', username: 'leaving-viewer' });
+  expect(usersToken.status).toBe(201);
+  const orphaned = await mintTicket(usersToken.body.token);
+  expect((await t.api.request('DELETE', `/v1/users/${user.body.id}`)).status).toBe(204);
+  expect(await streamStatus(orphaned)).toBe(401);
+});

@@ -1,0 +1,53 @@
+import postgres from 'postgres';
+import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+
+// Someone with write access to the database (never a run: runs cannot reach it) moves a held run
+// out of its hold. The chain records no decision for that move, so nothing executes it.
+let t: TestServer;
+let db: postgres.Sql;
+beforeAll(async () => {
+  t = await startTestServer();
+  db = postgres(t.databaseUrl, { max: 2, onnotice: () => {} });
+  await t.api.post('/v1/policies', { name: 'hold everything marked', command_contains: 'HOLD-ME' });
+});
+afterAll(async () => {
+  await db?.end();
+  await t?.stop();
+});
+
+test('a held run released in the database without a decision is never executed, and verify names it', async () => {
+  const held = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo HOLD-ME executed' });
+  expect(held.body.status).toBe('held');
+  await db`UPDATE runs SET status = 'pending', hold = NULL WHERE id = ${held.body.id}`;
+
+  // The sweeper starts the workflow of a pending run that has none; execution refuses it.
+  const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
+  expect(ended.status).toBe('failed');
+  expect(ended.error).toBe(`not executed: run ${held.body.id} was held for approval and no recorded decision released it`);
+  expect((await t.api.get(`/v1/runs/${held.body.id}/logs`)).text).toBe('');
+  const events = (await t.api.get(`/v1/runs/${held.body.id}/events`)).body.events.map((e: any) => e.event);
+  expect(events).not.toContain('run.started');
+
+  const verify = await t.api.get('/v1/audit/verify');
+  expect(verify.body.ok).toBe(false);
+  expect(verify.body.reason).toBe('run_state_unexplained');
+  expect(verify.body.unexplained_runs).toEqual([expect.objectContaining({ run_id: held.body.id, status: 'failed' })]);
+});
+
+test('a held pipeline released in the database runs none of its steps', async () => {
+  const held = await t.api.post('/v1/pipelines', { steps: [{ tool: 'bash', command: 'echo HOLD-ME step one' }, { tool: 'bash', command: 'echo two' }] });
+  expect(held.body.status).toBe('held');
+  await db`UPDATE runs SET status = 'pending', hold = NULL WHERE id = ${held.body.id}`;
+  const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
+  expect(ended.status).toBe('failed');
+  const steps = (await t.api.get(`/v1/runs/${held.body.id}/steps`)).body.steps;
+  expect(steps.map((s: any) => s.status)).toEqual(['canceled', 'canceled']);
+  expect(steps.every((s: any) => s.log_bytes === 0 && s.started_at === null)).toBe(true);
+});
+
+test('an approved run still executes', async () => {
+  const held = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo HOLD-ME approved' });
+  await t.api.post(`/v1/runs/${held.body.id}/approve`, {});
+  const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
+  expect(ended.status).toBe('succeeded');
+});
