@@ -78,6 +78,7 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
   try {
     sandboxPid = await sandboxInitPid(child.stdio[INFO_FD] as Readable, exited);
     if (sandbox.network === 'isolated') {
+      await loopbackReady(sandboxPid, exited);
       network = await startIsolatedNetwork(sandbox, sandboxPid, exited);
       block.end('1');
     }
@@ -128,6 +129,25 @@ function sandboxInitPid(info: Readable, exited: Promise<ProcessExit>): Promise<n
     info.on('error', () => undefined);
     exited.then(() => reject(new Error('the sandbox ended before it started the tool')), reject);
   });
+}
+
+/**
+ * Resolves once bwrap has brought up the sandbox's loopback (127.0.0.1 is in its routing table).
+ * slirp4netns configures the namespace's interfaces too, and bwrap fails if it gets there first.
+ */
+async function loopbackReady(sandboxPid: number, exited: Promise<ProcessExit>): Promise<void> {
+  let ended = false;
+  exited.then(() => (ended = true), () => (ended = true));
+  const deadline = Date.now() + NETWORK_READY_MS;
+  while (!ended && Date.now() < deadline) {
+    try {
+      if ((await fs.readFile(`/proc/${sandboxPid}/net/fib_trie`, 'utf8')).includes('127.0.0.1')) return;
+    } catch {
+      /* not there yet, or already gone */
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  throw new Error(ended ? 'the sandbox ended before it started the tool' : 'the sandbox did not bring up its loopback');
 }
 
 /**

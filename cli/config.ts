@@ -72,13 +72,6 @@ const configSchema = z.object({
     .string()
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'expected a system account name')
     .default('cairn-run'),
-  /** Test-only fault injection, comma separated; see docs/operations.md. Never set in production. */
-  faults: z.string().default(''),
-  /**
-   * Test-only: one more public key (a JWK as JSON) trusted to sign licenses, so tests can issue
-   * their own. See docs/operations.md. Never set in production.
-   */
-  testLicenseKey: z.string().optional(),
 });
 
 /**
@@ -135,8 +128,6 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
   for (const [name, setting] of Object.entries(SETTINGS)) {
     raw[name] = flagValues[name as SettingName] ?? (env[setting.env] || undefined);
   }
-  raw.faults = env.CAIRN_FAULTS;
-  raw.testLicenseKey = env.CAIRN_TEST_LICENSE_KEY || undefined;
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

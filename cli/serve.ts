@@ -10,6 +10,7 @@ import { startEmbeddedTemporal } from '../embedded/temporal';
 import { bootstrapAdmin } from '../services/bootstrap';
 import { InstallIdentityError, loadInstallIdentity } from '../services/install-identity';
 import { loadLicensing } from '../services/licensing';
+import { BUILT_IN_LICENSE_KEYS } from '../core/license';
 import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/run-activity-hub';
@@ -103,8 +104,17 @@ function answerMalformedRequest(err: Error & { code?: string }, socket: import('
   );
 }
 
+/**
+ * What only an in-process test harness passes: faults to arm, and extra keys trusted to sign
+ * licenses. The command line has no way to set either, so a production server has no such door.
+ */
+export interface ServerHarness {
+  faults?: Faults;
+  licenseKeys?: readonly object[];
+}
+
 /** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
-export async function startServer(config: Config, logger: Logger = createLogger(config)): Promise<RunningServer> {
+export async function startServer(config: Config, logger: Logger = createLogger(config), harness: ServerHarness = {}): Promise<RunningServer> {
   const stack: (() => Promise<void>)[] = [];
   const stopAll = async () => {
     for (const stop of stack.reverse()) await stop().catch((err) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
@@ -121,7 +131,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       if (err instanceof InstallIdentityError) throw new ConfigError(err.message);
       throw err;
     });
-    const licensing = await loadLicensing(config, identity.installId);
+    const licensing = await loadLicensing(config, identity.installId, [...BUILT_IN_LICENSE_KEYS, ...(harness.licenseKeys ?? [])]);
     if (licensing.license) {
       logger.info({ tier: licensing.tier, licensee: licensing.license.licensee, expires_at: licensing.license.expires_at }, 'license loaded');
     }
@@ -146,7 +156,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const hub = new RunActivityHub(sql, logger);
     await hub.start();
     stack.push(() => hub.stop());
-    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: new Faults(config.faults), identity, licensing, sealer };
+    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: harness.faults ?? new Faults(), identity, licensing, sealer };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.
     const anchoring = startAnchoring(context);

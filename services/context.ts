@@ -28,11 +28,14 @@ export interface ServerContext {
   sealer: Sealer | undefined;
 }
 
-/** Test-only faults named in CAIRN_FAULTS (comma separated); each fires once per process. */
+/**
+ * Faults a test arms through the in-process harness (test/support/server.ts); each fires once. A
+ * server started from the command line has none armed, and nothing outside the process arms one.
+ */
 export class Faults {
   private readonly armed: Set<string>;
-  constructor(spec: string) {
-    this.armed = new Set(spec.split(',').map((s) => s.trim()).filter(Boolean));
+  constructor(names: Iterable<string> = []) {
+    this.armed = new Set(names);
   }
   /** True the first time a fault named in the setting is reached. */
   fire(name: string): boolean {

@@ -13,7 +13,12 @@ export interface Licensing {
  * named but refused stops the start: an operator who configured one expects its tier, and a
  * silent fall back to Community would refuse their policies later with a misleading message.
  */
-export async function loadLicensing(config: Config, installId: string): Promise<Licensing> {
+export async function loadLicensing(
+  config: Config,
+  installId: string,
+  /** The keys trusted to sign licenses: Cairn's own; an in-process test harness may add its own. */
+  trusted: readonly object[] = BUILT_IN_LICENSE_KEYS,
+): Promise<Licensing> {
   if (!config.licenseFile) return { tier: 'community', license: null };
   let text: string;
   try {
@@ -21,16 +26,8 @@ export async function loadLicensing(config: Config, installId: string): Promise<
   } catch (err) {
     throw new ConfigError(`--license-file (CAIRN_LICENSE_FILE): cannot read ${config.licenseFile}: ${(err as Error).message}`);
   }
-  const trusted = [...BUILT_IN_LICENSE_KEYS];
-  if (config.testLicenseKey) {
-    try {
-      trusted.push(JSON.parse(config.testLicenseKey) as object);
-    } catch {
-      throw new ConfigError('CAIRN_TEST_LICENSE_KEY: not a JSON Web Key');
-    }
-  }
   try {
-    const license = await parseLicense(text, trusted, new Date(), installId);
+    const license = await parseLicense(text, [...trusted], new Date(), installId);
     return { tier: license.tier, license };
   } catch (err) {
     if (err instanceof LicenseError) throw new ConfigError(`--license-file (CAIRN_LICENSE_FILE): ${err.message}`);

@@ -264,7 +264,7 @@ test('exclude_dry_run lets a change-free dry run through, which parses the scrip
 
 test('an approved run whose hand-off to Temporal failed is started by the sweeper', async () => {
   const run = await heldRun(operator);
-  t.server.context.faults = new Faults('workflow-start-once');
+  t.server.context.faults = new Faults(['workflow-start-once']);
   expect((await t.api.post(`/v1/runs/${run.id}/approve`, {})).status).toBe(200);
   const ended = await waitForRun(t.api, run.id, (r) => r.status === 'succeeded', 30_000);
   expect(ended.status).toBe('succeeded');

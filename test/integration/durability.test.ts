@@ -5,6 +5,7 @@ import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn, startTsScript } from '../support/processes';
+import { Faults } from '../../services/context';
 import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 
@@ -79,7 +80,7 @@ test('a killed tool launcher takes its sandboxed tool with it, and the run is re
 });
 
 test('a submission whose workflow start failed is started by the sweeper', async () => {
-  const t = await startTestServer({ CAIRN_FAULTS: 'workflow-start-once' });
+  const t = await startTestServer({}, { faults: new Faults(['workflow-start-once']) });
   try {
     const submitted = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo swept' });
     expect(submitted.status).toBe(201);

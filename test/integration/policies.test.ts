@@ -24,7 +24,7 @@ async function licenseFile(key: SigningKey, tier: 'pro' | 'team'): Promise<strin
 
 async function licensedServer(tier: 'pro' | 'team'): Promise<TestServer> {
   const key = await generateSigningKey();
-  return startTestServer({ CAIRN_LICENSE_FILE: await licenseFile(key, tier), CAIRN_TEST_LICENSE_KEY: JSON.stringify(key.publicJwk) });
+  return startTestServer({ CAIRN_LICENSE_FILE: await licenseFile(key, tier) }, { licenseKeys: [key.publicJwk] });
 }
 
 /** A fresh account in the role and a token of the kind for it, minted by the admin. */
@@ -438,11 +438,11 @@ describe('Team install', () => {
 
 describe('license refusal at start', () => {
   /** Starts a server on a fresh database with the settings; the database is dropped whatever happens. */
-  async function startWith(extra: Record<string, string>): Promise<unknown> {
+  async function startWith(extra: Record<string, string>, licenseKeys: object[] = []): Promise<unknown> {
     const database = await createTestDatabase();
     try {
       const config = loadConfig({}, testSettings(database.url, extra));
-      const server = await startServer(config, createLogger(config));
+      const server = await startServer(config, createLogger(config), { licenseKeys });
       await server.stop();
       return undefined;
     } catch (err) {
@@ -455,16 +455,22 @@ describe('license refusal at start', () => {
   test('a license signed by a key the server does not trust stops the start with a clear error', async () => {
     const signer = await generateSigningKey();
     const other = await generateSigningKey();
-    const err = await startWith({ CAIRN_LICENSE_FILE: await licenseFile(signer, 'team'), CAIRN_TEST_LICENSE_KEY: JSON.stringify(other.publicJwk) });
+    const err = await startWith({ CAIRN_LICENSE_FILE: await licenseFile(signer, 'team') }, [other.publicJwk]);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toBe(
       `--license-file (CAIRN_LICENSE_FILE): license refused: the license is signed by key ${signer.keyId}, which is not a trusted license key`,
     );
   });
 
-  test('a test-signed license is refused when CAIRN_TEST_LICENSE_KEY is not set', async () => {
+  test('a license signed by any key but Cairn\'s own is refused, whatever the environment says', async () => {
     const key = await generateSigningKey();
-    const err = await startWith({ CAIRN_LICENSE_FILE: await licenseFile(key, 'pro') });
-    expect((err as Error).message).toMatch(/^--license-file \(CAIRN_LICENSE_FILE\): license refused: .*not a trusted license key$/);
+    // Earlier releases read a test key from this variable; no production server does.
+    process.env.CAIRN_TEST_LICENSE_KEY = JSON.stringify(key.publicJwk);
+    try {
+      const err = await startWith({ CAIRN_LICENSE_FILE: await licenseFile(key, 'pro'), CAIRN_TEST_LICENSE_KEY: JSON.stringify(key.publicJwk) });
+      expect((err as Error).message).toMatch(/^--license-file \(CAIRN_LICENSE_FILE\): license refused: .*not a trusted license key$/);
+    } finally {
+      delete process.env.CAIRN_TEST_LICENSE_KEY;
+    }
   });
 });

@@ -3,7 +3,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
-const STALL_SECONDS = 5;
+const STALL_SECONDS = 8;
 let t: TestServer;
 beforeAll(async () => {
   // A short stall limit, so a stalled client is closed within the test's time.
@@ -132,6 +132,12 @@ test('clients that stop reading a stream of a large log do not grow the server; 
   }, 250);
   const openedAt = Date.now();
   const clients = tickets.map((ticket) => openUnreadStream(run.id, ticket));
+  // On the server's clock, whatever the run's pace: one client starts reading once the stall
+  // limit has passed (it finds everything sent before the stall, then a resume event naming what
+  // it has, then the end); another still reads nothing a whole stall limit later, and is cut off.
+  const at = (seconds: number) => new Promise((r) => setTimeout(r, Math.max(0, openedAt + seconds * 1000 - Date.now())));
+  const slowRead = at(STALL_SECONDS + 4).then(() => readToClose(clients[0]));
+  const silentRead = at(3 * STALL_SECONDS).then(() => readToClose(clients[1]));
   try {
     await waitForRunEnd(t.api, run.id, 150_000);
     // The streams had time to read everything there is while nobody read them.
@@ -144,10 +150,7 @@ test('clients that stop reading a stream of a large log do not grow the server; 
   console.log(`five unread streams of a ${logBytes / 1e6} MB log: external +${grewExternal.toFixed(0)} MiB, rss +${grewRss.toFixed(0)} MiB`);
   expect(grewExternal).toBeLessThan(100);
 
-  // One client starts reading after the server's stall limit: it finds everything sent before
-  // the stall, then a resume event naming what it has, then the end of the connection.
-  await new Promise((r) => setTimeout(r, Math.max(0, openedAt + (STALL_SECONDS + 2) * 1000 - Date.now())));
-  const slow = await readToClose(clients[0]);
+  const slow = await slowRead;
   expect(slow.complete).toBe(true);
   expect(slow.head).toMatch(/^HTTP\/1\.1 200/);
   const received = parseSse(slow.body);
@@ -174,8 +177,7 @@ test('clients that stop reading a stream of a large log do not grow the server; 
 
   // A client that still has not read after as long again is disconnected: reading now, it finds
   // what the network held and then the end of the connection, with the response cut short.
-  await new Promise((r) => setTimeout(r, Math.max(0, openedAt + (2 * STALL_SECONDS + 4) * 1000 - Date.now())));
-  const silent = await readToClose(clients[1]);
+  const silent = await silentRead;
   for (const other of clients.slice(2)) other.destroy();
   expect(silent.complete).toBe(false);
   expect(parseSse(silent.body).some((m) => m.event === 'resume')).toBe(false);

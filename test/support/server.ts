@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../cli/config';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, startServer, type RunningServer, type ServerHarness } from '../../cli/serve';
 import { createTestDatabase } from './database';
 import { apiClient, type ApiClient } from './http';
 import { tempDir } from './temp';
@@ -37,11 +37,15 @@ export function testSettings(databaseUrl: string, extra: Record<string, string> 
   };
 }
 
-/** A real Cairn server in this process: real HTTP, real Temporal, real PostgreSQL, real tool processes. */
-export async function startTestServer(extra: Record<string, string> = {}): Promise<TestServer> {
+/**
+ * A real Cairn server in this process: real HTTP, real Temporal, real PostgreSQL, real tool
+ * processes. `harness` arms faults or trusts a test license key, which only this in-process
+ * start can do.
+ */
+export async function startTestServer(extra: Record<string, string> = {}, harness: ServerHarness = {}): Promise<TestServer> {
   const database = await createTestDatabase();
   const config = loadConfig({}, testSettings(database.url, extra));
-  const server = await startServer(config, createLogger(config));
+  const server = await startServer(config, createLogger(config), harness);
   if (!server.adminToken) throw new Error('a fresh test install should mint an admin token');
   const adminToken = server.adminToken;
   return {
