@@ -10,7 +10,6 @@ import type { ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
-import type { Run } from '../store/runs';
 import { moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
 import { LogSink } from './log-sink';
@@ -22,6 +21,7 @@ import { LauncherStopped, type ToolLauncher } from './launcher';
 import { killLeftoverProcess, type SpawnedTool } from './process';
 import type { SandboxSettings } from './sandbox';
 import { toolPath } from '../tools/registry';
+import type { Run } from '../core/run';
 
 export interface RunActivityDeps {
   sql: Sql;

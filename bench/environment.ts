@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import { loadConfig } from '../cli/config';
+import { loadConfig } from '../core/config';
 import { createLogger, startServer, type RunningServer } from '../cli/serve';
 
 export interface BenchEnvironment {

@@ -6,7 +6,7 @@ import { createUser, fillUsernameKeys, issueToken, type AccountRequest } from '.
 import { serviceOrigin } from '../services/audit';
 import type { Sql } from '../store/db';
 import { migrate } from '../store/migrate';
-import { ConfigError, loadConfig, parseFlags, type Config } from './config';
+import { ConfigError, loadConfig, parseFlags, type Config } from '../core/config';
 
 type OpenDatabase = (config: Config, logger: Logger) => Promise<{ sql: Sql; stop(): Promise<void> }>;
 type CreateLogger = (config: Config) => Logger;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { verifyAuditDocument, type OfflineReport } from '../core/audit-offline';
-import { ConfigError } from './config';
+import { ConfigError } from '../core/config';
 
 const USAGE = 'usage: cairn audit verify --seal <seal.json> <bundle-or-receipt-file>';
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ConfigError, loadConfig, parseFlags, settingsHelp } from './config';
+import { ConfigError, loadConfig, parseFlags, settingsHelp } from '../core/config';
 import { createLogger, openDatabase, startServer } from './serve';
 import { runTokenCommand, runUserCommand } from './accounts';
 import { runAuditCommand } from './audit';

@@ -20,7 +20,7 @@ import { connectDatabase, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { installTemporalLogging } from '../workers/runtime';
-import { ConfigError, type Config } from './config';
+import { ConfigError, type Config } from '../core/config';
 import { connectTemporal, ensureNamespace } from './temporal-connection';
 
 export interface RunningServer {

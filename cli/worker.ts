@@ -2,7 +2,7 @@ import { createMetrics } from '../services/metrics';
 import { installTemporalLogging } from '../workers/runtime';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
-import { ConfigError, loadConfig, parseFlags } from './config';
+import { ConfigError, loadConfig, parseFlags } from '../core/config';
 import { buildSealer, createLogger, openDatabase, serverSecretsOf } from './serve';
 import { connectTemporal } from './temporal-connection';
 

@@ -1,4 +1,4 @@
-import type { DecisionKind, DecisionRecord, RedactionCategory } from '../store/decisions';
+import type { DecisionKind, DecisionRecord, RedactionCategory } from './decision';
 
 export interface RedactionView {
   at: string;

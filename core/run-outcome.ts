@@ -1,4 +1,4 @@
-import type { TerminalStatus } from '../store/runs';
+import type { TerminalStatus } from './run';
 
 /** How an execution ended, as the run workflow saw it. */
 export type ExecutionOutcome =

@@ -1,5 +1,4 @@
-import type { RunEvent } from '../store/events';
-import type { Run } from '../store/runs';
+import type { RunEvent, Run } from './run';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 

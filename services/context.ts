@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
-import type { Config } from '../cli/config';
+import type { Config } from '../core/config';
 import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { InstallIdentity } from './install-identity';

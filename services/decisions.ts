@@ -2,18 +2,20 @@ import { badRequest, conflict, forbidden, notFound } from '../core/errors';
 import { createMasker } from '../core/masker';
 import { newReasonRandom, reasonCommitment } from '../core/reason-commitment';
 import { runView } from '../core/run-view';
-import { getDecisionRecordForUpdate, insertDecisionRecord, redactDecisionRecord, type DecisionRecord, type RedactionCategory } from '../store/decisions';
+import { getDecisionRecordForUpdate, insertDecisionRecord, redactDecisionRecord } from '../store/decisions';
 import { appendEvent } from '../store/events';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../store/db';
-import { getRunForUpdate, listChildRuns, markSignalDelivered, PARENT_KINDS, updateRunIf, type Run } from '../store/runs';
+import { getRunForUpdate, listChildRuns, markSignalDelivered, updateRunIf } from '../store/runs';
 import { runWorkflowId } from '../workers/names';
-import { stepDecided } from '../workflows/graph';
+import { stepDecided } from '../workflows/definitions';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { endUnrunChildren } from './run-lifecycle';
 import { handOff } from './runs';
+import type { DecisionRecord, RedactionCategory } from '../core/decision';
+import { PARENT_KINDS, type Run } from '../core/run';
 
 /** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
 export const REJECTED_ERROR = 'rejected by an approver';

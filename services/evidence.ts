@@ -16,10 +16,11 @@ import { readLogRange } from '../store/logs';
 import { auditEntriesOfRun } from '../store/audit';
 import type { Db } from '../store/db';
 import { listDecisionRecords } from '../store/decisions';
-import { getRun, listChildRuns, type Run } from '../store/runs';
+import { getRun, listChildRuns } from '../store/runs';
 import type { Caller } from '../store/tokens';
 import type { ServerContext } from './context';
 import { separationOfDuties } from './decisions';
+import type { Run } from '../core/run';
 
 /**
  * Decision reasons and random values go to an admin and to the account that asked for the run;

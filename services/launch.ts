@@ -2,13 +2,13 @@ import { badRequest } from '../core/errors';
 import { encryptionKeyRequired } from '../core/run-secrets';
 import { checkAnswers, requireStoredPatterns, secretFieldVars } from '../core/survey';
 import { splitGraph } from '../core/workflow-graph';
-import type { Run } from '../store/runs';
 import type { Template } from '../store/templates';
 import type { Caller } from '../store/tokens';
 import { withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { submitRun, type RunRequest } from './runs';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
+import type { Run } from '../core/run';
 
 export interface LaunchOptions {
   /** The survey answers, keyed by var (spec part A 2.4 rule 1); absent is none. */

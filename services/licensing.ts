@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
-import type { Config } from '../cli/config';
-import { ConfigError } from '../cli/config';
+import type { Config } from '../core/config';
+import { ConfigError } from '../core/config';
 import { BUILT_IN_LICENSE_KEYS, LicenseError, parseLicense, type License, type Tier } from '../core/license';
 
 export interface Licensing {

@@ -4,8 +4,9 @@ import { runView } from '../core/run-view';
 import type { Sql } from '../store/db';
 import type { AuditEntryFields } from '../core/audit-chain';
 import { recordedRelease } from '../store/audit';
-import { getRun, listChildRuns, updateRunIf, type Run, type RunChanges } from '../store/runs';
+import { getRun, listChildRuns, updateRunIf, type RunChanges } from '../store/runs';
 import { entryFields, serviceOrigin } from './audit';
+import type { Run } from '../core/run';
 
 /** Runs move under compare-and-set; a move that loses a race reads again, a bounded number of times. */
 const MAX_MOVE_TRIES = 20;

@@ -9,29 +9,17 @@ import { runView } from '../core/run-view';
 import { stateDigest } from '../core/state-digest';
 import { isUniqueViolation } from '../store/db';
 import { appendEvent } from '../store/events';
-import {
-  findRunByIdempotencyKey,
-  getRun,
-  getRunForUpdate,
-  insertRunWithEvent,
-  markCancelRequested,
-  listChildRuns,
-  markWorkflowStarted,
-  PARENT_KINDS,
-  type NewRun,
-  type Run,
-  type RunSpec,
-} from '../store/runs';
+import { findRunByIdempotencyKey, getRun, getRunForUpdate, insertRunWithEvent, markCancelRequested, listChildRuns, markWorkflowStarted, type NewRun } from '../store/runs';
 import { listPolicies } from '../store/policies';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { environmentFault } from '../tools/extra-vars';
 import { requireRunnableTool } from '../tools/registry';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { runWorkflowId } from '../workers/names';
-import type { graphWorkflow } from '../workflows/graph';
-import type { runWorkflow } from '../workflows/run';
+import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
 import { endUnrunChildren, recordRunEnd } from './run-lifecycle';
+import { PARENT_KINDS, type Run, type RunSpec } from '../core/run';
 
 export interface RunRequest {
   /** For a parent, `pipeline` or `workflow`, or a split's tool. */
@@ -285,13 +273,13 @@ export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<vo
   try {
     if (PARENT_KINDS.includes(run.kind)) {
       // A parent runs its children; each child carries the parent's timeout as its own.
-      await ctx.temporal.workflow.start<typeof graphWorkflow>('graphWorkflow', {
+      await ctx.temporal.workflow.start<(input: GraphWorkflowInput) => Promise<void>>(GRAPH_WORKFLOW, {
         workflowId: runWorkflowId(run.id),
         taskQueue: ctx.config.poolQueue,
         args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],
       });
     } else {
-      await ctx.temporal.workflow.start<typeof runWorkflow>('runWorkflow', {
+      await ctx.temporal.workflow.start<(input: RunWorkflowInput) => Promise<void>>(RUN_WORKFLOW, {
         workflowId: runWorkflowId(run.id),
         taskQueue: ctx.config.poolQueue,
         args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],

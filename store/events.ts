@@ -1,11 +1,5 @@
 import type { Db } from './db';
-
-export interface RunEvent {
-  seq: number;
-  kind: string;
-  body: Record<string, unknown>;
-  at: Date;
-}
+import type { RunEvent } from '../core/run';
 
 /** Channel announcing "run <id> has new events or log" to every server's live streams. */
 export const RUN_ACTIVITY_CHANNEL = 'cairn_run_activity';

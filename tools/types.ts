@@ -1,4 +1,4 @@
-import type { RunSpec } from '../store/runs';
+import type { RunSpec } from '../core/run';
 
 /** How to start a tool for one run: the argv, files to write into the run's work dir first, extra env. */
 export interface ToolInvocation {

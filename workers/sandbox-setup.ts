@@ -1,6 +1,6 @@
 import { promises as fs, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
-import { ConfigError } from '../cli/config';
+import { ConfigError } from '../core/config';
 import { runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
 import { spawnTool } from '../activities/process';
 import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from '../activities/sandbox';

@@ -1,7 +1,6 @@
 import {
   CancellationScope,
   condition,
-  defineSignal,
   executeChild,
   isCancellation,
   proxyLocalActivities,
@@ -12,16 +11,7 @@ import type { GraphActivities } from '../activities/graphs';
 import type { ExecutionOutcome } from '../core/run-outcome';
 import { graphOutcome, graphSettled, nextSteps, type StepState } from '../core/workflow-graph';
 import { runWorkflow } from './run';
-
-export interface GraphWorkflowInput {
-  parentRunId: string;
-  /** Each step's own timeout, seconds; zero means none. */
-  stepTimeoutSeconds: number;
-  leaseSeconds: number;
-}
-
-/** An approval step was decided through the API; the workflow reads the decision from the store. */
-export const stepDecided = defineSignal<[string]>('stepDecided');
+import { stepDecided, type GraphWorkflowInput } from './definitions';
 
 /**
  * A pipeline, saved workflow or split: one parent run whose steps are child runs, each its own

@@ -9,17 +9,7 @@ import {
 } from '@temporalio/workflow';
 import type { ExecutionOutcome } from '../core/run-outcome';
 import type { RunActivities } from '../activities/runs';
-
-export interface RunWorkflowInput {
-  runId: string;
-  /** Zero means no limit. */
-  timeoutSeconds: number;
-  /**
-   * The lease: three renewal periods. The executing activity heartbeats every second (that is also
-   * how a cancel reaches it); a worker silent for a whole lease has lost the run, and it is requeued.
-   */
-  leaseSeconds: number;
-}
+import type { RunWorkflowInput } from './definitions';
 
 const TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000;
 const TIMER_FIRED = Symbol('timer fired');

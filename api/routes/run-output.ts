@@ -9,13 +9,14 @@ import type { Sql } from '../../store/db';
 import { eventsAfter, listEvents } from '../../store/events';
 import { logByteRange, readLogBytes } from '../../store/logs';
 import { eventView } from '../../core/run-view';
-import { getRun, type Run } from '../../store/runs';
+import { getRun } from '../../store/runs';
 import { createStreamTicket, redeemStreamTicket } from '../../store/tickets';
 import { recordMutation } from '../../services/audit';
 import { admitStreamTicket } from '../../services/throttle';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
+import type { Run } from '../../core/run';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;

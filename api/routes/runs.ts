@@ -5,12 +5,13 @@ import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { cancelRun, rerunRun, retryRun, submitRun } from '../../services/runs';
 import { splitGraph } from '../../core/workflow-graph';
-import { getRun, listChildRuns, listRuns, TERMINAL_STATUSES } from '../../store/runs';
+import { getRun, listChildRuns, listRuns } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
 import { fitsBytes } from '../schemas/common';
 import { parseInput, queryObject, storableTime } from '../validate';
+import { TERMINAL_STATUSES } from '../../core/run';
 
 const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
 /** A split runs every shard at once on the pool; more than this is a queue, not a split. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { hashPassword } from '../../core/secrets';
 import { connectDatabase, type Sql } from '../../store/db';

@@ -1,4 +1,4 @@
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { opensCommitment } from '../../core/reason-commitment';
 import { Faults } from '../../services/context';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { verifyBundle, verifyReceipt } from '../../core/audit-offline';
 import { takeAnchor } from '../../services/audit-anchors';

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { waitFor } from '../../embedded/state';
 import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';

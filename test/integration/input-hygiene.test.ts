@@ -1,7 +1,7 @@
 import net from 'node:net';
 import http from 'node:http';
 import type { Logger } from 'pino';
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';

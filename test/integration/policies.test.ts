@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { generateSigningKey, signDocument, type SigningKey } from '../../core/signing';
 import { connectDatabase } from '../../store/db';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { loadConfig } from '../../cli/config';
+import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { testSettings } from '../support/server';

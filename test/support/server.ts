@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfig, type Config } from '../../cli/config';
+import { loadConfig, type Config } from '../../core/config';
 import { createLogger, startServer, type RunningServer, type ServerHarness } from '../../cli/serve';
 import { createTestDatabase } from './database';
 import { apiClient, type ApiClient } from './http';

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, parseFlags } from '../../cli/config';
+import { ConfigError, loadConfig, parseFlags } from '../../core/config';
 
 test('defaults need nothing configured', () => {
   const config = loadConfig({}, {});

@@ -10,8 +10,8 @@ import {
 } from '../../core/evidence';
 import { reasonCommitment } from '../../core/reason-commitment';
 import { runView } from '../../core/run-view';
-import type { DecisionRecord } from '../../store/decisions';
-import type { Run } from '../../store/runs';
+import type { DecisionRecord } from '../../core/decision';
+import type { Run } from '../../core/run';
 
 const random = 'a3'.repeat(32);
 const decisionId = 'aud_01jq7x2m3n4p5q6r7s8t9v0w1x';

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { z } from 'zod';
-import { parseDuration } from '../core/duration';
+import { parseDuration } from './duration';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {
