@@ -5,7 +5,9 @@ import type { StepDefinition, StepState } from '../core/workflow-graph';
 import { endUnrunChildren, moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
-import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold, updateRunIf } from '../store/runs';
+import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold } from '../store/runs';
+import { newId } from '../core/ids';
+import { entryFields, serviceOrigin } from '../services/audit';
 
 /** A parent's graph as its workflow runs it: the steps and the child run recorded for each. */
 export interface LoadedGraph {
@@ -74,8 +76,22 @@ export function createGraphActivities(deps: { sql: Sql }) {
       const definition = steps.find((s) => s.name === step.step_name)!;
       const hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, expires_at: expiresAt };
       await setRunHold(tx, stepRunId, hold);
-      const held = await updateRunIf(tx, step, { status: 'held' }, { kind: 'run.held', body: () => ({ blocker: 'approval_needed', hold }) });
-      if (!held) throw new Error(`step ${stepRunId} changed under its row lock`);
+      // Into its hold: the event owed for it and its chain entry, in the statement that moves it.
+      const held = await moveRun(tx, stepRunId, 'hold it', (current) =>
+        current?.status === 'pending' && !current.finished_at
+          ? {
+              changes: { status: 'held' },
+              event: { kind: 'run.held', body: (next) => ({ run: runView({ ...next, hold }, 'preview'), blocker: 'approval_needed', hold }) },
+              audit: () =>
+                entryFields(serviceOrigin('RUN', `/v1/runs/${stepRunId}`), 'held', {
+                  id: newId('aud'),
+                  body: { kind: 'run.held', run_id: stepRunId, workflow_run_id: parentRunId, step: definition.name, expires_at: expiresAt },
+                  run_id: stepRunId,
+                }),
+            }
+          : { settled: undefined },
+      );
+      if ('settled' in held) throw new Error(`step ${stepRunId} changed under its row lock`);
       // The workflow, with the step it waits at (spec part B 6.1).
       await appendEvent(tx, parentRunId, 'workflow.step_awaiting_approval', {
         run: runView(parent, 'preview'),
@@ -100,12 +116,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
     return sql.begin(async (tx) => {
       const step = (await getRunForUpdate(tx, stepRunId))!;
       if (step.status === 'held' && !step.finished_at) {
-        await updateRunIf(
-          tx,
-          step,
-          { status: 'rejected', error: `no decision within the approval timeout of ${timeoutSeconds} s`, finished_at: new Date() },
-          { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) },
-        );
+        await recordRunEnd(tx, stepRunId, { kind: 'denied', message: `no decision within the approval timeout of ${timeoutSeconds} s` });
         await markSignalDelivered(tx, stepRunId);
         return 'denied' as const;
       }

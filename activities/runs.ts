@@ -50,7 +50,14 @@ interface LeaseDetails {
   host: string;
   pid?: number;
 }
-const HEARTBEAT_MS = 1000;
+/**
+ * The lease (`--lease-seconds`) is three renewal periods: a worker that misses three renewals in a
+ * row has lost its run (spec part B 8). Within each renewal period the activity renews the lease
+ * by heartbeat every second at most, since a heartbeat is also how a cancel or a timeout reaches
+ * the tool: a cancel lands within a second.
+ */
+export const renewalPeriodMs = (leaseSeconds: number) => (leaseSeconds * 1000) / 3;
+const heartbeatEveryMs = (leaseSeconds: number) => Math.min(1000, renewalPeriodMs(leaseSeconds));
 
 /** The environment a tool sees: none of the server's own (it holds database and key material). */
 function toolEnvironment(run: Run, workDir: string, extra: Record<string, string>): Record<string, string> {
@@ -154,7 +161,7 @@ export function createRunActivities(deps: RunActivityDeps) {
 
     deps.onExecutionChange?.(1);
     let lease: LeaseDetails = { host: HOST };
-    const heartbeat = setInterval(() => ctx.heartbeat(lease), HEARTBEAT_MS);
+    const heartbeat = setInterval(() => ctx.heartbeat(lease), heartbeatEveryMs(ctx.info.heartbeatTimeoutMs! / 1000));
     try {
       let tool: SpawnedTool;
       try {

@@ -13,7 +13,16 @@ export type ExecutionOutcome =
   // A step or shard that never ran: its dependency failed, or its parent ended first.
   | { kind: 'not_run'; message: string }
   // A run that looked released but whose release the audit chain does not record: never executed.
-  | { kind: 'refused'; message: string };
+  | { kind: 'refused'; message: string }
+  // Decisions: a held run rejected; a workflow's approval step approved, or denied (by an approver or its timeout).
+  | { kind: 'rejected' }
+  | { kind: 'approved' }
+  | { kind: 'denied'; message: string };
+
+/** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
+export const REJECTED_ERROR = 'rejected by an approver';
+/** The error a workflow approval step denied by an approver ends with. */
+export const DENIED_ERROR = 'denied by an approver';
 
 export interface FinalState {
   status: TerminalStatus;
@@ -44,5 +53,11 @@ export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | nul
       return { status: 'canceled', error: outcome.message, exit_code: null };
     case 'refused':
       return { status: 'failed', error: outcome.message, exit_code: null };
+    case 'rejected':
+      return { status: 'rejected', error: REJECTED_ERROR, exit_code: null };
+    case 'approved':
+      return { status: 'succeeded', error: null, exit_code: null };
+    case 'denied':
+      return { status: 'rejected', error: outcome.message, exit_code: null };
   }
 }

@@ -1,26 +1,22 @@
 import { badRequest, conflict, forbidden, notFound } from '../core/errors';
 import { createMasker } from '../core/masker';
 import { newReasonRandom, reasonCommitment } from '../core/reason-commitment';
-import { runView } from '../core/run-view';
+import { DENIED_ERROR, finalStateOf, REJECTED_ERROR, type ExecutionOutcome } from '../core/run-outcome';
+import { newId } from '../core/ids';
 import { getDecisionRecordForUpdate, insertDecisionRecord, redactDecisionRecord } from '../store/decisions';
 import { appendEvent } from '../store/events';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../store/db';
-import { getRunForUpdate, listChildRuns, markSignalDelivered, updateRunIf } from '../store/runs';
+import { getRunForUpdate, listChildRuns, markSignalDelivered } from '../store/runs';
 import { runWorkflowId } from '../workers/names';
 import { stepDecided } from '../workflows/definitions';
 import { actorKindOf, type Caller } from '../store/tokens';
-import { recordMutation, type AuditOrigin } from './audit';
+import { appendEntry, recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
-import { endUnrunChildren } from './run-lifecycle';
+import { endUnrunChildren, moveRun, recordRunEnd } from './run-lifecycle';
 import { handOff } from './runs';
 import type { DecisionRecord, RedactionCategory } from '../core/decision';
 import { PARENT_KINDS, type Run } from '../core/run';
-
-/** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
-export const REJECTED_ERROR = 'rejected by an approver';
-/** The error a denied workflow approval step ends with. */
-export const DENIED_ERROR = 'denied by an approver';
 
 /** Runs carry no secret values of their own yet, so reasons pass the masker's patterns. */
 const reasonMasker = createMasker();
@@ -112,7 +108,7 @@ export async function decideRun(
   input: DecisionInput,
 ): Promise<{ run: Run; record: DecisionRecord }> {
   refuseAgentDecision(caller);
-  const result = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+  const result = await ctx.sql.begin(async (tx) => {
     const run = await getRunForUpdate(tx, runId);
     if (!run) throw notFound(`run ${runId}`);
     if (PARENT_KINDS.includes(run.kind) && run.status !== 'held') await refuseWorkflowId(tx, run);
@@ -133,9 +129,10 @@ export async function decideRun(
     if (hold.require_reason && text === undefined) {
       throw badRequest(`a reason is required: a policy holding this run asks approvers for one (${hold.policies.join(', ')})`, { field: 'reason' });
     }
-    const committed = commit(text, entry.id);
+    const entryId = newId('aud');
+    const committed = commit(text, entryId);
     const record = await insertDecisionRecord(tx, {
-      id: entry.id,
+      id: entryId,
       run_id: runId,
       kind: decision,
       decision_id: null,
@@ -145,39 +142,45 @@ export async function decideRun(
       random: committed?.random ?? null,
       commitment: committed?.commitment ?? null,
     });
+    // What the decision does: a step ends with it (the workflow takes the path it opens); a held
+    // run is released to run, or ends rejected.
+    const step = run.kind === 'approval';
+    const outcome: ExecutionOutcome | undefined = step
+      ? decision === 'approve'
+        ? { kind: 'approved' }
+        : { kind: 'denied', message: DENIED_ERROR }
+      : decision === 'reject'
+        ? { kind: 'rejected' }
+        : undefined;
+    // The decision is on the chain before the move it makes.
+    await appendEntry(tx, origin, 200, {
+      id: entryId,
+      run_id: runId,
+      body: {
+        kind: 'run.decision',
+        run_id: runId,
+        workflow_run_id: step ? run.parent_run_id : null,
+        decision_id: record.id,
+        decision,
+        commitment: record.commitment,
+        state_digest: run.state_digest,
+        run_status: outcome ? finalStateOf(outcome, null).status : 'pending',
+      },
+    });
     const by = caller.account.username;
     let moved: Run | undefined;
-    if (run.kind === 'approval') {
-      // A workflow's approval step ends with its decision; the workflow takes the path it opens.
-      const ended =
-        decision === 'approve'
-          ? { status: 'succeeded' as const, error: null }
-          : { status: 'rejected' as const, error: DENIED_ERROR };
+    if (outcome) {
       await appendEvent(tx, runId, decision === 'approve' ? 'run.approved' : 'run.rejected', { decision_id: record.id, by });
-      moved = await updateRunIf(tx, run, { ...ended, finished_at: new Date() }, { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) });
-    } else if (decision === 'approve') {
-      moved = await updateRunIf(tx, run, { status: 'pending' }, { kind: 'run.approved', body: () => ({ decision_id: record.id, by }) });
+      moved = await recordRunEnd(tx, runId, outcome);
     } else {
-      await appendEvent(tx, runId, 'run.rejected', { decision_id: record.id, by });
-      moved = await updateRunIf(
-        tx,
-        run,
-        { status: 'rejected', error: REJECTED_ERROR, finished_at: new Date() },
-        { kind: 'run.finished', body: (next) => ({ run: runView(next, 'preview') }) },
+      const released = await moveRun(tx, runId, 'release it', (current) =>
+        current?.status === 'held'
+          ? { changes: { status: 'pending' }, event: { kind: 'run.approved', body: () => ({ decision_id: record.id, by }) } }
+          : { settled: undefined },
       );
+      moved = 'settled' in released ? undefined : released.moved;
     }
     if (!moved) throw new Error(`run ${runId} changed under its row lock`);
-    entry.run_id = runId;
-    entry.body = {
-      kind: 'run.decision',
-      run_id: runId,
-      workflow_run_id: run.kind === 'approval' ? run.parent_run_id : null,
-      decision_id: record.id,
-      decision,
-      commitment: record.commitment,
-      state_digest: run.state_digest,
-      run_status: moved.status,
-    };
     return { run: moved, record };
   });
   if (result.run.kind === 'approval') await deliverStepDecision(ctx, result.run);

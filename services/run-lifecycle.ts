@@ -1,7 +1,7 @@
 import { newId } from '../core/ids';
 import { finalStateOf, type ExecutionOutcome } from '../core/run-outcome';
 import { runView } from '../core/run-view';
-import type { Sql } from '../store/db';
+import type { Db, Sql } from '../store/db';
 import type { AuditEntryFields } from '../core/audit-chain';
 import { recordedRelease } from '../store/audit';
 import { getRun, listChildRuns, updateRunIf, type RunChanges } from '../store/runs';
@@ -20,12 +20,13 @@ export interface RunMove {
 }
 
 /**
- * Reads the run, asks `decide` what to do with it, and makes that move as one compare-and-set
- * statement (`updateRunIf`); when another move won the race, reads again and decides anew.
- * `decide` returns `{ settled }` to make no move, with what to answer.
+ * The one way a run moves. Reads the run, asks `decide` what to do with it, and makes that move as
+ * one compare-and-set statement (`updateRunIf`); when another move won the race, reads again and
+ * decides anew. `decide` returns `{ settled }` to make no move, with what to answer. Works inside a
+ * caller's transaction too (a decision moves its run under the row lock it took).
  */
 export async function moveRun<T>(
-  sql: Sql,
+  sql: Db,
   runId: string,
   what: string,
   decide: (current: Run | undefined) => RunMove | { settled: T },
@@ -41,12 +42,12 @@ export async function moveRun<T>(
 }
 
 /**
- * Ends a run: its terminal status, its `run.finished` event and its `run.ended` chain entry in one
- * statement, a compare-and-set on the run as read. A run already ended is left as it is, so every
- * path that can end a run (the workflow, a cancel, the sweeper) may call this and the end is still
- * recorded exactly once.
+ * The one way a run ends: its terminal status, its `run.finished` event and its `run.ended` chain
+ * entry in one statement, a compare-and-set on the run as read. A run already ended is left as it
+ * is, so every path that can end a run (the workflow, a decision, an approval step's timeout, a
+ * cancel, the sweeper) calls this and the end is still recorded exactly once.
  */
-export async function recordRunEnd(sql: Sql, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
+export async function recordRunEnd(sql: Db, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
   const result = await moveRun(sql, runId, 'end it', (current) => {
     if (!current || current.finished_at) return { settled: undefined };
     return {
