@@ -4,9 +4,10 @@
 # Temporal CLI for the embedded dev server.
 FROM node:20-bookworm-slim
 
-# The bash and python tools run these on the machine that executes the run.
+# The bash and python tools run these on the machine that executes the run; every run executes in
+# a bubblewrap sandbox with its own network through slirp4netns (docs/operations.md, Security model).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bash python3 ca-certificates \
+ && apt-get install -y --no-install-recommends bash python3 ca-certificates bubblewrap slirp4netns \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
@@ -16,6 +17,9 @@ RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
 COPY . .
+
+# The workflow bundle, built once here rather than at every start (/app is not writable by `node`).
+RUN node bin/run-ts.js workers/build-bundle.ts
 
 # Only an embedded PostgreSQL would write here; the directory exists so that mode also works.
 RUN mkdir -p /var/lib/cairn && chown node:node /var/lib/cairn

@@ -7,6 +7,7 @@ import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
 import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold } from '../store/runs';
 import { newId } from '../core/ids';
+import { approvalBranches } from '../core/approval-branches';
 import { entryFields, serviceOrigin } from '../services/audit';
 
 /** A parent's graph as its workflow runs it: the steps and the child run recorded for each. */
@@ -99,8 +100,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
           id: stepRunId,
           name: definition.name,
           description: definition.description ?? null,
-          on_approve: steps.filter((s) => s.depends_on.includes(definition.name)).map((s) => s.name),
-          on_deny: definition.if_denied ? [definition.if_denied] : [],
+          ...approvalBranches(steps, definition),
           expires_at: expiresAt,
         },
       });

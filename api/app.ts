@@ -8,6 +8,7 @@ import { errorHandler } from './middleware/errors';
 import { requestTargetHygiene } from './middleware/hygiene';
 import { accountRoutes } from './routes/accounts';
 import { auditRoutes } from './routes/audit';
+import { federationRoutes } from './routes/federation';
 import { healthRoutes } from './routes/health';
 import { policyRoutes } from './routes/policies';
 import { approvalRoutes } from './routes/approvals';
@@ -18,6 +19,7 @@ import { runOutputRoutes } from './routes/run-output';
 import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
 import { templateRoutes } from './routes/templates';
+import { workerRoutes } from './routes/workers';
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
 export function createApp(server: ServerContext): Koa {
@@ -63,6 +65,8 @@ export function createApp(server: ServerContext): Koa {
     approvalRoutes(server),
     policyRoutes(server),
     auditRoutes(server),
+    workerRoutes(server),
+    federationRoutes(),
   ];
   for (const router of routers) {
     app.use(router.routes());

@@ -165,8 +165,9 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const worker = await startPoolWorker({
       connection,
       namespace: config.temporalNamespace,
-      taskQueue: config.poolQueue,
+      poolQueue: config.poolQueue,
       poolSize: config.poolSize,
+      leaseSeconds: config.leaseSeconds,
       sql,
       logger,
       metrics,

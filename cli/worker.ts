@@ -1,49 +1,132 @@
+import type { Logger } from 'pino';
+import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/license';
+import { fitsBytes } from '../api/schemas/common';
+import { ConfigError, loadConfig, parseFlags, type Config } from '../core/config';
+import { readInstallId } from '../services/install-identity';
+import { loadLicensing } from '../services/licensing';
 import { createMetrics } from '../services/metrics';
-import { installTemporalLogging } from '../workers/runtime';
 import { migrate } from '../store/migrate';
+import type { Sql } from '../store/db';
+import type { ExecutionWorkerOptions, RunningWorker } from '../workers/execution';
+import { executionTaskQueue } from '../workers/names';
 import { startPoolWorker } from '../workers/pool';
-import { ConfigError, loadConfig, parseFlags } from '../core/config';
-import { buildSealer, createLogger, openDatabase, serverSecretsOf } from './serve';
+import { startQueueWorker } from '../workers/queue';
+import { installTemporalLogging } from '../workers/runtime';
+import { buildSealer, createLogger, openDatabase, serverSecretsOf, type ServerHarness } from './serve';
 import { connectTemporal } from './temporal-connection';
 
+/** What only an in-process or test-support start passes: extra keys trusted to sign licenses. */
+export type WorkerHarness = Pick<ServerHarness, 'licenseKeys'>;
+
+export interface RunningWorkerProcess {
+  /** The worker's row in the `workers` table. */
+  id: string;
+  /** "" for the default pool. */
+  queue: string;
+  stop(): Promise<void>;
+}
+
+/** `--queue NAME` or `--queue=NAME`, the one flag only `cairn worker` takes; "" when absent. */
+function takeQueueFlag(rest: string[]): { queue: string; rest: string[] } {
+  const left: string[] = [];
+  let queue: string | undefined;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (arg === '--queue' || arg.startsWith('--queue=')) {
+      const value = arg === '--queue' ? rest[++i] : arg.slice('--queue='.length);
+      if (!value) throw new ConfigError('--queue needs a queue name (leave it out to serve the default pool)');
+      if (!fitsBytes(255)(value)) throw new ConfigError('--queue: a queue name is at most 255 bytes');
+      queue = value;
+    } else {
+      left.push(arg);
+    }
+  }
+  return { queue: queue ?? '', rest: left };
+}
+
 /**
- * `cairn worker`: more execution capacity for the default pool, on another machine or process,
- * against the same PostgreSQL and Temporal as `serve`. Named queues are Team tier.
+ * The install's tier as a worker sees it: from --license-file, checked against the install id in
+ * the database (read without opening the signing key, which a worker has no use for).
  */
-export async function runWorkerCommand(args: string[]): Promise<void> {
-  const { values, rest } = parseFlags(args);
-  if (rest.includes('--queue')) throw new ConfigError('named worker queues are a Team tier feature and this install has no Team license');
-  if (rest.length) throw new ConfigError(`unknown argument ${rest[0]}`);
-  const config = loadConfig(values);
+async function workerTier(config: Config, sql: Sql, harness: WorkerHarness): Promise<Tier> {
+  if (!config.licenseFile) return 'community';
+  const installId = await readInstallId(sql);
+  if (!installId) throw new ConfigError('this install has no identity yet: start `cairn serve` once before its workers');
+  const licensing = await loadLicensing(config, installId, [...BUILT_IN_LICENSE_KEYS, ...(harness.licenseKeys ?? [])]);
+  return licensing.tier;
+}
+
+/**
+ * A worker process's work: executes runs of the default pool, or with a queue (Team tier) only
+ * the runs submitted to that named queue, against the same PostgreSQL and Temporal as `serve`.
+ * A queue without a Team license stops the start with one line naming the feature and the tier.
+ */
+export async function startWorkerProcess(
+  config: Config,
+  queue: string,
+  logger: Logger = createLogger(config),
+  harness: WorkerHarness = {},
+): Promise<RunningWorkerProcess> {
   if (!config.databaseUrl || !config.temporalAddress) {
     throw new ConfigError('a worker joins an existing install: set --database-url and --temporal-address');
   }
-  const logger = createLogger(config);
   // A worker opens the secrets sealed to the runs it executes, so it needs the install's key and salt.
   const sealer = buildSealer(config);
   const database = await openDatabase(config, logger);
-  await migrate(database.sql);
-  installTemporalLogging(logger);
-  const connection = await connectTemporal(config.temporalAddress, logger);
-  const worker = await startPoolWorker({
-    connection,
-    namespace: config.temporalNamespace,
-    taskQueue: config.poolQueue,
-    poolSize: config.poolSize,
-    sql: database.sql,
-    logger,
-    metrics: createMetrics(database.sql, config.poolSize),
-    sealer,
-    isolation: config,
-    serverSecrets: serverSecretsOf(config, database.url),
-  });
-  logger.info({ taskQueue: config.poolQueue }, 'worker polling');
-  const stop = async () => {
-    await worker.stop();
-    await connection.close();
-    await database.stop();
-    process.exit(0);
+  const stack: (() => Promise<void>)[] = [database.stop];
+  const stopAll = async () => {
+    for (const stop of stack.reverse()) await stop().catch((err) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  try {
+    await migrate(database.sql);
+    if (queue) {
+      const tier = await workerTier(config, database.sql, harness);
+      if (!tierAllows(tier, 'named_queue')) throw new ConfigError(featureRefusal('named_queue', tier));
+    }
+    installTemporalLogging(logger);
+    const connection = await connectTemporal(config.temporalAddress, logger);
+    stack.push(() => connection.close());
+    const options: ExecutionWorkerOptions = {
+      connection,
+      namespace: config.temporalNamespace,
+      poolQueue: config.poolQueue,
+      poolSize: config.poolSize,
+      leaseSeconds: config.leaseSeconds,
+      sql: database.sql,
+      logger,
+      metrics: createMetrics(database.sql, config.poolSize),
+      sealer,
+      isolation: config,
+      serverSecrets: serverSecretsOf(config, database.url),
+    };
+    const worker: RunningWorker = queue ? await startQueueWorker(options, queue) : await startPoolWorker(options);
+    stack.push(() => worker.stop());
+    logger.info({ queue, taskQueue: executionTaskQueue(config.poolQueue, queue), workerId: worker.id }, 'worker polling');
+    return { id: worker.id, queue, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/** `cairn worker [--queue NAME]`: runs until SIGINT or SIGTERM, then stops cleanly. */
+export async function runWorkerCommand(args: string[], harness: WorkerHarness = {}): Promise<void> {
+  const { values, rest: unparsed } = parseFlags(args);
+  const { queue, rest } = takeQueueFlag(unparsed);
+  if (rest.length) throw new ConfigError(`unknown argument ${rest[0]}`);
+  const config = loadConfig(values);
+  const logger = createLogger(config);
+  const worker = await startWorkerProcess(config, queue, logger, harness);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'worker shutting down');
+    worker.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
 }

@@ -1,3 +1,8 @@
+// Bundled into workflow code (workflows/graph.ts imports it): it must stay deterministic, with no
+// I/O, no clock, no randomness and no imports beyond core/ modules that keep the same rule. A change
+// to what it decides for a graph already running changes workflow behaviour: see "Changing workflow
+// code" in docs/architecture.md (replay tests, `patched()`).
+
 /**
  * Saved workflows and pipelines as a graph of steps (spec part A 2.5, 3.2). Pure: used when a
  * template or pipeline is saved (validation) and inside workflow code (what runs next), so it

@@ -82,6 +82,14 @@ export async function loadInstallIdentity(sql: Sql, sealer: Sealer | undefined):
   };
 }
 
+/**
+ * The install's id alone, without opening the signing key: what a worker needs to check a license
+ * bound to the install. Undefined until a server has started once and made the identity.
+ */
+export async function readInstallId(sql: Sql): Promise<string | undefined> {
+  return (await getSetting<StoredIdentity>(sql, SETTING))?.install_id;
+}
+
 /** The public seal document (spec part A 1.1 rule 3): what a relying party pins to verify offline. */
 export function sealDocument(identity: InstallIdentity) {
   return {

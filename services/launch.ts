@@ -10,6 +10,35 @@ import { submitRun, type RunRequest } from './runs';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
 import type { Run } from '../core/run';
 
+/** A job as asked for: one tool and command, run once or split into shards. */
+export interface Job {
+  tool: string;
+  command: string;
+  extraVars: Record<string, unknown>;
+  dryRun?: boolean;
+  queue: string;
+  timeout?: number;
+  shards?: number | null;
+  templateId?: string;
+}
+
+/**
+ * The run a job makes (spec part A 2.1): one run, or with two or more shards a split, one parent
+ * and one shard run per index. Submitting a run and launching a job template both make it here.
+ */
+export function jobRequest(job: Job): RunRequest {
+  const spec = { command: job.command, extra_vars: job.extraVars, ...(job.dryRun ? { dry_run: true as const } : {}) };
+  const split = job.shards != null && job.shards >= 2;
+  return {
+    tool: job.tool,
+    spec,
+    queue: job.queue,
+    timeout: job.timeout,
+    ...(job.templateId ? { templateId: job.templateId } : {}),
+    ...(split ? { kind: 'split' as const, steps: splitGraph(job.tool, job.command, job.shards!) } : {}),
+  };
+}
+
 export interface LaunchOptions {
   /** The survey answers, keyed by var (spec part A 2.4 rule 1); absent is none. */
   answers?: unknown;
@@ -79,16 +108,15 @@ export async function launchTemplate(
           timeout,
           templateId: template.id,
         }
-      : {
+      : jobRequest({
           tool: template.tool!,
-          spec: { command: template.command!, extra_vars: extraVars },
+          command: template.command!,
+          extraVars,
           queue: template.queue,
           timeout,
+          shards: template.shards,
           templateId: template.id,
-          ...(template.shards !== null && template.shards >= 2
-            ? { kind: 'split' as const, steps: splitGraph(template.tool!, template.command!, template.shards) }
-            : {}),
-        };
+        });
   if (Object.keys(secrets).length) request.secrets = secrets;
   return submitRun(ctx, caller, origin, request, options.idempotencyKey);
 }

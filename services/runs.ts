@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import { badRequest, conflict, forbidden, notFound } from '../core/errors';
+import { ApiError, badRequest, conflict, forbidden, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
 import { featureRefusal, tierAllows, type Tier } from '../core/license';
@@ -15,7 +15,7 @@ import { actorKindOf, type Caller } from '../store/tokens';
 import { environmentFault } from '../tools/extra-vars';
 import { requireRunnableTool } from '../tools/registry';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
-import { runWorkflowId } from '../workers/names';
+import { executionTaskQueue, runWorkflowId } from '../workers/names';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
 import { endUnrunChildren, recordRunEnd } from './run-lifecycle';
@@ -66,7 +66,7 @@ function childPlans(request: RunRequest): ChildPlan[] {
 }
 
 /** Named queues are served only by workers, and every worker is Team tier. */
-function requireQueueAllowed(queue: string, tier: Tier): void {
+export function requireQueueAllowed(queue: string, tier: Tier): void {
   if (queue !== '' && !tierAllows(tier, 'named_queue')) {
     throw forbidden(featureRefusal('named_queue', tier), { feature: 'named_queue', field: 'queue', tier });
   }
@@ -216,7 +216,7 @@ export async function submitRun(
     } else {
       run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
         const inserted = await insertRunWithEvent(tx, parent, created);
-        if (hold) await appendEvent(tx, inserted.id, 'run.held', { blocker: 'approval_needed', hold });
+        if (hold) await appendEvent(tx, inserted.id, 'run.held', { run: runView(inserted, 'preview'), blocker: 'approval_needed', hold });
         for (const child of children) {
           const childId = newId('run');
           const childDigest = stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds });
@@ -267,25 +267,37 @@ export async function handOff(ctx: ServerContext, run: Run): Promise<void> {
   }
 }
 
-/** Starts the run's workflow; starting one that already exists is harmless (workflow id = run id). */
+/**
+ * Starts the run's workflow on the pool queue, its tool routed to the run's queue. Workflow id =
+ * run id, with both id policies set explicitly: starting a workflow that is still running returns
+ * the running one (`USE_EXISTING`), and a workflow that has finished is never started again for
+ * the same run (`REJECT_DUPLICATE`, answered with WorkflowExecutionAlreadyStartedError). Either way
+ * the repeat is harmless, so the sweeper may start any run whose start it has not seen recorded.
+ */
 export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<void> {
   if (ctx.faults.fire('workflow-start-once')) throw new Error('injected fault: workflow start failed');
+  const once = {
+    workflowId: runWorkflowId(run.id),
+    taskQueue: ctx.config.poolQueue,
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  } as const;
+  const executionQueue = executionTaskQueue(ctx.config.poolQueue, run.queue);
   try {
     if (PARENT_KINDS.includes(run.kind)) {
-      // A parent runs its children; each child carries the parent's timeout as its own.
+      // A parent runs its children; each child carries the parent's timeout and queue as its own.
       await ctx.temporal.workflow.start<(input: GraphWorkflowInput) => Promise<void>>(GRAPH_WORKFLOW, {
-        workflowId: runWorkflowId(run.id),
-        taskQueue: ctx.config.poolQueue,
-        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],
+        ...once,
+        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue }],
       });
     } else {
       await ctx.temporal.workflow.start<(input: RunWorkflowInput) => Promise<void>>(RUN_WORKFLOW, {
-        workflowId: runWorkflowId(run.id),
-        taskQueue: ctx.config.poolQueue,
-        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds }],
+        ...once,
+        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue }],
       });
     }
   } catch (err) {
+    // The workflow ran and finished: it is not started again.
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
   await markWorkflowStarted(ctx.sql, run.id);
@@ -370,8 +382,7 @@ export async function rerunRun(
   idempotencyKey?: string,
 ): Promise<Run> {
   const original = await requireFinished(ctx, runId, 'rerun');
-  const { run } = await submitRun(ctx, caller, origin, { ...requestOf(original), secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
-  return run;
+  return resubmit(ctx, caller, origin, { ...requestOf(original), secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
 }
 
 /** A new split from only the shards of a finished split that did not succeed; the original stays as it was. */
@@ -383,6 +394,20 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
   const shards = await listChildRuns(ctx.sql, original.id);
   const failed = (original.graph as StepDefinition[]).filter((step) => shards.find((s) => s.step_name === step.name)?.status !== 'succeeded');
   if (failed.length === 0) throw conflict(`every shard of run ${runId} succeeded; there is nothing to retry`);
-  const { run } = await submitRun(ctx, caller, origin, { ...requestOf(original), steps: failed, secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
-  return run;
+  return resubmit(ctx, caller, origin, { ...requestOf(original), steps: failed, secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
+}
+
+/**
+ * Submits a rerun or retry. Its request is the stored run's, not the caller's, so what submission
+ * refuses as a bad request (a tool this server no longer runs, an environment too large to start)
+ * is a configuration error of the original here: 409 with the whole reason (spec part B 7.3).
+ */
+async function resubmit(ctx: ServerContext, caller: Caller, origin: AuditOrigin, request: RunRequest, idempotencyKey?: string): Promise<Run> {
+  try {
+    const { run } = await submitRun(ctx, caller, origin, request, idempotencyKey);
+    return run;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 400) throw conflict(err.message, err.details);
+    throw err;
+  }
 }

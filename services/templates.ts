@@ -1,18 +1,33 @@
 import { canonicalJson } from '../core/canonical';
-import { badRequest, conflict } from '../core/errors';
+import { badRequest, conflict, notFound } from '../core/errors';
+import { newId } from '../core/ids';
 import { ENCRYPTION_SETTINGS, encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
 import type { Sealer } from '../core/seal';
 import { mergeSecretDefaultEdit, parseSurvey, redactSurvey, type SurveyField } from '../core/survey';
 import type { StepDefinition } from '../core/workflow-graph';
-import type { StoredSurveyField, Template, TemplateFields } from '../store/templates';
+import { isUniqueViolation } from '../store/db';
+import {
+  deleteTemplate,
+  getTemplateForUpdate,
+  insertTemplate,
+  updateTemplate,
+  type StoredSurveyField,
+  type Template,
+  type TemplateFields,
+} from '../store/templates';
+import type { Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
-import { withholdFields, type AuditOrigin } from './audit';
+import { recordMutation, withholdFields, type AuditOrigin } from './audit';
+import type { ServerContext } from './context';
+import { requireQueueAllowed } from './runs';
 
 /**
- * Templates' survey storage and views (spec part A 2.3, 2.4 rule 3). A secret field's default is
- * sealed when saved, with context `template:<template id>:<var>`, and kept as `default_sealed`
- * beside the field with `default_sealed_by`, the id of the account that set it; `default` is never
- * stored for a secret field. Every read shows `[redacted]` in its place, an admin's included.
+ * Templates: saving them, their survey storage and views (spec part A 2.3, 2.4 rule 3; part B 8).
+ * A secret field's default is sealed when saved, with context `template:<template id>:<var>`, and
+ * kept as `default_sealed` beside the field with `default_sealed_by`, the id of the account that
+ * set it; `default` is never stored for a secret field. Every read shows `[redacted]` in its
+ * place, an admin's included. An edit that changes what a template runs clears the sealed
+ * defaults the editor did not set, unless an admin edits (`storedSurvey`).
  */
 
 export function templateSecretContext(templateId: string, name: string): string {
@@ -217,3 +232,133 @@ export function templateView(template: Template) {
 }
 
 export type TemplateView = ReturnType<typeof templateView>;
+
+/** A template write as parsed from its body: every field as sent (absent or null is the default). */
+export interface TemplateDraft {
+  name: string;
+  tool?: string | null;
+  command?: string | null;
+  extra_vars?: Record<string, unknown> | null;
+  queue?: string | null;
+  timeout?: number | null;
+  shards?: number | null;
+  /** Read by `parseTemplateSurvey`, which withholds its secret defaults from the fingerprint. */
+  survey: SurveyField[];
+  /** A workflow template's checked graph; null for a job template. */
+  steps: StepDefinition[] | null;
+  /** The `id` a body names (a read sent back carries it); an update refuses another template's. */
+  id?: unknown;
+}
+
+/** A new template, recorded with its chain entry; 409 when its name is taken. */
+export async function createTemplate(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: TemplateDraft): Promise<Template> {
+  await requireSavable(ctx, draft);
+  const id = newId('tpl');
+  return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+    const fields = runFieldsOf(draft);
+    const { survey, changes } = storedSurvey(ctx.sealer, id, draft.survey, editorOf(caller));
+    const created = await uniqueName(draft.name, () => insertTemplate(tx, id, { ...fields, survey }, caller.account.username));
+    entry.body = { kind: 'template.created', template_id: created.id, template: audited(created), ...secretDefaultsNote(changes, {}) };
+    return created;
+  });
+}
+
+/** Replaces a template whole; also says which stored secret defaults the edit cleared, and why. */
+export async function replaceTemplate(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  templateId: string,
+  draft: TemplateDraft,
+): Promise<{ template: Template; cleared: Record<string, SecretDefaultClearReason> }> {
+  await requireSavable(ctx, draft);
+  if (draft.id !== undefined && draft.id !== null && draft.id !== templateId) {
+    throw badRequest(`id: the body names template ${String(draft.id)} but the path names ${templateId}; the id cannot change`, { field: 'id' });
+  }
+  return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    const current = await getTemplateForUpdate(tx, templateId);
+    if (!current) throw notFound(`template ${templateId}`);
+    const fields = runFieldsOf(draft);
+    const { survey, changes, cleared } = storedSurvey(ctx.sealer, current.id, draft.survey, editorOf(caller), {
+      survey: current.survey,
+      createdBy: current.created_by,
+      runChanged: changesWhatRuns(current, fields),
+    });
+    const updated = await uniqueName(draft.name, () => updateTemplate(tx, current.id, { ...fields, survey }));
+    if (!updated) throw notFound(`template ${templateId}`);
+    entry.body = {
+      kind: 'template.updated',
+      template_id: updated.id,
+      template: audited(updated),
+      previous: audited(current),
+      ...secretDefaultsNote(changes, cleared),
+    };
+    return { template: updated, cleared };
+  });
+}
+
+/** Deletes a template; runs launched from it keep their `template_id`. */
+export async function removeTemplate(ctx: ServerContext, origin: AuditOrigin, templateId: string): Promise<void> {
+  await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
+    const current = await getTemplateForUpdate(tx, templateId);
+    if (!current || !(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
+    entry.body = { kind: 'template.deleted', template_id: current.id, template: audited(current) };
+  });
+}
+
+/**
+ * What a write needs no transaction for: every tool it names runs here, and a named queue is
+ * allowed by the tier, as at submission (refused when saved, not only at each launch).
+ */
+async function requireSavable(ctx: ServerContext, draft: TemplateDraft): Promise<void> {
+  await requireTemplateTools(draft.steps ? null : (draft.tool ?? null), draft.steps);
+  requireQueueAllowed(draft.queue ?? '', ctx.licensing.tier);
+}
+
+/** The stored fields but the survey, whose secret defaults `storedSurvey` seals. */
+function runFieldsOf(draft: TemplateDraft): Omit<TemplateFields, 'survey'> {
+  const workflow = draft.steps !== null;
+  return {
+    name: draft.name,
+    kind: workflow ? 'workflow' : 'job',
+    tool: workflow ? null : (draft.tool ?? null),
+    command: workflow ? null : (draft.command ?? null),
+    extra_vars: draft.extra_vars ?? {},
+    inventory_id: null,
+    queue: draft.queue ?? '',
+    timeout_seconds: draft.timeout ?? 0,
+    shards: workflow ? null : (draft.shards ?? null),
+    steps: draft.steps,
+    notifications: [],
+  };
+}
+
+const editorOf = (caller: Caller): TemplateEditor => ({
+  accountId: caller.account.id,
+  username: caller.account.username,
+  admin: caller.account.role === 'admin',
+});
+
+/** A template name is unique: a second one is a 409 naming it. */
+async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw conflict(`a template named ${JSON.stringify(name)} exists already; template names are unique`, { field: 'name' });
+    throw err;
+  }
+}
+
+/** What a template's chain entries record of it: its read view (secret defaults redacted) without times. */
+function audited(template: Template): Record<string, unknown> {
+  const { created_at: _c, updated_at: _u, id: _id, ...rest } = templateView(template);
+  return rest;
+}
+
+/** What happened to each secret default, by var, and why each cleared one was: names, actions and reasons, never values. */
+function secretDefaultsNote(changes: Record<string, SecretDefaultChange>, cleared: Record<string, SecretDefaultClearReason>): Record<string, unknown> {
+  return {
+    ...(Object.keys(changes).length ? { secret_defaults: changes } : {}),
+    ...(Object.keys(cleared).length ? { secret_defaults_cleared: cleared } : {}),
+  };
+}

@@ -19,6 +19,12 @@ export interface RunWorkflowInput {
    * executing activity renews it by heartbeat (see activities/runs.ts).
    */
   leaseSeconds: number;
+  /**
+   * The Temporal task queue the executing activity is scheduled on (the run's queue, through
+   * workers/names.ts `executionTaskQueue`). Absent in workflows started before named queues were
+   * routed: their activity runs on the workflow's own task queue, as it always did.
+   */
+  executionQueue?: string;
 }
 
 export interface GraphWorkflowInput {
@@ -26,6 +32,8 @@ export interface GraphWorkflowInput {
   /** Each step's own timeout, seconds; zero means none. */
   stepTimeoutSeconds: number;
   leaseSeconds: number;
+  /** Every step's and shard's execution task queue (the parent's queue); see RunWorkflowInput. */
+  executionQueue?: string;
 }
 
 /** An approval step was decided through the API; the workflow reads the decision from the store. */

@@ -46,7 +46,16 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
       await executeChild(runWorkflow, {
         workflowId: stepRunId,
         taskQueue: workflowInfo().taskQueue,
-        args: [{ runId: stepRunId, timeoutSeconds: input.stepTimeoutSeconds, leaseSeconds: input.leaseSeconds }],
+        // A finished step's workflow is never started again under its run id.
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        args: [
+          {
+            runId: stepRunId,
+            timeoutSeconds: input.stepTimeoutSeconds,
+            leaseSeconds: input.leaseSeconds,
+            executionQueue: input.executionQueue,
+          },
+        ],
       });
     } catch (err) {
       if (isCancellation(err)) throw err;

@@ -17,6 +17,8 @@ const TIMER_FIRED = Symbol('timer fired');
 /** One run: execute the tool on the run's queue, raced against its timeout, then record the end once. */
 export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   const { executeRun } = proxyActivities<RunActivities>({
+    // The run's queue: a worker serving it executes the tool; until one polls, the run stays pending.
+    taskQueue: input.executionQueue,
     startToCloseTimeout: input.timeoutSeconds > 0 ? (input.timeoutSeconds + 300) * 1000 : TEN_YEARS_MS,
     heartbeatTimeout: input.leaseSeconds * 1000,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

@@ -6,7 +6,16 @@ import { resolveToken, touchToken, type Caller } from '../../store/tokens';
 import type { ServerContext } from '../../services/context';
 
 /** Routes a caller reaches without a bearer token; the stream route checks its own ticket. */
-const PUBLIC = [/^\/healthz$/, /^\/readyz$/, /^\/$/, /^\/ui(\/.*)?$/, /^\/v1\/auth\/login$/, /^\/v1\/runs\/[^/]+\/stream$/, /^\/\.well-known\/seal\.json$/];
+const PUBLIC = [
+  /^\/healthz$/,
+  /^\/readyz$/,
+  /^\/$/,
+  /^\/ui(\/.*)?$/,
+  /^\/v1\/auth\/login$/,
+  /^\/v1\/runs\/[^/]+\/stream$/,
+  // The seal and the federation discovery documents (spec part B 5.1).
+  /^\/\.well-known\/(seal\.json|openid-configuration|jwks\.json)$/,
+];
 
 /** last_used_at is kept to the minute, so most requests stay a single read. */
 const TOUCH_INTERVAL_MS = 60_000;

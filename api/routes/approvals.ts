@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { approvalBranches } from '../../core/approval-branches';
 import type { StepDefinition } from '../../core/workflow-graph';
 import type { ServerContext } from '../../services/context';
 import { listWaitingApprovalSteps } from '../../store/runs';
@@ -21,8 +22,7 @@ export function approvalRoutes(server: ServerContext): Router {
         step: step.step_name,
         description: definition?.description ?? null,
         waited_behind: definition?.depends_on ?? [],
-        on_approve: graph.filter((s) => s.depends_on.includes(step.step_name!)).map((s) => s.name),
-        on_deny: definition?.if_denied ? [definition.if_denied] : [],
+        ...approvalBranches(graph, { name: step.step_name!, if_denied: definition?.if_denied }),
         since: step.held_since?.toISOString() ?? null,
         expires_at: step.hold?.expires_at ?? null,
         state_digest: step.state_digest,

@@ -5,6 +5,7 @@ import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { decisionView } from '../../core/decision-view';
 import { correctDecision, decideRun, refuseAgentDecision, refuseAgentRecordChange, redactDecision, separationOfDuties } from '../../services/decisions';
+import { mayReadReasons } from '../../services/evidence';
 import { listDecisionRecords } from '../../store/decisions';
 import { getRun } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
@@ -48,7 +49,8 @@ export function runDecisionRoutes(server: ServerContext): Router {
     const caller = requireRole(ctx, 'viewer');
     const run = await getRun(server.sql, ctx.params.id);
     if (!run) throw notFound(`run ${ctx.params.id}`);
-    if (caller.account.role !== 'admin' && run.account_id !== caller.account.id) {
+    // The records carry the reasons, which go only to an admin and the run's own account.
+    if (!mayReadReasons(caller, run)) {
       throw forbidden(`the decisions of run ${run.id} are for an admin or the account that asked for the run`);
     }
     const records = await listDecisionRecords(server.sql, run.id);

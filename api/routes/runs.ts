@@ -1,38 +1,26 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import { badRequest, notFound } from '../../core/errors';
+import { notFound } from '../../core/errors';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
+import { jobRequest } from '../../services/launch';
 import { cancelRun, rerunRun, retryRun, submitRun } from '../../services/runs';
-import { splitGraph } from '../../core/workflow-graph';
 import { getRun, listChildRuns, listRuns } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
-import { fitsBytes } from '../schemas/common';
+import { command, extraVars, idempotencyKey, queue, shards, timeout, tool } from '../schemas/run-fields';
 import { parseInput, queryObject, storableTime } from '../validate';
 import { TERMINAL_STATUSES } from '../../core/run';
 
-const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
-/** A split runs every shard at once on the pool; more than this is a queue, not a split. */
-export const MAX_SHARDS = 100;
-
 const runSubmission = z.strictObject({
-  tool: z.string({ message: 'tool is required' }).min(1, 'tool is required'),
-  command: z.string({ message: 'command is required and must be a string' }).min(1, 'command must not be empty'),
-  extra_vars: z.record(z.string(), z.unknown(), { message: 'extra_vars must be an object' }).default({}),
-  timeout: z.number({ message: 'timeout must be a number of seconds' }).int('timeout must be whole seconds').min(0, 'timeout must not be negative').max(MAX_TIMEOUT_SECONDS, `timeout must be at most ${MAX_TIMEOUT_SECONDS} seconds (a year)`).optional(),
-  queue: z
-    .string({ message: 'queue must be a string' })
-    .refine(fitsBytes(255), 'queue must be at most 255 bytes')
-    .default(''),
+  tool,
+  command,
+  extra_vars: extraVars.default({}),
+  timeout: timeout.optional(),
+  queue: queue.default(''),
   dry_run: z.boolean({ message: 'dry_run must be true or false' }).default(false),
-  shards: z
-    .number({ message: 'shards must be a whole number' })
-    .int('shards must be a whole number')
-    .min(0, 'shards must not be negative')
-    .max(MAX_SHARDS, `shards must be at most ${MAX_SHARDS}`)
-    .optional(),
+  shards: shards.optional(),
 });
 
 const RUN_STATUSES = ['held', 'pending', 'running', ...TERMINAL_STATUSES] as const;
@@ -45,15 +33,9 @@ const runListQuery = z.strictObject({
   after: storableTime('after').optional(),
   before: storableTime('before').optional(),
   q: z.string().max(200, 'q must be at most 200 characters').optional(),
-  task: z.string().optional(),
+  // Listed so that sending it is refused with its own message, not as an unknown field.
+  task: z.never({ message: 'per-task summaries are not served yet, so runs cannot be listed by task' }).optional(),
 });
-
-/** The Idempotency-Key header, at most 255 bytes. */
-export function idempotencyKey(header: string | undefined): string | undefined {
-  if (header === undefined || header === '') return undefined;
-  if (!fitsBytes(255)(header)) throw badRequest('Idempotency-Key must be at most 255 bytes', { header: 'Idempotency-Key' });
-  return header;
-}
 
 export function runRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
@@ -61,22 +43,16 @@ export function runRoutes(server: ServerContext): Router {
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
-    const spec = { command: input.command, extra_vars: input.extra_vars, ...(input.dry_run ? { dry_run: true as const } : {}) };
-    // Two or more shards split the run: one parent, one shard run per index (spec part A 2.1).
-    const split = input.shards !== undefined && input.shards >= 2;
-    const { run, created } = await submitRun(
-      server,
-      caller,
-      originOf(ctx),
-      {
-        tool: input.tool,
-        spec,
-        queue: input.queue,
-        timeout: input.timeout,
-        ...(split ? { kind: 'split' as const, steps: splitGraph(input.tool, input.command, input.shards!) } : {}),
-      },
-      idempotencyKey(ctx.get('idempotency-key') || undefined),
-    );
+    const request = jobRequest({
+      tool: input.tool,
+      command: input.command,
+      extraVars: input.extra_vars,
+      dryRun: input.dry_run,
+      queue: input.queue,
+      timeout: input.timeout,
+      shards: input.shards,
+    });
+    const { run, created } = await submitRun(server, caller, originOf(ctx), request, idempotencyKey(ctx));
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/v1/runs/${run.id}`);
     ctx.body = runView(run);
@@ -110,7 +86,7 @@ export function runRoutes(server: ServerContext): Router {
   ] as const) {
     router.post(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'operator');
-      const run = await again(server, caller, originOf(ctx), ctx.params.id, idempotencyKey(ctx.get('idempotency-key') || undefined));
+      const run = await again(server, caller, originOf(ctx), ctx.params.id, idempotencyKey(ctx));
       ctx.status = 201;
       ctx.set('Location', `/v1/runs/${run.id}`);
       ctx.body = runView(run);

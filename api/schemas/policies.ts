@@ -87,7 +87,7 @@ export const policyInput = z
 
 export type PolicyInput = z.output<typeof policyInput>;
 
-/** The stored fields for a checked body: omitted conditions are null, omitted flags false. */
+/** The fields a checked body asks for: omitted conditions are null, omitted flags false (services/policies.ts stores them). */
 export function policyFields(input: PolicyInput): PolicyFields {
   return {
     name: input.name ?? '',
@@ -98,8 +98,7 @@ export function policyFields(input: PolicyInput): PolicyFields {
     queue: input.queue ?? null,
     actor: input.actor ?? null,
     account: input.account ?? null,
-    // An exemption only ever lets an agent's run past the agent hold; the stored policy says so.
-    actor_kind: input.effect === 'exempt' ? 'agent' : (input.actor_kind ?? null),
+    actor_kind: input.actor_kind ?? null,
     require_reason: input.require_reason ?? false,
     exclude_dry_run: input.exclude_dry_run ?? false,
     require_distinct_approver: input.require_distinct_approver ?? false,

@@ -2,18 +2,18 @@ import { z } from 'zod';
 import { badRequest } from '../../core/errors';
 import { checkGraph, pipelineGraph, WorkflowGraphError, type StepDefinition } from '../../core/workflow-graph';
 import { fitsBytes } from './common';
+import { command, extraVars, tool } from './run-fields';
 
 const MAX_STEPS = 100;
 const MAX_APPROVAL_TIMEOUT = 30 * 24 * 3600;
 
 const stepName = z.string({ message: 'name must be a string' }).min(1, 'name must not be empty').refine(fitsBytes(255), 'name must be at most 255 bytes');
-const extraVars = z.record(z.string(), z.unknown(), { message: 'extra_vars must be an object' });
 
 /** A pipeline step: a tool and its command, run in order. */
 const pipelineStep = z.strictObject({
   name: stepName.optional(),
-  tool: z.string({ message: 'tool is required' }).min(1, 'tool is required'),
-  command: z.string({ message: 'command is required and must be a string' }).min(1, 'command must not be empty'),
+  tool,
+  command,
   extra_vars: extraVars.optional(),
 });
 
@@ -24,8 +24,8 @@ const workflowStep = z
   .strictObject({
     name: stepName,
     type: z.enum(['run', 'approval'], { message: 'type must be approval, or omitted for a step that runs a tool' }).default('run'),
-    tool: z.string({ message: 'tool must be a string' }).min(1, 'tool must not be empty').optional(),
-    command: z.string({ message: 'command must be a string' }).min(1, 'command must not be empty').optional(),
+    tool: tool.optional(),
+    command: command.optional(),
     extra_vars: extraVars.optional(),
     depends_on: z.array(stepName, { message: 'depends_on must be a list of step names' }).default([]),
     description: z.string({ message: 'description must be a string' }).max(2000, 'description must be at most 2000 characters').optional(),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { MAX_SHARDS } from '../routes/runs';
 import { fitsBytes } from './common';
+import { command, extraVars, queue, shards, timeout, tool } from './run-fields';
 import { workflowSteps } from './steps';
 
 /**
@@ -18,8 +18,6 @@ import { workflowSteps } from './steps';
  *   no ansible tool yet), `inventory_id`, the fact cache, callbacks, and notification targets
  *   (`notifications` accepts only an empty list).
  */
-
-export const MAX_TEMPLATE_TIMEOUT = 365 * 24 * 3600;
 
 /** Ansible run controls (spec part A 2.2). */
 const ANSIBLE_CONTROLS = ['limit', 'tags', 'skip_tags', 'forks', 'verbosity', 'diff_mode'] as const;
@@ -43,24 +41,12 @@ const absent = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 export const templateInput = z
   .strictObject({
     name: z.string({ message: 'name is required and must be a string' }).min(1, 'name must not be empty').refine(fitsBytes(255), 'name must be at most 255 bytes'),
-    tool: absent(z.string({ message: 'tool must be a string' }).min(1, 'tool must not be empty')),
-    command: absent(z.string({ message: 'command must be a string' }).min(1, 'command must not be empty')),
-    extra_vars: absent(z.record(z.string(), z.unknown(), { message: 'extra_vars must be an object' })),
-    queue: absent(z.string({ message: 'queue must be a string' }).refine(fitsBytes(255), 'queue must be at most 255 bytes')),
-    timeout: absent(
-      z
-        .number({ message: 'timeout must be a number of seconds' })
-        .int('timeout must be whole seconds')
-        .min(0, 'timeout must not be negative')
-        .max(MAX_TEMPLATE_TIMEOUT, `timeout must be at most ${MAX_TEMPLATE_TIMEOUT} seconds (a year)`),
-    ),
-    shards: absent(
-      z
-        .number({ message: 'shards must be a whole number' })
-        .int('shards must be a whole number')
-        .min(0, 'shards must not be negative')
-        .max(MAX_SHARDS, `shards must be at most ${MAX_SHARDS}`),
-    ),
+    tool: absent(tool),
+    command: absent(command),
+    extra_vars: absent(extraVars),
+    queue: absent(queue),
+    timeout: absent(timeout),
+    shards: absent(shards),
     // Checked whole by core/survey.ts parseSurvey, which names the field at fault.
     survey: absent(z.unknown()),
     steps: absent(workflowSteps),
@@ -115,12 +101,7 @@ export type TemplateInput = z.output<typeof templateInput>;
 export const launchInput = z.strictObject({
   // Checked against the template's survey by core/survey.ts checkAnswers, naming `answers.<var>`.
   answers: z.unknown().optional(),
-  timeout: z
-    .number({ message: 'timeout must be a number of seconds' })
-    .int('timeout must be whole seconds')
-    .min(0, 'timeout must not be negative')
-    .max(MAX_TEMPLATE_TIMEOUT, `timeout must be at most ${MAX_TEMPLATE_TIMEOUT} seconds (a year)`)
-    .optional(),
+  timeout: timeout.optional(),
 });
 
 export type LaunchInput = z.output<typeof launchInput>;

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { portAnswers } from '../../embedded/state';
 import { connectDatabase } from '../../store/db';
@@ -23,6 +23,28 @@ async function serveEmbedded(dataDir: string) {
   await serve.waitFor(/Temporal UI: /);
   return { serve, url };
 }
+
+(process.getuid?.() === 0 ? test : test.skip)("a fresh clone in a private home directory starts, as root, with the README's command", async () => {
+  const home = tempDir('cairn-root-home');
+  chmodSync(home, 0o700);
+  const checkout = path.join(home, 'cairn');
+  execFileSync('git', ['clone', '-q', ROOT, checkout]);
+  // What `npm install` lays out, taken as hard links of this checkout's packages rather than downloaded again.
+  execFileSync('cp', ['-al', path.join(ROOT, 'node_modules'), path.join(checkout, 'node_modules')]);
+  const serve = startChild('npm', ['start', '--', '--listen', '127.0.0.1:0'], { ...bareEnvironment(), HOME: home }, { cwd: checkout, group: true });
+  try {
+    const [, url] = await serve.waitFor(/serving at (\S+)/, 180_000);
+    const [, token] = serve.output().match(/admin token: (\S+)/)!;
+    const api = apiClient(url, token);
+    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo from a private home' });
+    expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+    expect((await api.get(`/v1/runs/${run.id}/logs`)).text).toBe('from a private home\n');
+  } finally {
+    await serve.stop();
+    const location = path.join(checkout, 'data', 'postgres.location');
+    if (existsSync(location)) rmSync(readFileSync(location, 'utf8').trim(), { recursive: true, force: true });
+  }
+});
 
 test('serve on embedded defaults prints the admin token once, runs work, and a restart keeps everything', async () => {
   const dataDir = tempDir('cairn-quickstart');

@@ -13,8 +13,17 @@ export interface ChildHandle {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-export function startChild(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildHandle {
-  const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts a process. With `group`, it leads a process group of its own and `stop` signals the whole
+ * group: for a command such as `npm start` whose real work runs in a child of its own.
+ */
+export function startChild(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  options: { cwd?: string; group?: boolean } = {},
+): ChildHandle {
+  const child = spawn(command, args, { cwd: options.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.group });
   let output = '';
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer) => {
@@ -58,7 +67,8 @@ export function startChild(command: string, args: string[], env: NodeJS.ProcessE
     },
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill(signal);
+      if (options.group) process.kill(-child.pid!, signal);
+      else child.kill(signal);
       await exited;
     },
   };

@@ -1,0 +1,55 @@
+import type { Db } from './db';
+
+/** A worker process as it records itself (schema/007_workers.sql). */
+export interface WorkerRow {
+  id: string;
+  /** "" for the default pool, else the named queue it serves. */
+  queue: string;
+  task_queue: string;
+  host: string;
+  pid: number;
+  renew_seconds: number;
+  started_at: Date;
+  renewed_at: Date;
+}
+
+/** A worker as listed: its row, and whether it has missed three renewals in a row. */
+export interface ListedWorker extends WorkerRow {
+  lost: boolean;
+}
+
+/** Renewals a worker may miss before it counts as lost. */
+export const MISSED_RENEWALS_LOST = 3;
+
+/**
+ * Records the worker as alive now: inserts its row, or renews it. Renewing by upsert means a row
+ * pruned while its worker was cut off from the database comes back with the next renewal.
+ */
+export async function recordWorkerAlive(db: Db, worker: Omit<WorkerRow, 'started_at' | 'renewed_at'>): Promise<void> {
+  await db`
+    INSERT INTO workers ${db({ ...worker } as Record<string, unknown>)}
+    ON CONFLICT (id) DO UPDATE SET renewed_at = now()`;
+}
+
+/** A clean stop: the worker is gone, not lost. */
+export async function deleteWorker(db: Db, id: string): Promise<void> {
+  await db`DELETE FROM workers WHERE id = ${id}`;
+}
+
+/** Drops the rows of workers not heard from for this long (lost long ago, or killed uncleanly). */
+export async function pruneLostWorkers(db: Db, olderThanSeconds: number): Promise<void> {
+  await db`DELETE FROM workers WHERE renewed_at < now() - make_interval(secs => ${olderThanSeconds})`;
+}
+
+/** A page of workers for `GET /v1/workers`, in start order, freshness judged on the database's clock. */
+export async function listWorkerPage(
+  db: Db,
+  page: { limit: number; offset: number; ids?: string[] },
+): Promise<{ rows: ListedWorker[]; total: number }> {
+  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
+  const rows = await db<ListedWorker[]>`
+    SELECT *, renewed_at < now() - make_interval(secs => renew_seconds * ${MISSED_RENEWALS_LOST}) AS lost
+    FROM workers ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM workers ${filter}`;
+  return { rows, total: n };
+}

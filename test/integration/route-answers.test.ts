@@ -1,0 +1,105 @@
+import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+
+/** Answers the specification states for federation, held runs, reruns, pipelines and the run list. */
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+async function auditSize(): Promise<number> {
+  return (await t.api.get('/v1/audit?limit=1')).body.total;
+}
+
+describe('federation discovery documents', () => {
+  test.each(['/.well-known/openid-configuration', '/.well-known/jwks.json'])(
+    '%s needs no token and answers 404 saying federation is not configured',
+    async (path) => {
+      for (const token of [null, t.adminToken]) {
+        const res = await t.as(token).get(path);
+        expect(res.status).toBe(404);
+        expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+        expect(res.body).toEqual({ error: 'federation is not configured: --federation-issuer is not set' });
+      }
+    },
+  );
+
+  test('other .well-known paths still need a token', async () => {
+    expect((await t.as(null).get('/.well-known/openid-configuration/extra')).status).toBe(401);
+    expect((await t.as(null).get('/.well-known/webfinger')).status).toBe(401);
+  });
+});
+
+test('a held run’s run.held event carries the run beside its blocker and hold', async () => {
+  const minted = await t.api.post('/v1/tokens', { name: 'held-bot', kind: 'agent' });
+  expect(minted.status).toBe(201);
+  const { body: run } = await t.as(minted.body.token).post('/v1/runs', { tool: 'bash', command: 'echo held' });
+  expect(run.status).toBe('held');
+  const events = (await t.api.get(`/v1/runs/${run.id}/events`)).body.events;
+  const held = events.find((e: any) => e.event === 'run.held');
+  expect(held).toMatchObject({
+    blocker: 'approval_needed',
+    hold: { agent_hold: true, policies: [] },
+    run: { id: run.id, status: 'held', blocker: 'approval_needed', command: 'echo held', hold: { agent_hold: true } },
+  });
+  await t.api.post(`/v1/runs/${run.id}/reject`, {});
+});
+
+describe('a rerun or retry whose stored configuration cannot start answers 409 with the reason', () => {
+  /** A finished run, then its stored row changed as an install that has since lost what it needs would hold it. */
+  async function finished(body: Record<string, unknown>): Promise<string> {
+    const { body: run } = await t.api.post('/v1/runs', body);
+    return (await waitForRunEnd(t.api, run.id)).id;
+  }
+  const sql = () => t.server.context.sql;
+  const noLongerServed = (id: string) => sql()`UPDATE runs SET tool = 'ansible' WHERE id = ${id}`;
+  const tooLargeToStart = (id: string) =>
+    sql()`UPDATE runs SET spec = jsonb_set(spec, '{extra_vars}', ${sql().json({ BIG: 'x'.repeat(200_000) })}) WHERE id = ${id}`;
+
+  test.each([
+    ['rerun', 'a tool this server no longer runs', { tool: 'bash', command: 'true' }, noLongerServed, /^the ansible tool is not available on this server$/, 'tool'],
+    ['rerun', 'an environment too large to start', { tool: 'bash', command: 'true' }, tooLargeToStart, /^extra_vars\.BIG is \d+ bytes; one variable passed to a tool holds at most/, 'extra_vars.BIG'],
+    ['retry', 'an environment too large to start', { tool: 'bash', command: 'exit 1', shards: 2 }, tooLargeToStart, /^step shard-\d: extra_vars\.BIG is \d+ bytes/, 'extra_vars.BIG'],
+  ] as const)('%s of %s', async (action, _why, body, change, message, field) => {
+    const id = await finished(body);
+    await change(id);
+    const before = await auditSize();
+    const res = await t.api.post(`/v1/runs/${id}/${action}`, undefined);
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatch(message);
+    expect(res.body.field).toBe(field);
+    expect(await auditSize()).toBe(before);
+  });
+
+  test('a submission with the same configuration is still a 400', async () => {
+    const res = await t.api.post('/v1/runs', { tool: 'ansible', command: 'true' });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'the ansible tool is not available on this server', field: 'tool' });
+  });
+});
+
+test('a pipeline repeated with the same Idempotency-Key answers 200 with the first pipeline and records nothing', async () => {
+  const body = { steps: [{ tool: 'bash', command: 'echo once' }] };
+  const headers = { 'idempotency-key': 'pipeline-once' };
+  const first = await t.api.request('POST', '/v1/pipelines', { body, headers });
+  expect(first.status).toBe(201);
+  const before = await auditSize();
+  const again = await t.api.request('POST', '/v1/pipelines', { body, headers });
+  expect(again.status).toBe(200);
+  expect(again.body.id).toBe(first.body.id);
+  expect(again.headers.get('location')).toBe(`/v1/runs/${first.body.id}`);
+  expect(await auditSize()).toBe(before);
+  const parents = (await t.api.get('/v1/runs?tool=pipeline&limit=1000')).body.runs;
+  expect(parents.map((r: any) => r.id)).toEqual([first.body.id]);
+});
+
+test('listing runs by task is refused, naming task, since per-task summaries are not served yet', async () => {
+  for (const query of ['task=deploy', 'task=']) {
+    const res = await t.api.get(`/v1/runs?${query}`);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'task: per-task summaries are not served yet, so runs cannot be listed by task', field: 'task' });
+  }
+});

@@ -1,0 +1,153 @@
+import type { ApiResponse } from '../support/http';
+import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+
+/**
+ * The fields every way of making runs shares (a run, a pipeline and its steps, a template and its
+ * workflow steps, a launch) are refused alike wherever they are sent: 400, the same sentence, the
+ * field named, and nothing recorded.
+ */
+
+let t: TestServer;
+let templateId: string;
+let finishedRunId: string;
+let finishedSplitId: string;
+
+beforeAll(async () => {
+  t = await startTestServer();
+  templateId = (await t.api.post('/v1/templates', { name: 'fields', tool: 'bash', command: 'true' })).body.id;
+  finishedRunId = (await waitForRunEnd(t.api, (await t.api.post('/v1/runs', { tool: 'bash', command: 'true' })).body.id)).id;
+  const split = await t.api.post('/v1/runs', { tool: 'bash', command: 'exit 1', shards: 2 });
+  finishedSplitId = (await waitForRunEnd(t.api, split.body.id)).id;
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+type Send = (body: Record<string, unknown>, headers?: Record<string, string>) => Promise<ApiResponse>;
+
+/** A route that takes some shared fields: a valid body to put a bad value into, and where the fields go. */
+interface Route {
+  name: string;
+  send: Send;
+  body: () => Record<string, unknown>;
+  fields: string[];
+  /** Where in the body the fields sit: '' for the top level, `steps[0]` for a step. */
+  at?: 'steps[0]';
+}
+
+let names = 0;
+const post = (path: () => string): Send => (body, headers = {}) => t.api.request('POST', path(), { body, headers });
+const put = (path: () => string): Send => (body, headers = {}) => t.api.request('PUT', path(), { body, headers });
+const runStep = () => ({ tool: 'bash', command: 'true' });
+
+const routes: Route[] = [
+  { name: 'POST /v1/runs', send: post(() => '/v1/runs'), body: runStep, fields: ['tool', 'command', 'extra_vars', 'timeout', 'queue', 'shards'] },
+  { name: 'POST /v1/pipelines', send: post(() => '/v1/pipelines'), body: () => ({ steps: [runStep()] }), fields: ['extra_vars', 'timeout', 'queue'] },
+  { name: 'a pipeline step', send: post(() => '/v1/pipelines'), body: () => ({ steps: [runStep()] }), fields: ['tool', 'command', 'extra_vars'], at: 'steps[0]' },
+  {
+    name: 'POST /v1/templates',
+    send: post(() => '/v1/templates'),
+    body: () => ({ name: `t${++names}`, ...runStep() }),
+    fields: ['tool', 'command', 'extra_vars', 'timeout', 'queue', 'shards'],
+  },
+  {
+    name: 'PUT /v1/templates/{id}',
+    send: put(() => `/v1/templates/${templateId}`),
+    body: () => ({ name: 'fields', ...runStep() }),
+    fields: ['tool', 'command', 'extra_vars', 'timeout', 'queue', 'shards'],
+  },
+  {
+    name: 'a workflow template step',
+    send: post(() => '/v1/templates'),
+    body: () => ({ name: `w${++names}`, steps: [{ name: 'one', ...runStep() }] }),
+    fields: ['tool', 'command', 'extra_vars'],
+    at: 'steps[0]',
+  },
+  { name: 'POST /v1/templates/{id}/launch', send: post(() => `/v1/templates/${templateId}/launch`), body: () => ({}), fields: ['timeout'] },
+];
+
+/** Each shared field's bad values and the one sentence every route answers them with. */
+const BAD: Record<string, [unknown, string][]> = {
+  tool: [
+    ['', 'tool must not be empty'],
+    [7, 'tool must be a string'],
+  ],
+  command: [
+    ['', 'command must not be empty'],
+    [false, 'command must be a string'],
+  ],
+  extra_vars: [
+    [[1, 2], 'extra_vars must be an object'],
+    ['A=1', 'extra_vars must be an object'],
+  ],
+  timeout: [
+    [3_000_000_000, 'timeout must be at most 31536000 seconds (a year)'],
+    [-1, 'timeout must not be negative'],
+    [1.5, 'timeout must be whole seconds'],
+    ['60', 'timeout must be a number of seconds'],
+  ],
+  queue: [
+    ['é'.repeat(128), 'queue must be at most 255 bytes'],
+    [7, 'queue must be a string'],
+  ],
+  shards: [
+    [101, 'shards must be at most 100'],
+    [2.5, 'shards must be a whole number'],
+    [-1, 'shards must not be negative'],
+  ],
+};
+
+const cases = routes.flatMap((route) =>
+  route.fields.flatMap((field) => BAD[field].map(([value, message]) => ({ route, field, value, message }))),
+);
+
+async function auditSize(): Promise<number> {
+  return (await t.api.get('/v1/audit?limit=1')).body.total;
+}
+
+test.each(cases.map((c) => [c.route.name, c.field, JSON.stringify(c.value).slice(0, 20), c] as const))(
+  '%s refuses %s = %s with the shared sentence, naming the field',
+  async (_route, _field, _shown, { route, field, value, message }) => {
+    const body = route.body();
+    const named = route.at ? `${route.at}.${field}` : field;
+    if (route.at) (body.steps as Record<string, unknown>[])[0][field] = value;
+    else body[field] = value;
+    const before = await auditSize();
+    const res = await route.send(body);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: `${named}: ${message}`, field: named });
+    expect(await auditSize()).toBe(before);
+  },
+);
+
+test('a missing tool or command is named as required on runs and pipeline steps alike', async () => {
+  for (const [path, body, field] of [
+    ['/v1/runs', { command: 'true' }, 'tool'],
+    ['/v1/runs', { tool: 'bash' }, 'command'],
+    ['/v1/pipelines', { steps: [{ command: 'true' }] }, 'steps[0].tool'],
+    ['/v1/pipelines', { steps: [{ tool: 'bash' }] }, 'steps[0].command'],
+  ] as const) {
+    const res = await t.api.post(path, body);
+    expect(res.status).toBe(400);
+    const name = field.replace('steps[0].', '');
+    expect(res.body).toEqual({ error: `${field}: ${name} is required`, field });
+  }
+});
+
+describe('an Idempotency-Key over 255 bytes is refused by every route that takes one', () => {
+  const header = { 'idempotency-key': 'k'.repeat(256) };
+  const takers: [string, () => Promise<ApiResponse>][] = [
+    ['POST /v1/runs', () => t.api.request('POST', '/v1/runs', { body: runStep(), headers: header })],
+    ['POST /v1/pipelines', () => t.api.request('POST', '/v1/pipelines', { body: { steps: [runStep()] }, headers: header })],
+    ['POST /v1/templates/{id}/launch', () => t.api.request('POST', `/v1/templates/${templateId}/launch`, { body: {}, headers: header })],
+    ['POST /v1/runs/{id}/rerun', () => t.api.request('POST', `/v1/runs/${finishedRunId}/rerun`, { headers: header })],
+    ['POST /v1/runs/{id}/retry', () => t.api.request('POST', `/v1/runs/${finishedSplitId}/retry`, { headers: header })],
+  ];
+  test.each(takers)('%s', async (_name, send) => {
+    const before = await auditSize();
+    const res = await send();
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'Idempotency-Key must be at most 255 bytes', header: 'Idempotency-Key' });
+    expect(await auditSize()).toBe(before);
+  });
+});

@@ -1,0 +1,152 @@
+/**
+ * Records the workflow histories that test/replay/replay.test.ts replays: each scenario of
+ * scenarios.ts driven through a real server (real HTTP, Temporal, PostgreSQL and tools), its
+ * workflows' histories written to test/replay/histories/<scenario>.json.
+ *
+ *   DATABASE_URL=postgres://… node bin/run-ts.js test/replay/record-histories.ts
+ *
+ * (Without DATABASE_URL an embedded PostgreSQL is started, as for the tests.) Re-record when a
+ * scenario is added, or after a workflow change behind `patched()` to keep a history of the new
+ * path beside the old one; commit the new files together with the change. Never re-record to make
+ * a failing replay pass: a failing replay means the change would break workflows in flight, and
+ * the change goes behind `patched()` instead (docs/architecture.md, "Changing workflow code").
+ */
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { createLogger } from '../../cli/serve';
+import { installTemporalLogging } from '../../workers/runtime';
+import globalSetup from '../support/global-setup';
+import globalTeardown from '../support/global-teardown';
+import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { historyToPlain } from './history-json';
+import type { HistoryFile, Scenario } from './scenarios';
+
+const HISTORIES = path.join(__dirname, 'histories');
+const SDK_VERSION = (require('@temporalio/worker/package.json') as { version: string }).version;
+
+async function ok(t: TestServer, method: 'get' | 'post', route: string, body?: unknown): Promise<any> {
+  const res = method === 'get' ? await t.api.get(route) : await t.api.post(route, body);
+  if (res.status >= 300) throw new Error(`${method.toUpperCase()} ${route}: ${res.status} ${res.text}`);
+  return res.body;
+}
+
+/** The run's children that had a workflow (approval steps and steps never run have none). */
+async function childrenOf(t: TestServer, parentId: string, kind: 'steps' | 'shards'): Promise<string[]> {
+  return ((await ok(t, 'get', `/v1/runs/${parentId}/${kind}`))[kind] as any[]).filter((c) => c.kind !== 'approval').map((c) => c.id);
+}
+
+/** Recording is about the workflow code's decisions, not the machine: which process ran a task is left out. */
+function withoutIdentities(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutIdentities);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === 'identity' ? 'recorder' : withoutIdentities(v)]));
+  }
+  return value;
+}
+
+/** Writes the scenario's file: each workflow's history once it has closed, or as it stands for those named still open. */
+async function save(t: TestServer, scenario: Scenario, workflowIds: string[], stillOpen: string[] = []): Promise<void> {
+  const client = t.server.context.temporal;
+  const workflows: HistoryFile['workflows'] = [];
+  for (const id of workflowIds) {
+    const handle = client.workflow.getHandle(id);
+    try {
+      if (!stillOpen.includes(id)) await handle.result().catch(() => undefined);
+      const { type } = await handle.describe();
+      workflows.push({ workflow_id: id, workflow_type: type, history: withoutIdentities(historyToPlain(await handle.fetchHistory())) });
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+  }
+  const file: HistoryFile = { scenario, recorded_with: `@temporalio/worker ${SDK_VERSION}`, workflows };
+  writeFileSync(path.join(HISTORIES, `${scenario}.json`), `${JSON.stringify(file, null, 1)}\n`);
+  process.stdout.write(`recorded ${scenario}: ${workflows.map((w) => `${w.workflow_type} ${w.workflow_id}`).join(', ')}\n`);
+}
+
+const submit = (t: TestServer, body: Record<string, unknown>) => ok(t, 'post', '/v1/runs', { tool: 'bash', ...body });
+
+/** A release workflow: an approval step behind a deploy, a branch that runs meanwhile, a deny path. */
+const release = (extra: Record<string, unknown> = {}) => [
+  { name: 'build', tool: 'bash', command: 'echo built' },
+  { name: 'deploy-staging', tool: 'bash', command: 'echo staged', depends_on: ['build'] },
+  { name: 'smoke', tool: 'bash', command: 'sleep 1; echo smoke ok', depends_on: ['build'] },
+  { name: 'promote', type: 'approval', description: 'promote to production?', depends_on: ['deploy-staging'], if_denied: 'rollback', ...extra },
+  { name: 'deploy-prod', tool: 'bash', command: 'echo production', depends_on: ['promote'] },
+  { name: 'rollback', tool: 'bash', command: 'echo rolled back' },
+];
+
+async function launchRelease(t: TestServer, name: string, extra: Record<string, unknown> = {}): Promise<{ workflow: any; promote: any }> {
+  const template = await ok(t, 'post', '/v1/templates', { name, steps: release(extra) });
+  const workflow = await ok(t, 'post', `/v1/templates/${template.id}/launch`, {});
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const steps = Object.fromEntries(((await ok(t, 'get', `/v1/runs/${workflow.id}/steps`)).steps as any[]).map((s) => [s.step_name, s]));
+    if (steps.promote.status === 'held' && steps.smoke.finished_at) return { workflow, promote: steps.promote };
+    if (Date.now() > deadline) throw new Error(`workflow ${workflow.id} never reached its approval step`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function record(t: TestServer): Promise<void> {
+  const run = await submit(t, { command: 'echo hello' });
+  await waitForRunEnd(t.api, run.id);
+  await save(t, 'run', [run.id]);
+
+  const canceled = await submit(t, { command: 'sleep 30' });
+  await waitForRun(t.api, canceled.id, (r) => r.status === 'running');
+  await ok(t, 'post', `/v1/runs/${canceled.id}/cancel`);
+  await waitForRunEnd(t.api, canceled.id);
+  await save(t, 'cancel', [canceled.id]);
+
+  const timedOut = await submit(t, { command: 'sleep 30', timeout: 2 });
+  await waitForRunEnd(t.api, timedOut.id);
+  await save(t, 'timeout', [timedOut.id]);
+
+  const pipeline = await ok(t, 'post', '/v1/pipelines', {
+    steps: [
+      { name: 'build', tool: 'bash', command: 'echo build' },
+      { name: 'test', tool: 'bash', command: 'echo test' },
+      { name: 'ship', tool: 'bash', command: 'echo ship' },
+    ],
+  });
+  await waitForRunEnd(t.api, pipeline.id);
+  await save(t, 'pipeline', [pipeline.id, ...(await childrenOf(t, pipeline.id, 'steps'))]);
+
+  const { workflow, promote } = await launchRelease(t, 'release-approved');
+  const ran = ((await ok(t, 'get', `/v1/runs/${workflow.id}/steps`)).steps as any[]).filter((s) => s.finished_at && s.kind !== 'approval');
+  await save(t, 'approval-waiting', [workflow.id, ...ran.map((s) => s.id)], [workflow.id]);
+  await ok(t, 'post', `/v1/runs/${promote.id}/approve`, { reason: 'staging looks good' });
+  await waitForRunEnd(t.api, workflow.id);
+  await save(t, 'approval-passed', [workflow.id, ...(await childrenOf(t, workflow.id, 'steps'))]);
+
+  const expiring = await launchRelease(t, 'release-expiring', { approval_timeout: 2 });
+  await waitForRunEnd(t.api, expiring.workflow.id);
+  await save(t, 'approval-timeout', [expiring.workflow.id, ...(await childrenOf(t, expiring.workflow.id, 'steps'))]);
+
+  const split = await submit(t, { command: 'echo "shard $CAIRN_SHARD_INDEX of $CAIRN_SHARD_COUNT"', shards: 3 });
+  await waitForRunEnd(t.api, split.id);
+  await save(t, 'split', [split.id, ...(await childrenOf(t, split.id, 'shards'))]);
+}
+
+async function main(): Promise<void> {
+  // One Temporal runtime per process: set up with the server's logging before the dev server's client makes its own.
+  installTemporalLogging(createLogger({ logLevel: 'warn' }));
+  await globalSetup();
+  let t: TestServer | undefined;
+  try {
+    t = await startTestServer();
+    await record(t);
+  } finally {
+    await t?.stop();
+    await globalTeardown();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    process.stderr.write(`${(err as Error).stack ?? err}\n`);
+    process.exit(1);
+  },
+);

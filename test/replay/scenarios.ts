@@ -1,0 +1,32 @@
+/**
+ * The workflow histories kept under test/replay/histories/, one JSON file per scenario, recorded
+ * by record-histories.ts and replayed by replay.test.ts against the current workflow code.
+ */
+export const SCENARIOS = [
+  /** A run that exits 0. */
+  'run',
+  /** A running run canceled through the API. */
+  'cancel',
+  /** A run whose timeout fires while its tool still runs. */
+  'timeout',
+  /** A three-step pipeline: each step a child run workflow, one after the other. */
+  'pipeline',
+  /** A saved workflow waiting at its approval step while another branch finishes (still open). */
+  'approval-waiting',
+  /** The same workflow after the step was approved and the rest ran. */
+  'approval-passed',
+  /** A saved workflow whose approval step got no decision within approval_timeout. */
+  'approval-timeout',
+  /** A split of three shards run side by side. */
+  'split',
+] as const;
+
+export type Scenario = (typeof SCENARIOS)[number];
+
+/** One history file: every workflow of the scenario (a parent and its children), as Temporal's JSON. */
+export interface HistoryFile {
+  scenario: Scenario;
+  /** The SDK the histories were recorded with. */
+  recorded_with: string;
+  workflows: { workflow_id: string; workflow_type: string; history: unknown }[];
+}
