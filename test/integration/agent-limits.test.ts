@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { startTestServer, type TestServer } from '../support/server';
+import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import type { ApiClient, ApiResponse } from '../support/http';
 
 // An agent never approves, so it must not be able to become a person who does: whatever role its
@@ -136,6 +136,8 @@ describe('an agent never corrects or redacts a decision record', () => {
     const approved = await t.api.post(`/v1/runs/${run.id}/approve`, { reason: 'checked the change ticket' });
     expect(approved.status).toBe(200);
     const decisionId = approved.body.decision.id as string;
+    // The approved run's end is a chain entry too: let it land before counting entries.
+    await waitForRunEnd(t.api, run.id);
 
     const correction = await expectAgentRefusal(() => api.post(`/v1/runs/${run.id}/decisions/${decisionId}/corrections`, { text: 'never mind' }));
     expect(correction.body.error).toMatch(/decision record/);
