@@ -47,6 +47,7 @@ export function runView(run: Run, mode: RunViewMode = 'full') {
     requested_by: run.requested_by,
     actor_kind: run.actor_kind,
     rerun_of: run.rerun_of,
+    source: { kind: run.source_kind, id: run.source_id },
     parent_run_id: run.parent_run_id,
     step_name: run.step_name,
     step_index: run.step_index,

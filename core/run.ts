@@ -31,6 +31,9 @@ export interface Run {
   token_id: string | null;
   actor_kind: string;
   rerun_of: string | null;
+  /** What started the run (`source_id` names the schedule, trigger or original run). */
+  source_kind: RunSourceKind;
+  source_id: string | null;
   idempotency_key: string | null;
   attempts: number;
   exec_host: string | null;
@@ -64,6 +67,9 @@ export type RunKind = 'run' | 'pipeline' | 'workflow' | 'split' | 'step' | 'appr
 
 /** Kinds whose run is made of child runs and executes none of its own. */
 export const PARENT_KINDS: readonly RunKind[] = ['pipeline', 'workflow', 'split'];
+
+/** What started a run. */
+export type RunSourceKind = 'api' | 'rerun' | 'schedule' | 'trigger' | 'callback';
 
 /** A structured event of a run, in the order the run reached it. */
 export interface RunEvent {

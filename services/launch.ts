@@ -1,6 +1,6 @@
-import { badRequest } from '../core/errors';
+import { ApiError, badRequest } from '../core/errors';
 import { encryptionKeyRequired } from '../core/run-secrets';
-import { checkAnswers, requireStoredPatterns, secretFieldVars } from '../core/survey';
+import { checkAnswers, requireStoredPatterns, secretFieldVars, unansweredRequired } from '../core/survey';
 import { splitGraph } from '../core/workflow-graph';
 import type { Template } from '../store/templates';
 import type { Caller } from '../store/tokens';
@@ -8,7 +8,8 @@ import { withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { submitRun, type RunRequest } from './runs';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
-import type { Run } from '../core/run';
+import type { Run, RunSourceKind } from '../core/run';
+import type { Account } from '../store/accounts';
 
 /** A job as asked for: one tool and command, run once or split into shards. */
 export interface Job {
@@ -42,6 +43,10 @@ export function jobRequest(job: Job): RunRequest {
 export interface LaunchOptions {
   /** The survey answers, keyed by var (spec part A 2.4 rule 1); absent is none. */
   answers?: unknown;
+  /** Extra vars the firing brings (a push's branch and commit), over the template's, under the answers. */
+  extraVars?: Record<string, unknown>;
+  /** What fires the template, when not a person or agent through the API. */
+  source?: { kind: RunSourceKind; id: string };
   /** Seconds; may lower the template's timeout, never raise it. Zero or absent keeps the template's. */
   timeout?: number;
   idempotencyKey?: string;
@@ -94,7 +99,7 @@ export async function launchTemplate(
   if (needed.length && !ctx.sealer) throw encryptionKeyRequired('the secret answer', needed);
   for (const name of checked.secretVars) secrets[name] = openTemplateDefault(ctx.sealer, template, name, sealedDefaults.get(name)!);
 
-  const base = Object.fromEntries(Object.entries(template.extra_vars).filter(([name]) => !(name in secrets)));
+  const base = Object.fromEntries(Object.entries({ ...template.extra_vars, ...options.extraVars }).filter(([name]) => !(name in secrets)));
   const extraVars = { ...base, ...answered };
 
   const request: RunRequest =
@@ -118,7 +123,63 @@ export async function launchTemplate(
           templateId: template.id,
         });
   if (Object.keys(secrets).length) request.secrets = secrets;
+  if (options.source) request.source = options.source;
   return submitRun(ctx, caller, origin, request, options.idempotencyKey);
+}
+
+/** What fires a template with nobody to answer it: a schedule, a webhook trigger, a provisioning callback. */
+export interface UnattendedFire {
+  kind: 'schedule' | 'trigger' | 'callback';
+  id: string;
+  /** A word for the run's requester to show, such as the schedule's name. */
+  name: string;
+  /** The account it fires as: the schedule's or trigger's owner, bounded by that account's rights. */
+  owner: Account;
+  /** Whether the owner made it through an agent token: its runs are then held like the agent's own. */
+  actorKind: 'user' | 'agent';
+}
+
+/**
+ * A survey nobody can answer unattended (spec part A 2.4 rules 5, 6): a required question with no
+ * default. Each caller records the refusal where 2.4 rule 6 says, naming `questions`.
+ */
+export class UnattendedSurveyRefusal extends ApiError {
+  constructor(readonly questions: string[]) {
+    super(409, `this template cannot launch unattended: the required question${questions.length > 1 ? 's' : ''} ${questions.join(', ')} ${questions.length > 1 ? 'have' : 'has'} no default`, {
+      questions,
+    });
+  }
+}
+
+/**
+ * Fires a template unattended, through the one launch function and the approval gate like any
+ * launch: the survey is filled from its defaults (a required question with no default refuses
+ * the fire with UnattendedSurveyRefusal, and no run exists), the run records what fired it.
+ */
+export async function launchUnattended(
+  ctx: ServerContext,
+  origin: AuditOrigin,
+  template: Template,
+  fire: UnattendedFire,
+  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey'> = {},
+): Promise<{ run: Run; created: boolean }> {
+  const missing = unansweredRequired(surveyFieldsOf(template.survey), { secretDefaults: sealedDefaultsOf(template.survey).keys() });
+  if (missing.length) throw new UnattendedSurveyRefusal(missing);
+  const caller: Caller = {
+    account: fire.owner,
+    token: {
+      id: fire.id,
+      account_id: fire.owner.id,
+      name: `${fire.kind} ${fire.name}`,
+      kind: fire.actorKind,
+      created_by: fire.owner.username,
+      created_by_type: fire.actorKind,
+      created_at: new Date(0),
+      expires_at: null,
+      last_used_at: null,
+    },
+  };
+  return launchTemplate(ctx, caller, origin, template, { ...options, answers: {}, source: { kind: fire.kind, id: fire.id } });
 }
 
 /**

@@ -19,7 +19,7 @@ import { executionTaskQueue, runWorkflowId } from '../workers/names';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
 import { endUnrunChildren, recordRunEnd } from './run-lifecycle';
-import { PARENT_KINDS, type Run, type RunSpec } from '../core/run';
+import { PARENT_KINDS, type Run, type RunSourceKind, type RunSpec } from '../core/run';
 
 export interface RunRequest {
   /** For a parent, `pipeline` or `workflow`, or a split's tool. */
@@ -29,6 +29,8 @@ export interface RunRequest {
   /** Seconds; zero or absent takes the server's --run-timeout. A parent's steps each carry it. */
   timeout?: number;
   rerunOf?: string;
+  /** What starts the run; absent is the API (a person or an agent). A rerun's source is its original. */
+  source?: { kind: RunSourceKind; id: string };
   /** Absent for a plain run. A parent's children are its `steps` (a split's are its shards). */
   kind?: 'run' | ParentKind;
   steps?: StepDefinition[];
@@ -168,6 +170,8 @@ export async function submitRun(
     queue: request.queue,
     timeout_seconds: timeoutSeconds,
     template_id: request.templateId ?? null,
+    source_kind: request.source?.kind ?? (request.rerunOf ? 'rerun' : 'api'),
+    source_id: request.source?.id ?? request.rerunOf ?? null,
   };
 
   const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
@@ -201,6 +205,7 @@ export async function submitRun(
       actor_kind: row.actor_kind,
       rerun_of: row.rerun_of,
       template_id: row.template_id,
+      source: { kind: row.source_kind, id: row.source_id },
       // Names only: a secret's value never enters the chain.
       ...(secretVars.length ? { secret_vars: secretVars } : {}),
       hold,

@@ -254,3 +254,11 @@ test('a run whose environment cannot fit is refused at submission, naming the fi
   expect(pipeline.body.error).toMatch(/^step step-1: /);
   expect((await t.api.get('/v1/runs')).body.total).toBe(before);
 });
+
+test('a run says what started it: the API, or the run it reruns', async () => {
+  const { body: first } = await submit({ tool: 'bash', command: 'echo source' });
+  expect(first.source).toEqual({ kind: 'api', id: null });
+  await waitForRunEnd(t.api, first.id);
+  const again = await t.api.post(`/v1/runs/${first.id}/rerun`);
+  expect(again.body.source).toEqual({ kind: 'rerun', id: first.id });
+});
