@@ -4,6 +4,7 @@ import { createLogger, openDatabase, startServer } from './serve';
 import { runTokenCommand, runUserCommand } from './accounts';
 import { runAuditCommand } from './audit';
 import { runWorkerCommand } from './worker';
+import { stopOnSignal } from './signals';
 import { TemporalCliUnavailable } from '../embedded/temporal-binary';
 
 const USAGE = `usage: cairn <command> [flags]
@@ -31,18 +32,7 @@ async function serveCommand(args: string[]): Promise<void> {
   if (server.adminToken) process.stdout.write(`admin token: ${server.adminToken}\n`);
   process.stdout.write(`Cairn is serving at ${server.url}\n`);
   if (server.temporalUiUrl) process.stdout.write(`Temporal UI: ${server.temporalUiUrl}\n`);
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    server.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  stopOnSignal(logger, 'shutting down', server.stop);
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/license';
 import { fitsBytes } from '../api/schemas/common';
+import { stopOnSignal } from './signals';
 import { ConfigError, loadConfig, parseFlags, type Config } from '../core/config';
 import { readInstallId } from '../services/install-identity';
 import { loadLicensing } from '../services/licensing';
@@ -117,16 +118,5 @@ export async function runWorkerCommand(args: string[], harness: WorkerHarness = 
   const config = loadConfig(values);
   const logger = createLogger(config);
   const worker = await startWorkerProcess(config, queue, logger, harness);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'worker shutting down');
-    worker.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  stopOnSignal(logger, 'worker shutting down', worker.stop);
 }

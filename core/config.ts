@@ -31,6 +31,17 @@ export const SETTINGS = {
 
 export type SettingName = keyof typeof SETTINGS;
 
+/** A duration setting of at least a second (`30s`, `5m`, `90`), read as whole seconds. */
+const secondsAtLeastOne = (fallback: string) =>
+  z.string().default(fallback).transform((value, ctx) => {
+    const seconds = parseDuration(value);
+    if (seconds === undefined || seconds < 1) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a duration of at least a second (try 30s or 5m)` });
+      return z.NEVER;
+    }
+    return seconds;
+  });
+
 const configSchema = z.object({
   listen: z.string().regex(/^[^:]*:\d+$/, 'expected host:port').default('127.0.0.1:8080'),
   dataDir: z.string().min(1).default('./data'),
@@ -50,22 +61,8 @@ const configSchema = z.object({
   poolQueue: z.string().min(1).max(255).default('cairn-pool'),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   licenseFile: z.string().min(1).optional(),
-  anchorInterval: z.string().default('60s').transform((value, ctx) => {
-    const seconds = parseDuration(value);
-    if (seconds === undefined || seconds < 1) {
-      ctx.addIssue({ code: 'custom', message: `"${value}" is not a duration of at least a second (try 30s or 5m)` });
-      return z.NEVER;
-    }
-    return seconds;
-  }),
-  streamStallTimeout: z.string().default('30s').transform((value, ctx) => {
-    const seconds = parseDuration(value);
-    if (seconds === undefined || seconds < 1) {
-      ctx.addIssue({ code: 'custom', message: `"${value}" is not a duration of at least a second (try 30s or 2m)` });
-      return z.NEVER;
-    }
-    return seconds;
-  }),
+  anchorInterval: secondsAtLeastOne('60s'),
+  streamStallTimeout: secondsAtLeastOne('30s'),
   runIsolation: z.enum(['sandbox', 'none'], { message: 'expected sandbox or none' }).default('sandbox'),
   runNetwork: z.enum(['isolated', 'host', 'none'], { message: 'expected isolated, host or none' }).default('isolated'),
   runUser: z
