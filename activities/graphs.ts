@@ -5,6 +5,7 @@ import type { StepDefinition, StepState } from '../core/workflow-graph';
 import { endUnrunChildren, moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
+import { markOwed } from '../store/notifications';
 import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold } from '../store/runs';
 import { newId } from '../core/ids';
 import { approvalBranches } from '../core/approval-branches';
@@ -93,8 +94,9 @@ export function createGraphActivities(deps: { sql: Sql }) {
           : { settled: undefined },
       );
       if ('settled' in held) throw new Error(`step ${stepRunId} changed under its row lock`);
-      // The workflow, with the step it waits at (spec part B 6.1).
-      await appendEvent(tx, parentRunId, 'workflow.step_awaiting_approval', {
+      // The workflow, with the step it waits at (spec part B 6.1), owed to the workflow's
+      // notification targets from this same transaction (a hold of each step it waits at).
+      const seq = await appendEvent(tx, parentRunId, 'workflow.step_awaiting_approval', {
         run: runView(parent, 'preview'),
         awaiting_step: {
           id: stepRunId,
@@ -104,6 +106,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
           expires_at: expiresAt,
         },
       });
+      if (!parent.parent_run_id) await markOwed(tx, parentRunId, seq, 'workflow.step_awaiting_approval');
     });
   }
 

@@ -12,6 +12,11 @@ import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
 import { moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
 import { getTool } from '../tools/registry';
+import type { ToolInputs } from '../tools/types';
+import type { Injection } from '../core/credential-kinds';
+import { CredentialOpenError, openCredentialsOfRun, removeCredentialFiles, scriptToolInjection } from './credential-injection';
+import { recordToolResults } from '../services/host-results';
+import { RunInputError, runToolInputs } from '../services/inventories';
 import { LogSink } from './log-sink';
 import { MaskedOutput } from './masked-output';
 import { createMasker } from '../core/masker';
@@ -22,12 +27,19 @@ import { killLeftoverProcess, type SpawnedTool } from './process';
 import type { SandboxSettings } from './sandbox';
 import { toolPath } from '../tools/registry';
 import type { Run } from '../core/run';
+import { checkoutDir } from '../core/project-paths';
+import { copyCommitTree, GitError } from './projects';
+
+/** How long copying a project's commit into a run's work dir may take. */
+const PROJECT_COPY_TIMEOUT_MS = 300_000;
 
 export interface RunActivityDeps {
   sql: Sql;
   logger: Logger;
   /** Where runs get their scratch work dirs. */
   workRoot: string;
+  /** Where git projects' checkouts are (`<data dir>/projects`); a run of a project works in a copy of its commit. */
+  projectsDir?: string;
   launcher: ToolLauncher;
   /** Opens the secrets sealed to a run (core/run-secrets.ts); undefined without the install's key. */
   sealer?: Sealer;
@@ -137,6 +149,15 @@ export function createRunActivities(deps: RunActivityDeps) {
       if (err instanceof RunSecretsError) return { kind: 'spawn_failed', message: err.message };
       throw err;
     }
+    // Its credentials, opened only here too: injected into the tool, every secret joining the masker.
+    const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
+    let injection: Injection;
+    try {
+      injection = scriptToolInjection(await openCredentialsOfRun(sql, deps.sealer, runId), workDir);
+    } catch (err) {
+      if (err instanceof CredentialOpenError) return { kind: 'spawn_failed', message: err.message };
+      throw err;
+    }
 
     const sink = new LogSink(
       (data) => appendLog(sql, runId, data),
@@ -151,13 +172,30 @@ export function createRunActivities(deps: RunActivityDeps) {
 
     // Everything the tool writes passes the secret masker, which knows this run's secret values
     // and the server's own, before it is stored.
-    const output = new MaskedOutput(createMasker([...knownSecretValues(secrets), ...deps.serverSecrets]), (data) => sink.write(data));
+    const output = new MaskedOutput(createMasker([...knownSecretValues(secrets), ...knownSecretValues(Object.fromEntries(injection.secrets.entries())), ...deps.serverSecrets]), (data) => sink.write(data));
 
-    const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
+    // What the tool needs resolved now (an ansible run's stored inventory, as it is at this start).
+    let inputs: ToolInputs;
+    try {
+      inputs = await runToolInputs(sql, run);
+    } catch (err) {
+      if (err instanceof RunInputError) return { kind: 'spawn_failed', message: err.message };
+      throw err;
+    }
+    const injectedVars = { ...injection.extraVars, ...secrets };
     const invocation = definition.invocation(
-      Object.keys(secrets).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...secrets } } : run.spec,
+      Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec,
+      inputs,
     );
-    await prepareWorkDir(workDir, invocation.files, deps.sandbox?.user);
+    try {
+      await prepareWorkDir(workDir, { ...invocation.files, ...injection.files }, deps.sandbox?.user, run.spec.project && { ...run.spec.project, projectsDir: deps.projectsDir });
+    } catch (err) {
+      if (err instanceof GitError) {
+        await removeWorkDir(workDir);
+        return { kind: 'spawn_failed', message: `the project's checkout could not be copied: ${err.message}` };
+      }
+      throw err;
+    }
 
     deps.onExecutionChange?.(1);
     let lease: LeaseDetails = { host: HOST };
@@ -167,7 +205,7 @@ export function createRunActivities(deps: RunActivityDeps) {
       try {
         tool = await deps.launcher.launch(invocation.argv, {
           cwd: workDir,
-          env: toolEnvironment(run, workDir, { ...invocation.env, ...shardEnvironment(run) }),
+          env: toolEnvironment(run, workDir, { ...invocation.env, ...injection.env, ...shardEnvironment(run) }),
           onOutput: (chunk) => output.write(chunk),
         });
       } catch (err) {
@@ -191,10 +229,12 @@ export function createRunActivities(deps: RunActivityDeps) {
       }
       // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
       if (ctx.cancellationSignal.aborted) await ctx.cancelled;
-      return { kind: 'exited', exitCode: exit.exitCode, signal: exit.signal };
+      // An ansible run's per-host and per-task results are stored now, before its work dir goes.
+      return await recordToolResults(sql, run, workDir, { kind: 'exited', exitCode: exit.exitCode, signal: exit.signal });
     } finally {
       clearInterval(heartbeat);
       deps.onExecutionChange?.(-1);
+      await removeCredentialFiles(workDir, injection.files);
       await removeWorkDir(workDir);
     }
   }
@@ -214,9 +254,20 @@ export type RunActivities = ReturnType<typeof createRunActivities>;
  * A fresh work dir holding the tool's files, private to the account the tool runs as: the
  * sandbox's run account when the server is root, else the server's own.
  */
-async function prepareWorkDir(workDir: string, files: Record<string, string>, owner: SandboxSettings['user']): Promise<void> {
+async function prepareWorkDir(
+  workDir: string,
+  files: Record<string, string>,
+  owner: SandboxSettings['user'],
+  project?: { id: string; commit: string; projectsDir?: string },
+): Promise<void> {
   await removeWorkDir(workDir);
   await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
+  // A project's tree at the run's commit first (activities/projects.ts); the tool's own files over it.
+  if (project) {
+    if (!project.projectsDir) throw new GitError('this worker has no projects directory');
+    await copyCommitTree(checkoutDir(project.projectsDir, project.id), project.commit, workDir, { timeoutMs: PROJECT_COPY_TIMEOUT_MS });
+    if (owner) await execFileAsync('chown', ['-R', `${owner.uid}:${owner.gid}`, workDir]);
+  }
   for (const [name, content] of Object.entries(files)) {
     await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
     if (owner) await fs.chown(path.join(workDir, name), owner.uid, owner.gid);

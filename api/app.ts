@@ -6,20 +6,35 @@ import { authenticate } from './middleware/auth';
 import { jsonBody } from './middleware/body';
 import { errorHandler } from './middleware/errors';
 import { requestTargetHygiene } from './middleware/hygiene';
+import { loggablePath } from './hook-path';
+import { accessRoutes } from './routes/access';
 import { accountRoutes } from './routes/accounts';
 import { auditRoutes } from './routes/audit';
 import { federationRoutes } from './routes/federation';
 import { healthRoutes } from './routes/health';
+import { notificationRoutes } from './routes/notifications';
+import { credentialRoutes } from './routes/credentials';
+import { hookRoutes } from './routes/hooks';
 import { policyRoutes } from './routes/policies';
+import { projectRoutes } from './routes/projects';
+import { callbackRoutes } from './routes/callbacks';
+import { EXTERNAL_CALLBACK_PATH } from '../core/callbacks';
 import { approvalRoutes } from './routes/approvals';
+import { attentionRoutes } from './routes/attention';
 import { pipelineRoutes } from './routes/pipelines';
 import { runDecisionRoutes } from './routes/run-decisions';
 import { runEvidenceRoutes } from './routes/run-evidence';
 import { runOutputRoutes } from './routes/run-output';
 import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
+import { scheduleRoutes } from './routes/schedules';
 import { templateRoutes } from './routes/templates';
+import { triggerRoutes } from './routes/triggers';
 import { workerRoutes } from './routes/workers';
+import { inventoryRoutes } from './routes/inventories';
+import { fleetRoutes } from './routes/fleet';
+import { factRoutes } from './routes/facts';
+import { estateRoutes } from './routes/estate';
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
 export function createApp(server: ServerContext): Koa {
@@ -29,19 +44,20 @@ export function createApp(server: ServerContext): Koa {
 
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
+    ctx.state.receivedAt = Date.now();
     ctx.state.requestId = randomUUID();
     ctx.state.logger = server.logger.child({ requestId: ctx.state.requestId });
     ctx.set('X-Request-Id', ctx.state.requestId);
     await next();
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
-    // Paths only: query strings can carry tickets, and bodies are never logged.
-    ctx.state.logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+    // Paths only, a hook's token left out: query strings can carry tickets, and bodies are never logged.
+    ctx.state.logger.debug({ method: ctx.method, path: loggablePath(ctx.path), status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
   });
   app.use(errorHandler);
   app.use(requestTargetHygiene);
   app.use(async (ctx, next) => {
-    // Only /api/v2's external-compatible callback is ever served under /api/, and not by this release.
-    if (ctx.path === '/api' || ctx.path.startsWith('/api/')) {
+    // Only /api/v2's external-compatible callback is ever served under /api/ (spec part A 1.1 rule 1).
+    if ((ctx.path === '/api' || ctx.path.startsWith('/api/')) && !EXTERNAL_CALLBACK_PATH.test(ctx.path)) {
       ctx.status = 404;
       ctx.body = { error: `no route for ${ctx.method} ${ctx.path}` };
       return;
@@ -55,6 +71,7 @@ export function createApp(server: ServerContext): Koa {
   const routers = [
     healthRoutes(server),
     accountRoutes(server),
+    accessRoutes(server),
     runRoutes(server),
     runDecisionRoutes(server),
     runOutputRoutes(server),
@@ -62,10 +79,22 @@ export function createApp(server: ServerContext): Koa {
     runReceiptRoutes(server),
     pipelineRoutes(server),
     templateRoutes(server),
+    projectRoutes(server),
+    callbackRoutes(server),
+    scheduleRoutes(server),
+    notificationRoutes(server),
+    credentialRoutes(server),
+    triggerRoutes(server),
+    hookRoutes(server),
     approvalRoutes(server),
+    attentionRoutes(server),
     policyRoutes(server),
     auditRoutes(server),
     workerRoutes(server),
+    inventoryRoutes(server),
+    fleetRoutes(server),
+    factRoutes(server),
+    estateRoutes(server),
     federationRoutes(),
   ];
   for (const router of routers) {

@@ -73,6 +73,11 @@ export async function startBenchEnvironment(teardown: Teardown): Promise<BenchEn
     CAIRN_DATA_DIR: dataDir,
     CAIRN_POOL_QUEUE: `cairn-bench-${randomBytes(6).toString('hex')}`,
     CAIRN_LOG_LEVEL: 'silent',
+    // Webhook triggers seal their signing secrets, so the install has an encryption key.
+    SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+    SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+    // The notification benchmark's receiver listens on loopback, which deliveries refuse by default.
+    SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
   };
   const external = process.env.BENCH_DATABASE_URL;
   if (external) settings.DATABASE_URL = await freshDatabase(external, teardown);

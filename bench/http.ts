@@ -5,24 +5,30 @@ export interface Reply<T> {
   body: T;
 }
 
+/** A request sent as is: its own bytes and headers, without the admin token (a forge's webhook delivery). */
+export interface RawRequest {
+  body: Buffer;
+  headers: Record<string, string>;
+}
+
 export interface BenchClient {
-  request<T = any>(method: string, path: string, body?: unknown): Promise<Reply<T>>;
+  request<T = any>(method: string, path: string, body?: unknown, raw?: RawRequest): Promise<Reply<T>>;
   close(): void;
 }
 
 /**
  * A bare node:http client with keep-alive, so the figures carry Cairn's cost rather than a heavier
- * client's; every call sends the admin token.
+ * client's; every call sends the admin token but a raw one, which sends its own headers.
  */
 export function benchClient(baseUrl: string, token: string): BenchClient {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const base = new URL(baseUrl);
   return {
-    request<T>(method: string, path: string, body?: unknown): Promise<Reply<T>> {
-      const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-      const headers: Record<string, string | number> = { authorization: `Bearer ${token}` };
+    request<T>(method: string, path: string, body?: unknown, raw?: RawRequest): Promise<Reply<T>> {
+      const payload = raw ? raw.body : body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+      const headers: Record<string, string | number> = raw ? { ...raw.headers } : { authorization: `Bearer ${token}` };
       if (payload) {
-        headers['content-type'] = 'application/json';
+        headers['content-type'] ??= 'application/json';
         headers['content-length'] = payload.length;
       }
       return new Promise((resolve, reject) => {

@@ -1,13 +1,21 @@
-// `npm run bench`: a throwaway Cairn install, three benchmarks each beside a baseline from the same
+// `npm run bench`: a throwaway Cairn install, benchmarks each beside a baseline from the same
 // run, then a table. Budgets are reported, never enforced: a missed one still exits 0.
-import { auditBenchmark } from './audit';
+import { accessBenchmark } from './access';
+import { auditBenchmark, auditServerBenchmark } from './audit';
+import { firehoseBenchmark, sseBenchmark } from './firehose';
+import { millionBenchmark } from './million';
+import { temporalCostBenchmark } from './temporal-cost';
 import { startBenchEnvironment, Teardown } from './environment';
 import { benchClient } from './http';
 import { latencyBenchmark } from './latency';
 import { listBenchmark } from './list';
+import { estateBenchmark } from './estate';
 import { loadLine, machineLine, renderTable, type Section } from './report';
 import { msSince } from './stats';
 import { throughputBenchmark } from './throughput';
+import { scheduleBenchmark } from './schedules';
+import { notificationBenchmark } from './notifications';
+import { webhookBenchmark } from './webhooks';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -38,14 +46,72 @@ async function main(): Promise<void> {
     teardown.push('closing the HTTP client', async () => client.close());
     log(`ready in ${(msSince(started) / 1000).toFixed(1)} s: ${env.url}, ${env.databaseKind}, pool size ${env.server.context.config.poolSize}`);
 
-    log('(a) run latency...');
-    sections.push(await latencyBenchmark(client));
-    log('(b) throughput...');
-    sections.push(await throughputBenchmark(client));
-    log('(c) list with 100k runs stored...');
-    sections.push(await listBenchmark(client, env.sql));
-    log('(d) audit chain of 100k entries, in memory...');
-    sections.push(await auditBenchmark());
+    // `--only a,b,...` runs just those sections (by the letters below) for a quicker pass.
+    const onlyArg = process.argv.find((a) => a.startsWith('--only='));
+    const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined;
+    const wanted = (key: string) => !only || only.has(key);
+    const [admin] = await env.sql<{ accountId: string; tokenId: string }[]>`
+      SELECT a.id AS "accountId", t.id AS "tokenId" FROM accounts a JOIN tokens t ON t.account_id = a.id
+      WHERE a.role = 'admin' ORDER BY t.created_at LIMIT 1`;
+    const temporal = { temporalAddress: env.server.temporalAddress, namespace: env.server.context.config.temporalNamespace, poolSize: env.server.context.config.poolSize };
+
+    if (wanted('a')) {
+      log('(a) run latency...');
+      sections.push(await latencyBenchmark(client));
+    }
+    if (wanted('b')) {
+      log('(b) throughput...');
+      sections.push(await throughputBenchmark(client));
+    }
+    if (wanted('k')) {
+      log('(k) cost over Temporal: 500 runs, 50 in flight, beside a bare workflow + activity...');
+      sections.push(await temporalCostBenchmark(client, env.sql, temporal));
+    }
+    if (wanted('l')) {
+      log('(l) output firehose: 1,000,000 lines from one run...');
+      sections.push(await firehoseBenchmark(client, env.sql, env.url, admin));
+    }
+    if (wanted('m')) {
+      log('(m) 200 SSE readers on one busy run...');
+      sections.push(await sseBenchmark(client, env.sql, env.url, admin));
+    }
+    if (wanted('c')) {
+      log('(c) list with 100k runs stored...');
+      sections.push(await listBenchmark(client, env.sql));
+    }
+    if (wanted('d')) {
+      log('(d) audit chain of 100k entries, in memory...');
+      sections.push(await auditBenchmark());
+    }
+    if (wanted('j')) {
+      log('(j) audit chain of 100k stored entries: verify and receipts, whole and resumed...');
+      sections.push(await auditServerBenchmark(client, env.sql));
+    }
+    if (wanted('e')) {
+      log('(e) webhook answer time, 50 deliveries in flight...');
+      sections.push(await webhookBenchmark(client));
+    }
+    if (wanted('f')) {
+      log('(f) notification delivery: 1,000 deliveries, throughput with a target, latency...');
+      sections.push(await notificationBenchmark(client, env.sql));
+    }
+    if (wanted('h')) {
+      log('(h) template and run lists for an operator holding 1,000 grants through 10 teams, beside the admin...');
+      sections.push(await accessBenchmark(env.url, client, env.sql));
+    }
+    if (wanted('i')) {
+      log(`(i) a million runs stored (CAIRN_BENCH_RUNS): first, filtered, deep and searched pages...`);
+      sections.push(await millionBenchmark(client, env.sql));
+    }
+    if (wanted('r')) {
+      log('(r) estate and estate diff with 10,000 hosts x 30 fact readings...');
+      sections.push(await estateBenchmark(client, env.sql));
+    }
+    if (process.argv.includes('--schedules')) {
+      log('(g) 1,000 schedules firing every minute (about 10 minutes)...');
+      const { config } = env.server.context;
+      sections.push(await scheduleBenchmark(client, env.sql, { dataDir: config.dataDir, temporalAddress: env.server.temporalAddress, namespace: config.temporalNamespace }));
+    }
   } finally {
     await teardown.run();
     // Whatever finished is printed even when a later benchmark failed.

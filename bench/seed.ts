@@ -55,3 +55,37 @@ export async function seedRuns(sql: postgres.Sql, count: number): Promise<void> 
     [count],
   );
 }
+
+/**
+ * Appends `count` audit entries to the install's chain in one statement, each hashed in
+ * PostgreSQL over its canonical JSON (built here as text, keys in RFC 8785 order) and linked to
+ * the one before, as store/audit.ts appends them, so the whole chain still verifies.
+ */
+export async function seedAuditEntries(sql: postgres.Sql, count: number): Promise<void> {
+  const note = 'a benchmark entry, padded to the size of a run submission with its digest and fields';
+  const canonical = (seq: string, prev: string) =>
+    `'{"actor":"admin","at":"2025-01-01T00:00:00.000Z","body":{"kind":"bench.entry","n":' || ${seq} || ',"note":"${note}"},"fingerprint":"",` +
+    `"id":"aud_bench' || lpad(${seq}::text, 16, '0') || '","method":"POST","outcome":201,"path":"/v1/bench","prev_hash":"' || ${prev} || '","seq":' || ${seq} || '}'`;
+  await sql.begin(async (tx) => {
+    const [head] = await tx<{ seq: number; hash: string }[]>`SELECT seq, hash FROM audit_head WHERE id FOR UPDATE`;
+    const first = Number(head.seq) + 1;
+    const last = Number(head.seq) + count;
+    await tx.unsafe(
+      `
+      WITH RECURSIVE c(seq, prev_hash, hash) AS (
+        SELECT $1::bigint, $2::text, encode(sha256(convert_to(${canonical('$1::bigint', '$2::text')}, 'UTF8')), 'hex')
+        UNION ALL
+        SELECT seq + 1, hash, encode(sha256(convert_to(${canonical('(seq + 1)', 'hash')}, 'UTF8')), 'hex') FROM c WHERE seq < $3::bigint
+      ), ins AS (
+        INSERT INTO audit_entries (seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash, run_id, canonical)
+        SELECT seq, 'aud_bench' || lpad(seq::text, 16, '0'), '2025-01-01T00:00:00.000Z'::timestamptz, 'admin', 'POST', '/v1/bench', '',
+               '201'::jsonb, jsonb_build_object('kind', 'bench.entry', 'n', seq, 'note', '${note}'), prev_hash, hash, NULL,
+               ${canonical('seq', 'prev_hash')}
+        FROM c
+        RETURNING seq, hash
+      )
+      UPDATE audit_head SET seq = l.seq, hash = l.hash FROM (SELECT seq, hash FROM ins ORDER BY seq DESC LIMIT 1) l WHERE audit_head.id`,
+      [first, head.hash, last],
+    );
+  });
+}

@@ -1,4 +1,5 @@
 import { Client } from '@temporalio/client';
+import { projectsDirOf } from '../core/project-paths';
 import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
@@ -15,6 +16,8 @@ import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
+import { startNotificationRecorder } from '../services/notification-recorder';
+import { DEFAULT_RETRY_BASE_MS } from '../core/notification-kinds';
 import { startAnchoring } from '../services/audit-anchors';
 import { connectDatabase, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
@@ -59,14 +62,14 @@ export function buildSealer(config: Pick<Config, 'encryption'>): Sealer | undefi
  * The server's own secrets: the install's encryption key and salt and the database password.
  * No tool is given them, and the output masker hides them from every run's log.
  */
-export function serverSecretsOf(config: Pick<Config, 'encryption'>, databaseUrl: string): string[] {
+export function serverSecretsOf(config: Pick<Config, 'encryption' | 'delivery'>, databaseUrl: string): string[] {
   let password = '';
   try {
     password = decodeURIComponent(new URL(databaseUrl).password);
   } catch {
     /* a URL without a password */
   }
-  return [config.encryption.key, config.encryption.salt, password].filter((value): value is string => !!value);
+  return [config.encryption.key, config.encryption.salt, password, ...config.delivery.secrets()].filter((value): value is string => !!value);
 }
 
 /** Where the records live: the configured PostgreSQL, or an embedded one in the data dir. */
@@ -111,6 +114,8 @@ function answerMalformedRequest(err: Error & { code?: string }, socket: import('
 export interface ServerHarness {
   faults?: Faults;
   licenseKeys?: readonly object[];
+  /** The wait before a failed notification delivery's first retry (12 s in production), so a test need not wait minutes. */
+  notificationRetryBaseMs?: number;
 }
 
 /** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
@@ -156,7 +161,19 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const hub = new RunActivityHub(sql, logger);
     await hub.start();
     stack.push(() => hub.stop());
-    const context: ServerContext = { config, sql, temporal, logger, metrics, hub, faults: harness.faults ?? new Faults(), identity, licensing, sealer };
+    const context: ServerContext = {
+      config,
+      sql,
+      temporal,
+      logger,
+      metrics,
+      hub,
+      faults: harness.faults ?? new Faults(),
+      identity,
+      licensing,
+      sealer,
+      notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
+    };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.
     const anchoring = startAnchoring(context);
@@ -174,8 +191,13 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       sealer,
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
+      projectsDir: projectsDirOf(config.dataDir),
+      delivery: config.delivery,
+      schedules: context,
     });
     stack.push(() => worker.stop());
+    const recorder = await startNotificationRecorder(context);
+    stack.push(() => recorder.stop());
     const sweeper = startSweeper(context);
     stack.push(() => sweeper.stop());
 

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { projectsDirOf } from '../core/project-paths';
 import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/license';
 import { fitsBytes } from '../api/schemas/common';
 import { stopOnSignal } from './signals';
@@ -8,9 +9,9 @@ import { loadLicensing } from '../services/licensing';
 import { createMetrics } from '../services/metrics';
 import { migrate } from '../store/migrate';
 import type { Sql } from '../store/db';
-import type { ExecutionWorkerOptions, RunningWorker } from '../workers/execution';
+import type { RunningWorker } from '../workers/execution';
 import { executionTaskQueue } from '../workers/names';
-import { startPoolWorker } from '../workers/pool';
+import { startPoolWorker, type PoolWorkerOptions } from '../workers/pool';
 import { startQueueWorker } from '../workers/queue';
 import { installTemporalLogging } from '../workers/runtime';
 import { buildSealer, createLogger, openDatabase, serverSecretsOf, type ServerHarness } from './serve';
@@ -87,7 +88,7 @@ export async function startWorkerProcess(
     installTemporalLogging(logger);
     const connection = await connectTemporal(config.temporalAddress, logger);
     stack.push(() => connection.close());
-    const options: ExecutionWorkerOptions = {
+    const options: PoolWorkerOptions = {
       connection,
       namespace: config.temporalNamespace,
       poolQueue: config.poolQueue,
@@ -99,6 +100,8 @@ export async function startWorkerProcess(
       sealer,
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
+      projectsDir: projectsDirOf(config.dataDir),
+      delivery: config.delivery,
     };
     const worker: RunningWorker = queue ? await startQueueWorker(options, queue) : await startPoolWorker(options);
     stack.push(() => worker.stop());

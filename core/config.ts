@@ -1,13 +1,18 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { z } from 'zod';
 import { parseDuration } from './duration';
+import { AttentionFileError, EMPTY_ATTENTION_FILE, installThresholds, parseAttentionFile, type AttentionSettings } from './attention';
+import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notification-settings';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {
   flag: string;
   env: string;
   help: string;
+  /** A switch: given bare (`--flag`) it means true; `--flag=false` turns it off. */
+  switch?: true;
 }
 
 export const SETTINGS = {
@@ -27,6 +32,22 @@ export const SETTINGS = {
   runIsolation: { flag: '--run-isolation', env: 'CAIRN_RUN_ISOLATION', help: 'sandbox (default: every tool in a bubblewrap sandbox) or none (unsafe: tools run as the server)' },
   runNetwork: { flag: '--run-network', env: 'CAIRN_RUN_NETWORK', help: "a run's network: isolated (default: outbound only, no host loopback), host, or none" },
   runUser: { flag: '--run-user', env: 'CAIRN_RUN_USER', help: 'the account tools run as when the server is root (default cairn-run, created when missing)' },
+  callbackRateLimit: { flag: '--callback-rate-limit', env: 'CAIRN_CALLBACK_RATE_LIMIT', help: 'provisioning callbacks (and wrong keys) one source address may send a minute (default 20)' },
+  gitTimeout: { flag: '--git-timeout', env: 'CAIRN_GIT_TIMEOUT', help: "how long one git command of a project's update may take, seconds or 30s/5m (default 5m)" },
+  factCacheAdminOnly: {
+    flag: '--fact-cache-admin-only',
+    env: 'CAIRN_FACT_CACHE_ADMIN_ONLY',
+    help: 'cached facts readable by admins only: fact reads below admin answer 403 (default false)',
+    switch: true,
+  },
+  retainHistory: {
+    flag: '--retain-history',
+    env: 'CAIRN_RETAIN_HISTORY',
+    help: 'keep only the newest N per-host and per-task ansible summaries of each host and task; N below 500 is taken as 500 (default: keep all)',
+  },
+  attentionFile: { flag: '--attention-file', env: 'CAIRN_ATTENTION_FILE', help: 'JSON file of attention alert thresholds for the install, organizations, queues and templates' },
+  // Notification channels, accounts and --notify-on (core/notification-settings.ts).
+  ...NOTIFICATION_SETTINGS,
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -61,6 +82,7 @@ const configSchema = z.object({
   poolQueue: z.string().min(1).max(255).default('cairn-pool'),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   licenseFile: z.string().min(1).optional(),
+  attentionFile: z.string().min(1).optional(),
   anchorInterval: secondsAtLeastOne('60s'),
   streamStallTimeout: secondsAtLeastOne('30s'),
   runIsolation: z.enum(['sandbox', 'none'], { message: 'expected sandbox or none' }).default('sandbox'),
@@ -69,6 +91,19 @@ const configSchema = z.object({
     .string()
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'expected a system account name')
     .default('cairn-run'),
+  callbackRateLimit: z.coerce.number().int().min(1).max(100000).default(20),
+  gitTimeout: secondsAtLeastOne('5m'),
+  // Spec part B 8: never below 500.
+  retainHistory: z.coerce
+    .number({ message: 'expected a whole number' })
+    .int('expected a whole number')
+    .min(1, 'expected a whole number of at least 1')
+    .transform((n) => Math.max(n, 500))
+    .optional(),
+  factCacheAdminOnly: z
+    .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
 });
 
 /**
@@ -94,7 +129,34 @@ export class EncryptionSettings {
   }
 }
 
-export type Config = z.output<typeof configSchema> & { listenHost: string; listenPort: number; encryption: EncryptionSettings };
+export type Config = z.output<typeof configSchema> & {
+  listenHost: string;
+  listenPort: number;
+  encryption: EncryptionSettings;
+  /** Notification channels, accounts and egress rules; prints as `[redacted]`. */
+  delivery: DeliverySettings;
+  /** Attention alert thresholds: the defaults, with `--attention-file` over them (core/attention.ts). */
+  attention: AttentionSettings;
+};
+
+/** Reads `--attention-file` at start: a file that cannot be read or holds a fault stops the start, naming the key. */
+function attentionSettings(file: string | undefined, leaseSeconds: number): AttentionSettings {
+  if (!file) return { thresholds: installThresholds(leaseSeconds, EMPTY_ATTENTION_FILE), file: EMPTY_ATTENTION_FILE };
+  const where = `${SETTINGS.attentionFile.flag} (${SETTINGS.attentionFile.env})`;
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${where}: cannot read ${file}: ${(err as Error).message}`);
+  }
+  try {
+    const parsed = parseAttentionFile(text);
+    return { thresholds: installThresholds(leaseSeconds, parsed), file: parsed };
+  } catch (err) {
+    if (err instanceof AttentionFileError) throw new ConfigError(`${where}: ${file}: ${err.message}`);
+    throw err;
+  }
+}
 
 export class ConfigError extends Error {}
 
@@ -112,7 +174,8 @@ export function parseFlags(argv: string[]): { values: Partial<Record<SettingName
       rest.push(arg);
       continue;
     }
-    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+    const bare = eq < 0 && (SETTINGS[name] as Setting).switch === true && (argv[i + 1] === undefined || argv[i + 1].startsWith('--'));
+    const value = eq > 0 ? arg.slice(eq + 1) : bare ? 'true' : argv[++i];
     if (value === undefined) throw new ConfigError(`${flag} needs a value`);
     values[name] = value;
   }
@@ -134,6 +197,13 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     throw new ConfigError(`${where}: ${issue.message}`);
   }
   const config = parsed.data;
+  let delivery: DeliverySettings;
+  try {
+    delivery = deliverySettingsFrom(raw, env);
+  } catch (err) {
+    if (err instanceof DeliverySettingError) throw new ConfigError(err.message);
+    throw err;
+  }
   const colon = config.listen.lastIndexOf(':');
   return {
     ...config,
@@ -141,6 +211,8 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     listenHost: config.listen.slice(0, colon) || '127.0.0.1',
     listenPort: Number(config.listen.slice(colon + 1)),
     encryption: new EncryptionSettings(env.SERVICE_ENCRYPTION_KEY || undefined, env.SERVICE_ENCRYPTION_SALT || undefined),
+    delivery,
+    attention: attentionSettings(config.attentionFile, config.leaseSeconds),
   };
 }
 

@@ -17,8 +17,8 @@ export const EVIDENCE_LOG_CAP = 4 * 1024 * 1024;
 export const EVIDENCE_VERSION = 1;
 
 /**
- * One host's outcome over the run (an ansible run's play recap). No run carries these yet: bash
- * and python runs have none, and the list stays empty until a tool records them.
+ * One host's outcome over the run (an ansible run's play recap, as Cairn's callback plugin
+ * reported it). Runs of other tools have none.
  */
 export interface EvidenceHostSummary {
   host: string;
@@ -28,12 +28,14 @@ export interface EvidenceHostSummary {
   counts: Record<string, number>;
 }
 
-/** One task's outcome across hosts, in run order. Empty until a tool records them, as for hosts. */
+/** One task's outcome across hosts, in run order (ansible runs; other tools have none). */
 export interface EvidenceTaskSummary {
   play: string | null;
   task: string;
   /** Results of the task by kind across its hosts, with the same kinds as a host's counts. */
   counts: Record<string, number>;
+  /** Each host's result on the task. */
+  hosts?: Record<string, string>;
   started_at: string | null;
   finished_at: string | null;
   duration_ms: number | null;

@@ -4,6 +4,8 @@ import type { TerminalStatus } from './run';
 export type ExecutionOutcome =
   | { kind: 'exited'; exitCode: number | null; signal: string | null }
   | { kind: 'spawn_failed'; message: string }
+  // The tool exited but its run still failed, for the reason given (an ansible run that matched no host).
+  | { kind: 'exited_failed'; exitCode: number | null; message: string }
   | { kind: 'timed_out'; seconds: number }
   | { kind: 'canceled' }
   | { kind: 'lost'; message: string }
@@ -39,6 +41,8 @@ export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | nul
       return { status: 'failed', error: `exited with code ${outcome.exitCode}`, exit_code: outcome.exitCode };
     case 'spawn_failed':
       return { status: 'failed', error: outcome.message, exit_code: null };
+    case 'exited_failed':
+      return { status: 'failed', error: outcome.message, exit_code: outcome.exitCode };
     case 'timed_out':
       return { status: 'failed', error: `timed out after ${outcome.seconds} s`, exit_code: null };
     case 'canceled':

@@ -1,4 +1,6 @@
+import { entriesView } from './notification-kinds';
 import type { RunEvent, Run } from './run';
+import { ansibleView } from './ansible-spec';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -52,8 +54,17 @@ export function runView(run: Run, mode: RunViewMode = 'full') {
     step_name: run.step_name,
     step_index: run.step_index,
     template_id: run.template_id,
+    // The git project and commit the run works in (spec part A 4.5); null for none.
+    project: run.spec.project ?? null,
+    // The change label (spec part A 2.1, 2.13) and the fact cache setting (2.1), null for none.
+    change: run.spec.change ?? null,
+    fact_cache: run.spec.fact_cache ?? null,
+    // An ansible run's playbook, inventory and controls (spec part A 2.1, 2.2); other runs have none.
+    ...(run.tool === 'ansible' ? ansibleView(run.spec) : {}),
     // Names only: a sealed answer is never read back by anyone.
     secret_vars: run.sealed_vars ? Object.keys(run.sealed_vars).sort() : [],
+    // The run's own notification entries, URLs and keys masked (spec part A 2.11 rule 3).
+    notifications: entriesView(run.notifications),
     attempts: run.attempts,
     log_bytes: run.log_bytes,
     // What is blocking an unfinished run (spec part A 3.3); only approvals are tracked so far.

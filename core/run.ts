@@ -15,7 +15,34 @@ export interface RunSpec {
   dry_run?: true;
   /** A shard of a split: its index and the split's shard count. */
   shard?: { index: number; count: number };
+  /** The Ansible `limit` (spec part A 2.2): the hosts the run is kept to; a provisioning callback sets the calling host. */
+  limit?: string;
+  /** The git project the run works in a copy of, and the commit it runs (spec part A 4.5); absent for none. */
+  project?: { id: string; commit: string };
+  /**
+   * The ansible tool's input and other controls (spec part A 2.1, 2.2; tools/ansible.ts), each
+   * present only when given to an ansible run, so the digest of every other run is unchanged.
+   */
+  playbook?: string;
+  inventory_id?: string;
+  inventory?: string;
+  tags?: string[];
+  skip_tags?: string[];
+  forks?: number;
+  /** 1 to 4; a larger value is stored as 4. */
+  verbosity?: number;
+  diff_mode?: true;
+  /**
+   * The fact cache (spec part A 2.1, 2.3; core/facts.ts): present only when it is on, so the
+   * digest of every other run is unchanged. An approval binds to it through the state digest.
+   */
+  fact_cache?: { timeout_seconds: number };
+  /** The change label runs are grouped by (spec part A 2.1, 2.13; services/changes.ts); present only when given. */
+  change?: string;
 }
+
+/** The ansible fields of a run spec, as a submission or template carries them. */
+export type AnsibleSpec = Pick<RunSpec, 'playbook' | 'inventory_id' | 'inventory' | 'limit' | 'tags' | 'skip_tags' | 'forks' | 'verbosity' | 'diff_mode'>;
 
 export interface Run {
   id: string;
@@ -60,6 +87,8 @@ export interface Run {
   /** Secret survey answers sealed to this run: var -> sealed text, opened only at execution. */
   sealed_vars: Record<string, string> | null;
   signal_delivered_at: Date | null;
+  /** The run's own notification entries (spec part A 2.11), secrets sealed; see services/notifications.ts. */
+  notifications: unknown[];
 }
 
 /** A plain run; a parent (pipeline, workflow, split); or a child: a step, an approval step, a shard. */

@@ -16,7 +16,7 @@ export const TEMPORAL_CACHE_DIR = path.join(PROJECT_ROOT, '.cache', 'temporal-cl
 
 export class TemporalCliUnavailable extends Error {}
 
-async function isExecutable(file: string): Promise<boolean> {
+export async function isExecutable(file: string): Promise<boolean> {
   try {
     await fs.access(file, fsConstants.X_OK);
     return (await fs.stat(file)).isFile();
@@ -25,13 +25,29 @@ async function isExecutable(file: string): Promise<boolean> {
   }
 }
 
-async function onPath(name: string): Promise<string | undefined> {
+export async function onPath(name: string): Promise<string | undefined> {
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
     if (!dir) continue;
     const candidate = path.join(dir, name);
     if (await isExecutable(candidate)) return candidate;
   }
   return undefined;
+}
+
+/**
+ * `go build` of a package into `finalPath`, through a partial file renamed into place: rename is
+ * atomic, so a concurrent build by another process simply wins or loses whole.
+ */
+export async function goBuildInto(goBinary: string, cwd: string, pkg: string, finalPath: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  await fs.mkdir(path.dirname(finalPath), { recursive: true });
+  const partial = `${finalPath}.partial-${process.pid}`;
+  try {
+    await execFileAsync(goBinary, ['build', '-o', partial, pkg], { cwd, env, maxBuffer: 64 * 1024 * 1024 });
+    await fs.rename(partial, finalPath);
+  } finally {
+    await fs.rm(partial, { force: true });
+  }
+  return finalPath;
 }
 
 /**
@@ -55,17 +71,7 @@ async function buildFromModule(log: (line: string) => void): Promise<string> {
     const source = path.join(work, 'src');
     await fs.cp(moduleDir.Dir, source, { recursive: true });
     await execFileAsync('chmod', ['-R', 'u+w', source]);
-    await fs.mkdir(TEMPORAL_CACHE_DIR, { recursive: true });
-    const partial = path.join(TEMPORAL_CACHE_DIR, `temporal.partial-${process.pid}`);
-    await execFileAsync(goBinary, ['build', '-o', partial, './cmd/temporal'], {
-      cwd: source,
-      env,
-      maxBuffer: 64 * 1024 * 1024,
-    });
-    const finalPath = path.join(TEMPORAL_CACHE_DIR, 'temporal');
-    // rename is atomic: a concurrent build by another process simply wins or loses whole.
-    await fs.rename(partial, finalPath);
-    return finalPath;
+    return await goBuildInto(goBinary, source, './cmd/temporal', path.join(TEMPORAL_CACHE_DIR, 'temporal'), env);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }

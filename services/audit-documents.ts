@@ -1,14 +1,15 @@
-import { entryOf, GENESIS_HASH } from '../core/audit-chain';
+import { entryHash, entryOf, GENESIS_HASH } from '../core/audit-chain';
 import { BUNDLE_TYPE, RECEIPT_TYPE, SPARSE_WITHHELD_KINDS } from '../core/audit-offline';
 import { decisionView } from '../core/decision-view';
 import { ApiError, badRequest, notFound } from '../core/errors';
-import { consistencyProof, inclusionProof, rootFromLeafHashes, subtreeHashes } from '../core/merkle';
+import { consistencyProof, inclusionProof, leafHash, rootFromLeafHashes, subtreeHashes } from '../core/merkle';
 import { runView } from '../core/run-view';
-import type { StoredAuditEntry } from '../store/audit';
+import { auditEntriesOfRun, type StoredAuditEntry } from '../store/audit';
 import { listDecisionRecords } from '../store/decisions';
 import { getRun } from '../store/runs';
 import type { Caller } from '../store/tokens';
 import { scanWholeChain, type WholeChainReport } from './audit-verify';
+import { requireRunAccess } from './access';
 import type { ServerContext } from './context';
 
 /**
@@ -77,6 +78,35 @@ export async function signBundle(server: ServerContext, window: { after: number;
 }
 
 /**
+ * The run's entries within a verified prefix, read by the run's index rather than by scanning, each
+ * checked to recompute and to be the leaf the tree holds at its place: a row rewritten since the
+ * prefix was read is refused, not signed.
+ */
+async function runEntriesInPrefix(server: ServerContext, runId: string, prefixSize: number, leaves: Buffer[]): Promise<StoredAuditEntry[]> {
+  const entries = (await auditEntriesOfRun(server.sql, runId)).filter((entry) => entry.seq <= prefixSize);
+  for (const entry of entries) {
+    let recomputed = '';
+    try {
+      recomputed = entryHash(entry);
+    } catch {
+      // no canonical form: refused below
+    }
+    const leaf = leaves[entry.seq - 1];
+    if (recomputed !== entry.hash || !leaf || !leaf.equals(leafHash(Buffer.from(entry.hash, 'hex')))) {
+      throw chainRefusal({
+        ok: false,
+        reason: 'chain_break',
+        broke_at: entry.seq,
+        broke_seq: entry.seq,
+        count: leaves.length,
+        detail: `entry ${entry.seq} changed after the chain was verified`,
+      });
+    }
+  }
+  return entries;
+}
+
+/**
  * A signed receipt of what a run did, each of its chain entries proved to belong to the whole
  * chain. The full form (an admin's, unless `sparse`) adds the run's record and its decision
  * records; the sparse form (always below admin) discloses only the entries that carry no outcome
@@ -86,19 +116,23 @@ export async function signBundle(server: ServerContext, window: { after: number;
 export async function signReceipt(server: ServerContext, caller: Caller, runId: string, options: { sparse: boolean; from?: number }): Promise<string> {
   const run = await getRun(server.sql, runId);
   if (!run) throw notFound(`run ${runId}`);
+  await requireRunAccess(server.sql, caller, run, 'read');
   const form = caller.account.role === 'admin' && !options.sparse ? 'full' : 'sparse';
 
   // Read before the chain: a decision's record and its entry commit together, so every record
   // read here has its entry in the scan that follows.
   const decisions = form === 'full' ? await listDecisionRecords(server.sql, run.id) : [];
   const ofRun: StoredAuditEntry[] = [];
-  const { report, leaves } = await scanWholeChain(server, {
+  // Resumed from the verified prefix: only what was appended since is read and checked whole.
+  const { report, leaves, resumedFrom } = await scanWholeChain(server, {
     leaves: true,
+    resumeVerified: true,
     onEntry(entry) {
       if (entry.run_id === run.id) ofRun.push(entry);
     },
   });
   if (!report.ok) throw chainRefusal(report);
+  if (resumedFrom > 0) ofRun.unshift(...(await runEntriesInPrefix(server, run.id, resumedFrom, leaves)));
   if (report.count === 0) throw unbundlable('the audit chain is empty; there is nothing to prove');
   if (options.from !== undefined && options.from > report.count) {
     throw badRequest(`from must be at most the chain's size, ${report.count}`, { field: 'from' });
@@ -116,6 +150,8 @@ export async function signReceipt(server: ServerContext, caller: Caller, runId: 
     size: report.count,
     merkle_root: report.merkle_root,
     head_hash: report.head_hash,
+    // The fact cache setting the run carried (spec part A 2.1): disclosed in either form; facts never are.
+    fact_cache: run.spec.fact_cache ?? null,
     entries: disclosed.map((entry) => ({ entry: entryOf(entry), index: entry.seq - 1, proof: hex(inclusionProof(entry.seq - 1, report.count, tree)) })),
   };
   if (form === 'full') {

@@ -3,7 +3,17 @@ import { ANCHOR_TYPE } from '../core/audit-offline';
 import { leafHash } from '../core/merkle';
 import { verifyDocument } from '../core/signing';
 import type { Db } from '../store/db';
-import { chainHead, listAnchors, runsReleasedWithoutDecision, streamAuditEntries, type StoredAnchor, type StoredAuditEntry } from '../store/audit';
+import {
+  auditHashesUpTo,
+  chainHead,
+  listAnchors,
+  runsReleasedWithoutDecision,
+  saveVerifiedPrefix,
+  streamAuditEntries,
+  verifiedPrefix,
+  type StoredAnchor,
+  type StoredAuditEntry,
+} from '../store/audit';
 import type { ServerContext } from './context';
 
 /**
@@ -56,7 +66,21 @@ export interface ScanOptions {
    * anchors within the prefix are checked by signature only.
    */
   from?: ChainCheckpoint;
+  /**
+   * Resume from the prefix an earlier check recorded as verified (store/audit.ts verifiedPrefix),
+   * when no entry was rewritten since and the last whole read is under {@link WHOLE_READ_EVERY_MS}
+   * old; record how far this check got. `onEntry` then sees only the entries after the prefix
+   * (`ScanResult.resumedFrom` says where it starts); `leaves` still covers the whole chain, from
+   * the stored hashes of the prefix.
+   */
+  resumeVerified?: boolean;
 }
+
+/**
+ * The longest a verified prefix stands without the whole chain being read again: a rewrite made
+ * with the database's triggers disabled (which would not drop the prefix) is found within this.
+ */
+export const WHOLE_READ_EVERY_MS = 15 * 60 * 1000;
 
 export interface ScanResult {
   report: WholeChainReport;
@@ -66,6 +90,8 @@ export interface ScanResult {
   leaves: Buffer[];
   /** Where the intact chain ends, to resume a later check from. */
   checkpoint?: ChainCheckpoint;
+  /** Entries taken as verified without being read (`resumeVerified`), 0 after a whole read. */
+  resumedFrom: number;
 }
 
 type Ctx = Pick<ServerContext, 'sql' | 'identity'>;
@@ -85,13 +111,30 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
   const head = await chainHead(db);
   const { valid, problems } = await checkAnchorSignatures(ctx, stored);
 
-  const from = options.from;
+  let from = options.from;
+  let generation: number | undefined;
+  const leaves: Buffer[] = [];
+  if (options.resumeVerified && from === undefined) {
+    // Read before the chain: a rewrite committed after this read raises the generation, so this
+    // check cannot record a prefix over it.
+    const prefix = await verifiedPrefix(db);
+    generation = prefix.generation;
+    const fresh = prefix.verified_at !== null && Date.now() - prefix.verified_at.getTime() < WHOLE_READ_EVERY_MS;
+    if (fresh && prefix.size > 0 && prefix.size <= head.seq && prefix.head_hash !== null && prefix.frontier !== null) {
+      const resumed = { size: prefix.size, head_hash: prefix.head_hash, frontier: prefix.frontier };
+      const hashes = options.leaves ? await auditHashesUpTo(db, resumed.size) : undefined;
+      if (hashes === undefined || (hashes.length === resumed.size && hashes[hashes.length - 1] === resumed.head_hash)) {
+        from = resumed;
+        for (const hash of hashes ?? []) leaves.push(leafOf({ hash } as AuditEntry));
+      }
+    }
+  }
   const checkable = valid.filter(({ anchor }) => !from || anchor.size > from.size);
   const verifier = new ChainVerifier(checkable.map(({ anchor }) => anchor), from);
-  const leaves: Buffer[] = [];
   let hashAtHead: string | undefined = from && head.seq === from.size ? from.head_hash : undefined;
   let position = from?.size ?? 0;
-  for await (const entry of streamAuditEntries(db, undefined, position)) {
+  const resumedFrom = position;
+  for await (const entry of streamAuditEntries(db, undefined, position, { canonical: true })) {
     position++;
     verifier.push(entry);
     if (position === head.seq) hashAtHead = entry.hash;
@@ -100,7 +143,7 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
   }
 
   const base = verifier.report();
-  if (!base.ok && base.reason === 'chain_break') return { report: base, anchors: [], leaves };
+  if (!base.ok && base.reason === 'chain_break') return { report: base, anchors: [], leaves, resumedFrom };
   if (head.seq > 0 && hashAtHead !== head.hash) {
     problems.push({
       size: head.seq,
@@ -117,14 +160,18 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
       report: { ok: false, reason: 'anchor_unsatisfied', broke_at: 0, broke_seq: 0, count: position, anchor_problems: all, detail: all.map(describeProblem).join('; ') },
       anchors: valid.map((v) => v.row),
       leaves,
+      resumedFrom,
     };
   }
   const intact = base as Extract<typeof base, { ok: true }>;
+  const checkpoint = verifier.checkpoint();
+  if (generation !== undefined && checkpoint !== undefined) await saveVerifiedPrefix(db, generation, checkpoint, resumedFrom === 0);
   return {
     report: { ok: true, count: intact.count, head_hash: intact.head_hash, merkle_root: intact.merkle_root, anchors: valid.length },
     anchors: valid.map((v) => v.row),
     leaves,
-    checkpoint: verifier.checkpoint(),
+    checkpoint,
+    resumedFrom,
   };
 }
 
@@ -212,7 +259,10 @@ const UNEXPLAINED_LIMIT = 100;
  * it cannot make the chain record the decision that move needed.
  */
 export async function verifyInstall(ctx: Ctx) {
-  const [{ report }, unexplained] = await Promise.all([scanWholeChain(ctx), runsReleasedWithoutDecision(ctx.sql, UNEXPLAINED_LIMIT)]);
+  const [{ report }, unexplained] = await Promise.all([
+    scanWholeChain(ctx, { resumeVerified: true }),
+    runsReleasedWithoutDecision(ctx.sql, UNEXPLAINED_LIMIT),
+  ]);
   const unexplainedRuns = unexplained.map((run) => ({ run_id: run.id, status: run.status, why: 'submitted held, and no decision is recorded' }));
   if (!report.ok || unexplainedRuns.length === 0) return { ...report, unexplained_runs: unexplainedRuns };
   return {

@@ -26,6 +26,8 @@ export interface ServerContext {
    * SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT; undefined when neither is set.
    */
   sealer: Sealer | undefined;
+  /** The wait before a failed notification delivery's first retry, doubled for each later one. */
+  notificationRetryBaseMs: number;
 }
 
 /**

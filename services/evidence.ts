@@ -18,8 +18,10 @@ import type { Db } from '../store/db';
 import { listDecisionRecords } from '../store/decisions';
 import { getRun, listChildRuns } from '../store/runs';
 import type { Caller } from '../store/tokens';
+import { requireRunAccess } from './access';
 import type { ServerContext } from './context';
 import { separationOfDuties } from './decisions';
+import { runSummaries } from './host-results';
 import type { Run } from '../core/run';
 
 /**
@@ -30,16 +32,14 @@ export function mayReadReasons(caller: Caller, run: Run): boolean {
   return caller.account.role === 'admin' || (run.account_id !== null && run.account_id === caller.account.id);
 }
 
-/**
- * Per-host and per-task summaries of a run. No tool records them yet (bash and python runs have
- * none); when the ansible tool does, they are read here and the dossier shows them.
- */
-async function summariesOf(_db: Db, _run: Run): Promise<{ hosts: EvidenceHostSummary[]; tasks: EvidenceTaskSummary[] }> {
-  return { hosts: [], tasks: [] };
+/** Per-host and per-task summaries of a run: an ansible run's, as its callback plugin reported them (services/host-results.ts). */
+async function summariesOf(db: Db, run: Run): Promise<{ hosts: EvidenceHostSummary[]; tasks: EvidenceTaskSummary[] }> {
+  return runSummaries(db, run);
 }
 
 /**
- * The evidence dossier of one run as this caller may see it. Everything is read in one
+ * The evidence dossier of one run as this caller may see it, for a caller who may read the run.
+ * A step's or shard's own access is its parent's, so every child listed is readable too. Everything is read in one
  * repeatable-read transaction, so the log, events, decisions and chain entries are those of the
  * same moment as the run row, even while the run is still writing.
  */
@@ -47,6 +47,7 @@ export async function buildEvidence(server: ServerContext, caller: Caller, runId
   return server.sql.begin('isolation level repeatable read read only', async (tx) => {
     const run = await getRun(tx, runId);
     if (!run) throw notFound(`run ${runId}`);
+    await requireRunAccess(tx, caller, run, 'read');
     const disclosed = mayReadReasons(caller, run);
 
     const from = Math.max(0, run.log_bytes - EVIDENCE_LOG_CAP);

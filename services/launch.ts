@@ -4,12 +4,17 @@ import { checkAnswers, requireStoredPatterns, secretFieldVars, unansweredRequire
 import { splitGraph } from '../core/workflow-graph';
 import type { Template } from '../store/templates';
 import type { Caller } from '../store/tokens';
+import { requireAccess } from './access';
 import { withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
+import { projectForLaunch } from './projects';
 import { submitRun, type RunRequest } from './runs';
+import { requireCredentialsUsable } from './credentials';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
 import type { Run, RunSourceKind } from '../core/run';
+import { ansibleSpecOf, type AnsibleInput } from '../core/ansible-spec';
 import type { Account } from '../store/accounts';
+import { launchFactCache } from './facts';
 
 /** A job as asked for: one tool and command, run once or split into shards. */
 export interface Job {
@@ -21,6 +26,8 @@ export interface Job {
   timeout?: number;
   shards?: number | null;
   templateId?: string;
+  /** The ansible tool's fields (spec part A 2.1, 2.2); kept for the ansible tool only. */
+  ansible?: AnsibleInput;
 }
 
 /**
@@ -28,7 +35,12 @@ export interface Job {
  * and one shard run per index. Submitting a run and launching a job template both make it here.
  */
 export function jobRequest(job: Job): RunRequest {
-  const spec = { command: job.command, extra_vars: job.extraVars, ...(job.dryRun ? { dry_run: true as const } : {}) };
+  const spec = {
+    command: job.command,
+    extra_vars: job.extraVars,
+    ...(job.dryRun ? { dry_run: true as const } : {}),
+    ...ansibleSpecOf(job.tool, job.ansible),
+  };
   const split = job.shards != null && job.shards >= 2;
   return {
     tool: job.tool,
@@ -50,12 +62,22 @@ export interface LaunchOptions {
   /** Seconds; may lower the template's timeout, never raise it. Zero or absent keeps the template's. */
   timeout?: number;
   idempotencyKey?: string;
+  /** The hosts the run is kept to (spec part A 2.2 `limit`); a provisioning callback sets the calling host. */
+  limit?: string;
+  /** Credentials a launch adds, each one of the template's `selectable_credentials`; the caller needs use on each. */
+  credentials?: string[];
+  /** The change label the run carries (spec part A 2.1, 2.13); absent is none. */
+  change?: string;
 }
 
 /**
  * The one way a template fires (spec part A 2.3, 2.4, 2.5): the launch route calls it, and
  * schedules and triggers are to call it too rather than copy it.
  *
+ * 0. The caller must hold use on the template (services/access.ts): an admin, its owner, an
+ *    admin of its organization, or a use or manage grant to the caller or a team of its. An
+ *    unattended launch is checked as its owner, so a schedule or trigger never launches what its
+ *    owner may not. (A run on a named queue needs use on the queue too, checked in submitRun.)
  * 1. The answers are checked against the survey before anything is submitted: a violation is a
  *    400 naming `answers.<var>` and no run exists. A survey saved with a pattern that is not RE2
  *    syntax (before patterns had to be) is refused first, 409 naming `survey[i].pattern`. Every
@@ -80,6 +102,8 @@ export async function launchTemplate(
   template: Template,
   options: LaunchOptions = {},
 ): Promise<{ run: Run; created: boolean }> {
+  await requireAccess(ctx.sql, caller, template.id, 'use', { action: `launching template ${template.id}` });
+  const credentials = await launchCredentials(ctx, caller, template, options.credentials ?? []);
   const fields = surveyFieldsOf(template.survey);
   withholdFields(origin, secretFieldVars(fields).map((name) => `answers.${name}`));
   requireStoredPatterns(fields, template.id);
@@ -115,15 +139,24 @@ export async function launchTemplate(
         }
       : jobRequest({
           tool: template.tool!,
-          command: template.command!,
+          // An ansible template may name only its playbook.
+          command: template.command ?? '',
           extraVars,
           queue: template.queue,
           timeout,
           shards: template.shards,
           templateId: template.id,
+          ansible: { ...(template.ansible ?? {}), inventory_id: template.inventory_id },
         });
   if (Object.keys(secrets).length) request.secrets = secrets;
   if (options.source) request.source = options.source;
+  if (credentials.length) request.credentials = credentials;
+  // The run works in a copy of the template's git project at the commit its checkout holds now (spec part A 4.5).
+  if (template.project_id && template.kind === 'job') request.spec = { ...request.spec, project: await projectForLaunch(ctx.sql, template.project_id) };
+  if (options.limit !== undefined) request.spec = { ...request.spec, limit: options.limit };
+  // The template's fact cache (services/facts.ts) and the launch's change label (services/changes.ts).
+  if (template.kind === 'job') request.spec = { ...request.spec, ...launchFactCache(template) };
+  if (options.change !== undefined) request.spec = { ...request.spec, change: options.change };
   return submitRun(ctx, caller, origin, request, options.idempotencyKey);
 }
 
@@ -161,11 +194,21 @@ export async function launchUnattended(
   origin: AuditOrigin,
   template: Template,
   fire: UnattendedFire,
-  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey'> = {},
+  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit'> = {},
 ): Promise<{ run: Run; created: boolean }> {
   const missing = unansweredRequired(surveyFieldsOf(template.survey), { secretDefaults: sealedDefaultsOf(template.survey).keys() });
   if (missing.length) throw new UnattendedSurveyRefusal(missing);
-  const caller: Caller = {
+  return launchTemplate(ctx, unattendedCaller(fire), origin, template, { ...options, answers: {}, source: { kind: fire.kind, id: fire.id } });
+}
+
+/**
+ * Who an unattended fire submits as: its owner's account, through a token standing for the
+ * schedule, trigger or callback (its id, named after it), of the kind the owner made it with, so
+ * the approval gate judges the fire as it would the owner's own run. A schedule that fires a run,
+ * split or pipeline submits it with this caller too.
+ */
+export function unattendedCaller(fire: UnattendedFire): Caller {
+  return {
     account: fire.owner,
     token: {
       id: fire.id,
@@ -179,7 +222,6 @@ export async function launchUnattended(
       last_used_at: null,
     },
   };
-  return launchTemplate(ctx, caller, origin, template, { ...options, answers: {}, source: { kind: fire.kind, id: fire.id } });
 }
 
 /**
@@ -195,4 +237,21 @@ function launchTimeout(ctx: ServerContext, template: Template, asked: number | u
     throw badRequest(`timeout: a launch may lower the run's timeout but not raise it; ${asked} s is above ${whose} (${ceiling} s)`, { field: 'timeout' });
   }
   return asked;
+}
+
+/**
+ * The credentials a launch gives its run (spec part A 4.6): the template's `credentials`, then
+ * those the launch picks, each one of the template's `selectable_credentials` (400 naming
+ * `credentials[i]` otherwise) and used by the caller's own `use` grant. Whether each is ready (its
+ * secret set and opening here) is checked in submitRun, as for every run.
+ */
+async function launchCredentials(ctx: ServerContext, caller: Caller, template: Template, picked: string[]): Promise<string[]> {
+  for (const [i, id] of picked.entries()) {
+    if (!(template.selectable_credentials ?? []).includes(id)) {
+      const offered = template.selectable_credentials?.length ? `: it offers ${template.selectable_credentials.join(', ')}` : '; it offers none';
+      throw badRequest(`credentials[${i}]: credential ${id} is not one template ${template.id} lets a launch pick${offered}`, { field: `credentials[${i}]` });
+    }
+  }
+  await requireCredentialsUsable(ctx.sql, caller, picked, 'credentials');
+  return [...(template.credentials ?? []), ...picked];
 }

@@ -11,10 +11,17 @@ import { isUniqueViolation } from '../store/db';
 import { appendEvent } from '../store/events';
 import { findRunByIdempotencyKey, getRun, getRunForUpdate, insertRunWithEvent, markCancelRequested, listChildRuns, markWorkflowStarted, type NewRun } from '../store/runs';
 import { listPolicies } from '../store/policies';
+import { markOwed } from '../store/notifications';
+import { storedEntries, withholdEntrySecrets, type EntryInput } from './notifications';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { environmentFault } from '../tools/extra-vars';
 import { requireRunnableTool } from '../tools/registry';
+import { requireQueueUse, requireRunAccess } from './access';
+import { hostsToRelaunch, limitOf } from './host-results';
+import { requireInventoryExists, requireInventoryUse } from './inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
+import { requireCredentialsReady, rerunCredentials } from './credentials';
+import { insertRunCredentials } from '../store/credentials';
 import { executionTaskQueue, runWorkflowId } from '../workers/names';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
@@ -41,6 +48,14 @@ export interface RunRequest {
    * as extra vars at execution. The audit entry names the vars, never the values.
    */
   secrets?: Record<string, string>;
+  /** The run's own notification entries, secrets in clear as sent (sealed to the run when stored). */
+  notifications?: EntryInput[];
+  /**
+   * Credential ids the run (and each step or shard of it that runs a tool) is given, opened and
+   * injected at execution. Whoever names them has been checked for `use` on each; submitRun checks
+   * each is ready (services/credentials.ts requireCredentialsReady).
+   */
+  credentials?: string[];
 }
 
 type ParentKind = 'pipeline' | 'workflow' | 'split';
@@ -61,6 +76,8 @@ function childPlans(request: RunRequest): ChildPlan[] {
       command: step.command ?? '',
       extra_vars: { ...request.spec.extra_vars, ...(step.extra_vars ?? {}) },
       ...(step.shard ? { shard: step.shard } : {}),
+      // A split's shards work in the same project commit as the split (spec part A 4.5).
+      ...(step.shard && request.spec.project ? { project: request.spec.project } : {}),
       ...(request.spec.dry_run ? { dry_run: true as const } : {}),
     };
     return { step, index, tool: step.tool ?? request.tool, spec };
@@ -117,7 +134,7 @@ async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, ex
         {
           tool: name,
           command: spec.command,
-          inventory_id: null,
+          inventory_id: spec.inventory_id ?? null,
           queue: request.queue,
           actor: caller.token.name,
           account: caller.account.username,
@@ -150,11 +167,20 @@ export async function submitRun(
     if (existing) return { run: existing, created: false };
   }
   requireQueueAllowed(request.queue, ctx.licensing.tier);
+  await requireQueueUse(ctx.sql, caller, request.queue);
+  await requireCredentialsReady(ctx, request.credentials ?? []);
   const secretVars = Object.keys(request.secrets ?? {}).sort();
   if (secretVars.length && !ctx.sealer) throw encryptionKeyRequired('the secret value', secretVars);
   const children = childPlans(request);
   const executions = executionsOf(request, children);
   await requireStartable(executions, request.secrets);
+  // A stored inventory a run names needs the use grant on it (400 naming the field when unreadable);
+  // a template's was checked when the template was saved, and launching it needs use on the template.
+  // A template whose inventory is gone cannot launch: a configuration error (spec part B 7.3).
+  for (const inventoryId of new Set(executions.map((e) => e.spec.inventory_id).filter((id): id is string => !!id))) {
+    if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId);
+    else await requireInventoryUse(ctx.sql, caller, inventoryId);
+  }
   const verdict = await judge(ctx, caller, request, executions);
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
@@ -176,6 +202,8 @@ export async function submitRun(
 
   const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
   const parentId = newId('run');
+  withholdEntrySecrets(origin, request.notifications?.length ?? 0);
+  const notifications = request.notifications?.length ? await storedEntries(ctx, parentId, request.notifications) : [];
   const parentDigest = stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds });
   const parent: NewRun = {
     ...requester,
@@ -190,6 +218,7 @@ export async function submitRun(
     hold,
     state_digest: parentDigest,
     sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
+    notifications,
   };
   const created = { kind: 'run.created', body: (row: Run) => ({ run: runView(row, 'preview') }) };
   const submitted = (row: Run): EntryDraft => ({
@@ -208,6 +237,7 @@ export async function submitRun(
       source: { kind: row.source_kind, id: row.source_id },
       // Names only: a secret's value never enters the chain.
       ...(secretVars.length ? { secret_vars: secretVars } : {}),
+      ...(request.credentials?.length ? { credentials: request.credentials } : {}),
       hold,
       exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
     },
@@ -215,13 +245,18 @@ export async function submitRun(
 
   let run: Run;
   try {
-    if (children.length === 0 && !hold) {
+    if (children.length === 0 && !hold && !request.credentials?.length) {
       // The common case, one run to start now: the run, its event and its chain entry in one statement.
       run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)));
     } else {
       run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
         const inserted = await insertRunWithEvent(tx, parent, created);
-        if (hold) await appendEvent(tx, inserted.id, 'run.held', { run: runView(inserted, 'preview'), blocker: 'approval_needed', hold });
+        await insertRunCredentials(tx, inserted.id, request.credentials ?? []);
+        if (hold) {
+          // The hold is owed to the run's notification targets from the transaction that makes it.
+          const seq = await appendEvent(tx, inserted.id, 'run.held', { run: runView(inserted, 'preview'), blocker: 'approval_needed', hold });
+          await markOwed(tx, inserted.id, seq, 'run.held');
+        }
         for (const child of children) {
           const childId = newId('run');
           const childDigest = stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds });
@@ -246,6 +281,7 @@ export async function submitRun(
             },
             created,
           );
+          if (child.step.type !== 'approval') await insertRunCredentials(tx, childId, request.credentials ?? []);
         }
         Object.assign(entry, submitted(inserted));
         return inserted;
@@ -317,6 +353,7 @@ export async function cancelRun(ctx: ServerContext, caller: Caller, origin: Audi
   const run = await recordMutation(ctx.sql, origin, 202, async (tx, entry) => {
     const current = await getRunForUpdate(tx, runId);
     if (!current) throw notFound(`run ${runId}`);
+    await requireRunAccess(tx, caller, current, 'cancel');
     if (current.finished_at) throw conflict(`run ${runId} has already ended (${current.status})`, { status: current.status });
     // A second cancel of a run still ending changes nothing and is not recorded again.
     if (current.cancel_requested_at) return unchanged(current);
@@ -370,9 +407,11 @@ function requestOf(original: Run): RunRequest {
   };
 }
 
-async function requireFinished(ctx: ServerContext, runId: string, what: string): Promise<Run> {
+/** The run to rerun or retry: one the caller may rerun (services/access.ts), that has ended and is not a step. */
+async function requireFinished(ctx: ServerContext, caller: Caller, runId: string, what: string): Promise<Run> {
   const original = await getRun(ctx.sql, runId);
   if (!original) throw notFound(`run ${runId}`);
+  await requireRunAccess(ctx.sql, caller, original, 'rerun');
   if (!original.finished_at) throw conflict(`run ${runId} has not ended yet (${original.status}); ${what} a finished run`);
   if (original.parent_run_id) throw conflict(`run ${runId} is a step of run ${original.parent_run_id}; ${what} that run instead`);
   return original;
@@ -386,13 +425,13 @@ export async function rerunRun(
   runId: string,
   idempotencyKey?: string,
 ): Promise<Run> {
-  const original = await requireFinished(ctx, runId, 'rerun');
+  const original = await requireFinished(ctx, caller, runId, 'rerun');
   return resubmit(ctx, caller, origin, { ...requestOf(original), secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
 }
 
 /** A new split from only the shards of a finished split that did not succeed; the original stays as it was. */
 export async function retryRun(ctx: ServerContext, caller: Caller, origin: AuditOrigin, runId: string, idempotencyKey?: string): Promise<Run> {
-  const original = await requireFinished(ctx, runId, 'retry');
+  const original = await requireFinished(ctx, caller, runId, 'retry');
   if (original.kind !== 'split') {
     throw conflict(`run ${runId} is not a split; retry makes a new split from failed shards, and rerun repeats any run`, { kind: original.kind });
   }
@@ -407,7 +446,29 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
  * refuses as a bad request (a tool this server no longer runs, an environment too large to start)
  * is a configuration error of the original here: 409 with the whole reason (spec part B 7.3).
  */
+/**
+ * A new ansible run limited to the hosts a finished run left failed or unreachable (spec part A
+ * 3.1, 4.1): the original's execution settings with `limit` naming exactly those hosts; the
+ * original never changes. 409 when it left none (or is not an ansible run).
+ */
+export async function relaunchFailedRun(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  runId: string,
+  idempotencyKey?: string,
+): Promise<Run> {
+  const original = await requireFinished(ctx, caller, runId, 'relaunch-failed');
+  const hosts = await hostsToRelaunch(ctx.sql, original);
+  const request = requestOf(original);
+  request.spec = { ...original.spec, limit: limitOf(hosts) };
+  return resubmit(ctx, caller, origin, { ...request, secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
+}
+
 async function resubmit(ctx: ServerContext, caller: Caller, origin: AuditOrigin, request: RunRequest, idempotencyKey?: string): Promise<Run> {
+  // The original's credentials go with it; one its template does not name needs use again.
+  const credentials = await rerunCredentials(ctx.sql, caller, request.rerunOf!, request.templateId ?? null);
+  if (credentials.length) request = { ...request, credentials };
   try {
     const { run } = await submitRun(ctx, caller, origin, request, idempotencyKey);
     return run;

@@ -1,4 +1,5 @@
 import { canonicalJson } from '../core/canonical';
+import { saveTemplateFactCache } from './facts';
 import { badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { ENCRYPTION_SETTINGS, encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
@@ -6,8 +7,11 @@ import type { Sealer } from '../core/seal';
 import { mergeSecretDefaultEdit, parseSurvey, redactSurvey, type SurveyField } from '../core/survey';
 import type { StepDefinition } from '../core/workflow-graph';
 import { isUniqueViolation } from '../store/db';
+import { deleteGrantsOn } from '../store/access';
+import type { Db } from '../store/db';
 import {
   deleteTemplate,
+  getTemplate,
   getTemplateForUpdate,
   insertTemplate,
   updateTemplate,
@@ -17,9 +21,17 @@ import {
 } from '../store/templates';
 import type { Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
+import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
+import { entriesView, type StoredEntry } from '../core/notification-kinds';
+import { planAttachmentCleanup, removeAttachments, storedEntries, withholdEntrySecrets, type EntryInput } from './notifications';
 import type { ServerContext } from './context';
+import { saveTemplateCredentials } from './credentials';
+import { requireOrgPlacement } from './groups';
+import { requireInventoryUse } from './inventories';
+import { ansibleSpecOf, ansibleView } from '../core/ansible-spec';
 import { requireQueueAllowed } from './runs';
+import { saveTemplateExtras } from './callbacks';
 
 /**
  * Templates: saving them, their survey storage and views (spec part A 2.3, 2.4 rule 3; part B 8).
@@ -222,9 +234,29 @@ export function templateView(template: Template) {
     queue: template.queue,
     timeout: template.timeout_seconds,
     shards: template.shards,
+    // Its stored inventory, and an ansible template's playbook and controls (spec part A 2.2, 2.3).
+    ...(({ inventory: _path, ...fields }) => fields)(
+      ansibleView({ ...(template.ansible ?? {}), ...(template.inventory_id ? { inventory_id: template.inventory_id } : {}) }),
+    ),
     survey: redactSurvey(fields, { secretDefaults: sealedDefaultsOf(template.survey).keys() }),
     steps: template.steps,
-    notifications: template.notifications,
+    // A template's own channels, URLs and keys masked (spec part A 2.11 rule 3).
+    notifications: entriesView(template.notifications as StoredEntry[]),
+    // The git project its runs work in (spec part A 4.5) and provisioning callbacks (2.3, 4.6).
+    project_id: template.project_id,
+    allow_callbacks: template.allow_callbacks,
+    callback_limit: template.callback_limit,
+    // The fact cache (spec part A 2.3; services/facts.ts).
+    use_fact_cache: template.use_fact_cache ?? false,
+    fact_cache_timeout: template.fact_cache_timeout ?? 0,
+    external_job_template_id: template.external_job_template_id,
+    external_callback: template.external_callback,
+    external_callback_called_at: template.external_callback_called_at?.toISOString() ?? null,
+    // Credential ids only (spec part A 4.6): every launch uses `credentials`, a launch may add `selectable_credentials`.
+    credentials: template.credentials ?? [],
+    selectable_credentials: template.selectable_credentials ?? [],
+    owner_id: template.owner_id,
+    org_id: template.org_id,
     created_by: template.created_by,
     created_at: template.created_at.toISOString(),
     updated_at: template.updated_at.toISOString(),
@@ -246,24 +278,66 @@ export interface TemplateDraft {
   survey: SurveyField[];
   /** A workflow template's checked graph; null for a job template. */
   steps: StepDefinition[] | null;
+  /** The template's own notification entries, secrets in clear as sent (sealed when stored). */
+  notifications?: EntryInput[] | null;
+  /** The organization that owns it, whose admins then manage it. */
+  org_id?: string | null;
+  /** A stored inventory its runs use (needs use on it); absent or null is none. */
+  inventory_id?: string | null;
+  /** The ansible tool's playbook and controls (spec part A 2.2); kept for the ansible tool only. */
+  playbook?: string | null;
+  limit?: string | null;
+  tags?: string[] | null;
+  skip_tags?: string[] | null;
+  forks?: number | null;
+  verbosity?: number | null;
+  diff_mode?: boolean | null;
+  /** A git project (needs use on it); absent or null is none. */
+  project_id?: string | null;
+  /** Provisioning callbacks; on update, omitted means unchanged (spec part A 2.3). */
+  allow_callbacks?: boolean | null;
+  callback_limit?: 'intersect' | 'replace' | null;
+  external_callback?: boolean | null;
+  /** The fact cache (services/facts.ts); on update, omitted means unchanged (spec part A 2.3). */
+  use_fact_cache?: boolean | null;
+  fact_cache_timeout?: number | null;
+  /** Credential ids every launch uses, and those a launch may add; absent or null is none. */
+  credentials?: string[] | null;
+  selectable_credentials?: string[] | null;
   /** The `id` a body names (a read sent back carries it); an update refuses another template's. */
   id?: unknown;
 }
 
-/** A new template, recorded with its chain entry; 409 when its name is taken. */
+/** The template, when the caller may read it; 404 alike for one that does not exist and one it may not read. */
+export async function readableTemplate(db: Db, caller: Caller, templateId: string): Promise<Template> {
+  const template = await getTemplate(db, templateId);
+  if (!template) throw notFound(`template ${templateId}`);
+  await requireAccess(db, caller, template.id, 'read', { action: `reading template ${template.id}` });
+  return template;
+}
+
+/** A new template, owned (and so managed) by the account that creates it; 409 when its name is taken. */
 export async function createTemplate(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: TemplateDraft): Promise<Template> {
   await requireSavable(ctx, draft);
   const id = newId('tpl');
+  withholdEntrySecrets(origin, draft.notifications?.length ?? 0);
+  const notifications = await storedEntries(ctx, id, draft.notifications ?? []);
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const fields = runFieldsOf(draft);
+    if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    if (fields.inventory_id !== null) await requireInventoryUse(tx, caller, fields.inventory_id);
     const { survey, changes } = storedSurvey(ctx.sealer, id, draft.survey, editorOf(caller));
-    const created = await uniqueName(draft.name, () => insertTemplate(tx, id, { ...fields, survey }, caller.account.username));
+    const inserted = await uniqueName(draft.name, () => insertTemplate(tx, id, { ...fields, survey, notifications }, caller.account));
+    const created = await saveTemplateFactCache(tx, await saveTemplateCredentials(tx, caller, await saveTemplateExtras(tx, caller, inserted, draft), draft), draft);
     entry.body = { kind: 'template.created', template_id: created.id, template: audited(created), ...secretDefaultsNote(changes, {}) };
     return created;
   });
 }
 
-/** Replaces a template whole; also says which stored secret defaults the edit cleared, and why. */
+/**
+ * Replaces a template whole, for a caller who manages it; also says which stored secret defaults
+ * the edit cleared, and why. Moving it into an organization needs the caller to belong to that one.
+ */
 export async function replaceTemplate(
   ctx: ServerContext,
   caller: Caller,
@@ -275,17 +349,24 @@ export async function replaceTemplate(
   if (draft.id !== undefined && draft.id !== null && draft.id !== templateId) {
     throw badRequest(`id: the body names template ${String(draft.id)} but the path names ${templateId}; the id cannot change`, { field: 'id' });
   }
+  withholdEntrySecrets(origin, draft.notifications?.length ?? 0);
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getTemplateForUpdate(tx, templateId);
     if (!current) throw notFound(`template ${templateId}`);
+    await requireAccess(tx, caller, current.id, 'manage', { action: `editing template ${current.id}` });
     const fields = runFieldsOf(draft);
+    if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    if (fields.inventory_id !== null && fields.inventory_id !== current.inventory_id) await requireInventoryUse(tx, caller, fields.inventory_id);
     const { survey, changes, cleared } = storedSurvey(ctx.sealer, current.id, draft.survey, editorOf(caller), {
       survey: current.survey,
       createdBy: current.created_by,
       runChanged: changesWhatRuns(current, fields),
     });
-    const updated = await uniqueName(draft.name, () => updateTemplate(tx, current.id, { ...fields, survey }));
-    if (!updated) throw notFound(`template ${templateId}`);
+    // A masked or blank secret sent back keeps the stored entry's.
+    const notifications = await storedEntries(ctx, current.id, draft.notifications ?? [], current.notifications as StoredEntry[]);
+    const written = await uniqueName(draft.name, () => updateTemplate(tx, current.id, { ...fields, survey, notifications }));
+    if (!written) throw notFound(`template ${templateId}`);
+    const updated = await saveTemplateFactCache(tx, await saveTemplateCredentials(tx, caller, await saveTemplateExtras(tx, caller, written, draft, current), draft, current), draft, current);
     entry.body = {
       kind: 'template.updated',
       template_id: updated.id,
@@ -297,12 +378,27 @@ export async function replaceTemplate(
   });
 }
 
-/** Deletes a template; runs launched from it keep their `template_id`. */
-export async function removeTemplate(ctx: ServerContext, origin: AuditOrigin, templateId: string): Promise<void> {
+/**
+ * Deletes a template, for a caller who manages it, with the grants on it; runs launched from it
+ * keep their `template_id` (and are then read by their requesters and admins).
+ */
+export async function removeTemplate(ctx: ServerContext, caller: Caller, origin: AuditOrigin, templateId: string): Promise<void> {
   await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getTemplateForUpdate(tx, templateId);
-    if (!current || !(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
-    entry.body = { kind: 'template.deleted', template_id: current.id, template: audited(current) };
+    if (!current) throw notFound(`template ${templateId}`);
+    await requireAccess(tx, caller, current.id, 'manage', { action: `deleting template ${current.id}` });
+    // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
+    const cleanup = await planAttachmentCleanup(tx, origin, 'template', current.id);
+    const grantsRemoved = await deleteGrantsOn(tx, current.id);
+    if (!(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
+    await removeAttachments(tx, cleanup);
+    entry.body = {
+      kind: 'template.deleted',
+      template_id: current.id,
+      template: audited(current),
+      grants_removed: grantsRemoved,
+      notification_attachments: cleanup.attachmentIds.length,
+    };
   });
 }
 
@@ -324,12 +420,15 @@ function runFieldsOf(draft: TemplateDraft): Omit<TemplateFields, 'survey'> {
     tool: workflow ? null : (draft.tool ?? null),
     command: workflow ? null : (draft.command ?? null),
     extra_vars: draft.extra_vars ?? {},
-    inventory_id: null,
+    // A job template's stored inventory, and for the ansible tool its playbook and controls (core/ansible-spec.ts).
+    inventory_id: workflow ? null : (draft.inventory_id ?? null),
+    ansible: workflow ? {} : (({ inventory_id: _i, ...rest }) => rest)(ansibleSpecOf(draft.tool ?? null, draft)),
     queue: draft.queue ?? '',
     timeout_seconds: draft.timeout ?? 0,
     shards: workflow ? null : (draft.shards ?? null),
     steps: draft.steps,
     notifications: [],
+    org_id: draft.org_id ?? null,
   };
 }
 

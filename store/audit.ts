@@ -5,9 +5,10 @@ import type { Db } from './db';
 interface AuditRow extends Omit<AuditEntry, 'at'> {
   at: Date;
   run_id: string | null;
+  canonical?: string | null;
 }
 
-export type StoredAuditEntry = AuditEntry & { run_id: string | null };
+export type StoredAuditEntry = AuditEntry & { run_id: string | null; canonical?: string | null };
 
 type NormalizedEntry = ReturnType<typeof normalizedEntryFields>;
 
@@ -37,14 +38,17 @@ function appendSteps(db: Db, entry: NormalizedEntry, runId: string | null, onlyI
   return db`
     audit_head_row AS (
       SELECT seq, hash FROM audit_head WHERE id FOR UPDATE
-    ), audit_link AS (
+    ), audit_text AS (
       SELECT audit_head_row.seq + 1 AS seq, audit_head_row.hash AS prev_hash,
-             encode(sha256(convert_to(${prefix} || ',"prev_hash":"' || audit_head_row.hash || '","seq":' || (audit_head_row.seq + 1)::text || '}', 'UTF8')), 'hex') AS hash
+             ${prefix} || ',"prev_hash":"' || audit_head_row.hash || '","seq":' || (audit_head_row.seq + 1)::text || '}' AS canonical
       FROM audit_head_row
+    ), audit_link AS (
+      SELECT seq, prev_hash, canonical, encode(sha256(convert_to(canonical, 'UTF8')), 'hex') AS hash FROM audit_text
     ), audit_inserted AS (
-      INSERT INTO audit_entries (seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash, run_id)
+      INSERT INTO audit_entries (seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash, run_id, canonical)
       SELECT audit_link.seq, ${entry.id}, ${entry.at}, ${entry.actor}, ${entry.method}, ${entry.path}, ${entry.fingerprint},
-             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, audit_link.prev_hash, audit_link.hash, ${runId}
+             ${db.json(entry.outcome as never)}, ${db.json(entry.body as never)}, audit_link.prev_hash, audit_link.hash, ${runId},
+             audit_link.canonical
       FROM audit_link ${guard}
       RETURNING seq, prev_hash, hash
     ), audit_moved AS (
@@ -82,10 +86,55 @@ export async function listAuditEntries(db: Db, query: AuditPageQuery): Promise<{
  * Ordered by seq as stored: a row whose seq was tampered with shows up out of place, which is
  * what verification should see.
  */
-export async function* streamAuditEntries(db: Db, batch = 2000, afterSeq = 0): AsyncGenerator<StoredAuditEntry> {
-  for await (const rows of db<AuditRow[]>`SELECT ${db(COLUMNS)} FROM audit_entries WHERE seq > ${afterSeq} ORDER BY seq`.cursor(batch)) {
-    for (const row of rows) yield fromRow(row);
+export async function* streamAuditEntries(db: Db, batch = 2000, afterSeq = 0, options: { canonical?: boolean } = {}): AsyncGenerator<StoredAuditEntry> {
+  // The text each hash covers, for the verifier to hash as is (core/audit-chain.ts ChainVerifier.push).
+  const canonical = options.canonical ? db`, canonical` : db``;
+  for await (const rows of db<AuditRow[]>`SELECT ${db(COLUMNS)} ${canonical} FROM audit_entries WHERE seq > ${afterSeq} ORDER BY seq`.cursor(batch)) {
+    for (const row of rows) {
+      const entry = fromRow(row);
+      if (entry.canonical === null) delete entry.canonical;
+      yield entry;
+    }
   }
+}
+
+/** The stored hashes of entries 1..size, in chain order: the leaves of a prefix already verified. */
+export async function auditHashesUpTo(db: Db, size: number): Promise<string[]> {
+  const hashes: string[] = [];
+  for await (const rows of db<{ hash: string }[]>`SELECT hash FROM audit_entries WHERE seq <= ${size} ORDER BY seq`.cursor(10_000)) {
+    for (const row of rows) hashes.push(row.hash);
+  }
+  return hashes;
+}
+
+/** The verified prefix of the chain (schema/017_scale.sql audit_verified). */
+export interface VerifiedPrefix {
+  generation: number;
+  size: number;
+  head_hash: string | null;
+  frontier: string[] | null;
+  verified_at: Date | null;
+}
+
+export async function verifiedPrefix(db: Db): Promise<VerifiedPrefix> {
+  const [row] = await db<VerifiedPrefix[]>`SELECT generation, size, head_hash, frontier, verified_at FROM audit_verified WHERE id`;
+  return row;
+}
+
+/**
+ * Records that entries 1..size verify, only while no entry was rewritten since `generation` was
+ * read, and never backward; the time of the last whole read moves only when `wholeChainRead`.
+ */
+export async function saveVerifiedPrefix(
+  db: Db,
+  generation: number,
+  prefix: { size: number; head_hash: string; frontier: string[] },
+  wholeChainRead: boolean,
+): Promise<void> {
+  await db`
+    UPDATE audit_verified SET size = ${prefix.size}, head_hash = ${prefix.head_hash}, frontier = ${db.json(prefix.frontier)},
+           verified_at = ${wholeChainRead ? db`now()` : db`verified_at`}
+    WHERE id AND generation = ${generation} AND size <= ${prefix.size}`;
 }
 
 /** The entries that name a run, in chain order. */

@@ -38,3 +38,10 @@ export async function databaseAnswers(sql: Sql, timeoutMs = 2000): Promise<boole
 export function isUniqueViolation(err: unknown): boolean {
   return (err as { code?: string }).code === '23505';
 }
+
+/** `WHERE a AND b …` over the conditions given (nulls left out), or nothing when none is given. */
+export function whereAll(db: Db, conditions: (postgres.Fragment | null)[]): postgres.Fragment {
+  return conditions
+    .filter((c): c is postgres.Fragment => c !== null)
+    .reduce((acc: postgres.Fragment | null, c) => (acc === null ? db`WHERE ${c}` : db`${acc} AND ${c}`), null) ?? db``;
+}

@@ -16,6 +16,8 @@ export const LOCKS = {
   policies: 7_201_774,
   /** The audit anchorer ("cair" in ASCII, then 1): one server anchors at a time, the others skip a round. */
   auditAnchor: [0x63616972, 1],
+  /** Folding run count deltas into run_counts (store/run-counts.ts): one server at a time. */
+  runCounts: [0x63616972, 17],
 } as const satisfies Record<string, LockKey>;
 
 export type LockKey = number | readonly [number, number];

@@ -1,11 +1,15 @@
 import type { AuditEntryFields } from '../core/audit-chain';
 import type { Hold } from '../core/policy-gate';
 import { auditAppendSteps } from './audit';
-import type { Db } from './db';
+import { readableRunCount, runReadableBy } from './access';
+import { whereAll, type Db } from './db';
+import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
+import { NOTIFY_OWED_CHANNEL } from './notifications';
+import { isAnnounced } from '../core/notification-kinds';
 import type { Run } from '../core/run';
 
-type OptionalRunFields = 'kind' | 'parent_run_id' | 'step_name' | 'step_index' | 'template_id' | 'graph' | 'sealed_vars' | 'source_kind' | 'source_id';
+type OptionalRunFields = 'kind' | 'parent_run_id' | 'step_name' | 'step_index' | 'template_id' | 'graph' | 'sealed_vars' | 'source_kind' | 'source_id' | 'notifications';
 
 export type NewRun = Pick<
   Run,
@@ -26,6 +30,7 @@ function newRunRow(run: NewRun, now: Date): Run {
     signal_delivered_at: null,
     source_kind: 'api',
     source_id: null,
+    notifications: [],
     ...run,
     error: null,
     exit_code: null,
@@ -61,12 +66,12 @@ export async function insertRunWithEvent(
     WITH inserted AS (
       INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
                         rerun_of, idempotency_key, hold, state_digest, kind, parent_run_id, step_name, step_index,
-                        template_id, graph, sealed_vars, source_kind, source_id, created_at, next_event_seq)
+                        template_id, graph, sealed_vars, source_kind, source_id, notifications, created_at, next_event_seq)
       VALUES (${row.id}, ${row.tool}, ${row.status}, ${db.json(row.spec as never)}, ${row.queue}, ${row.timeout_seconds},
               ${row.requested_by}, ${row.account_id}, ${row.token_id}, ${row.actor_kind}, ${row.rerun_of},
               ${row.idempotency_key}, ${jsonOrNull(db, row.hold)}, ${row.state_digest}, ${row.kind}, ${row.parent_run_id},
               ${row.step_name}, ${row.step_index}, ${row.template_id}, ${jsonOrNull(db, row.graph)}, ${jsonOrNull(db, row.sealed_vars)},
-              ${row.source_kind}, ${row.source_id}, ${row.created_at}, 2)
+              ${row.source_kind}, ${row.source_id}, ${db.json(row.notifications as never)}, ${row.created_at}, 2)
       RETURNING *
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
@@ -96,7 +101,18 @@ export async function updateRunIf(
   const next: Run = { ...previous, ...changes };
   // With `audit`, the move's chain entry is appended by the same statement, only if the move is made.
   const chained = audit ? db`, ${auditAppendSteps(db, audit(next), 'updated')}` : db``;
-  const [row] = await db<(Run & { notified: unknown })[]>`
+  // A top-level run's start, hold and end are owed to its notification targets from this same
+  // statement (spec part B 6.3 rule 3); the recorder is woken at commit.
+  const announced = isAnnounced(event.kind);
+  const owed = announced
+    ? db`, owed AS (
+        INSERT INTO notification_events (run_id, seq, event)
+        SELECT id, next_event_seq - 1, ${event.kind} FROM updated WHERE parent_run_id IS NULL
+        RETURNING run_id, seq
+      )`
+    : db``;
+  const owedNotified = announced ? db`(SELECT pg_notify(${NOTIFY_OWED_CHANNEL}, run_id || ':' || seq) FROM owed)` : db`NULL`;
+  const [row] = await db<(Run & { notified: unknown; owed_notified: unknown })[]>`
     WITH updated AS (
       UPDATE runs SET ${db(changes as Record<string, unknown>)}, next_event_seq = next_event_seq + 1
       WHERE id = ${previous.id} AND status = ${previous.status} AND attempts = ${previous.attempts} AND finished_at IS NULL
@@ -105,10 +121,10 @@ export async function updateRunIf(
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
       SELECT id, next_event_seq - 1, ${event.kind}, ${db.json(event.body(next) as never)} FROM updated
-    ) ${chained}
-    SELECT updated.*, pg_notify(${RUN_ACTIVITY_CHANNEL}, updated.id) AS notified FROM updated`;
+    ) ${owed} ${chained}
+    SELECT updated.*, pg_notify(${RUN_ACTIVITY_CHANNEL}, updated.id) AS notified, ${owedNotified} AS owed_notified FROM updated`;
   if (!row) return undefined;
-  const { notified: _, ...run } = row;
+  const { notified: _, owed_notified: _owed, ...run } = row;
   return run;
 }
 
@@ -136,26 +152,35 @@ export interface RunListQuery {
   after?: Date;
   before?: Date;
   q?: string;
+  /** Only runs with a task of this name in their per-task results (store/host-results.ts). */
+  task?: string;
+  /** Only the runs this account may read (store/access.ts runReadableBy); absent: every run. */
+  readerId?: string;
 }
 
+/** A page of runs with the total of those matching, both counting only what `readerId` may read. */
 export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run[]; total: number }> {
-  const conditions = [
+  const filters = [
     query.status ? db`status = ${query.status}` : null,
     query.tool ? db`tool = ${query.tool}` : null,
     query.after ? db`created_at > ${query.after}` : null,
     query.before ? db`created_at < ${query.before}` : null,
+    query.task ? db`id IN (SELECT run_id FROM run_task_results WHERE task = ${query.task})` : null,
     query.q
       ? db`(id ILIKE ${'%' + query.q + '%'} OR spec->>'command' ILIKE ${'%' + query.q + '%'}
             OR error ILIKE ${'%' + query.q + '%'} OR requested_by ILIKE ${'%' + query.q + '%'})`
       : null,
   ].filter((c) => c !== null);
-  const where = conditions.length
-    ? conditions.reduce((acc, c, i) => (i === 0 ? db`WHERE ${c}` : db`${acc} AND ${c}`), db``)
-    : db``;
+  const where = whereAll(db, [query.readerId !== undefined ? runReadableBy(db, query.readerId) : null, ...filters]);
   const direction = query.order === 'asc' ? db`ASC` : db`DESC`;
   const [rows, [{ n }]] = await Promise.all([
     db<Run[]>`SELECT * FROM runs ${where} ORDER BY id ${direction} LIMIT ${query.limit} OFFSET ${query.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM runs ${where}`,
+    query.readerId !== undefined
+      ? db<{ n: number }[]>`${readableRunCount(db, query.readerId, filters)}`
+      : // Unfiltered, or by status and tool only: the maintained counts (store/run-counts.ts), not a scan.
+        !query.after && !query.before && !query.q && !query.task
+        ? countRuns(db, { status: query.status || undefined, tool: query.tool || undefined }).then((n) => [{ n }])
+        : db<{ n: number }[]>`SELECT count(*)::int AS n FROM runs ${where}`,
   ]);
   return { rows, total: n };
 }
@@ -187,13 +212,13 @@ export async function findParentsWithUnendedChildren(db: Db, olderThanSeconds: n
     LIMIT ${limit}`;
 }
 
-/** Workflow approval steps waiting for a decision, oldest first, each with its workflow's graph. */
-export async function listWaitingApprovalSteps(db: Db): Promise<(Run & { parent_graph: unknown; held_since: Date })[]> {
+/** Workflow approval steps waiting for a decision, oldest first, each with its workflow's graph; with `readerId`, only those that account may read. */
+export async function listWaitingApprovalSteps(db: Db, readerId?: string): Promise<(Run & { parent_graph: unknown; held_since: Date })[]> {
   return db<(Run & { parent_graph: unknown; held_since: Date })[]>`
     SELECT s.*, p.graph AS parent_graph,
            (SELECT max(e.at) FROM run_events e WHERE e.run_id = s.id AND e.kind = 'run.held') AS held_since
     FROM runs s JOIN runs p ON p.id = s.parent_run_id
-    WHERE s.kind = 'approval' AND s.status = 'held'
+    WHERE s.kind = 'approval' AND s.status = 'held' ${readerId !== undefined ? db`AND ${runReadableBy(db, readerId, 's')}` : db``}
     ORDER BY s.created_at, s.id`;
 }
 
@@ -232,7 +257,5 @@ export async function findCancelOwedRuns(db: Db, olderThanSeconds: number, limit
     ORDER BY cancel_requested_at LIMIT ${limit}`;
 }
 
-export async function runCountsByStatusAndTool(db: Db): Promise<{ status: string; tool: string; n: number }[]> {
-  return db<{ status: string; tool: string; n: number }[]>`
-    SELECT status, tool, count(*)::int AS n FROM runs GROUP BY status, tool`;
-}
+/** Runs per status and tool, from the maintained counts (store/run-counts.ts). */
+export { runCountsByStatusAndTool } from './run-counts';

@@ -1,6 +1,8 @@
+import type { AnsibleSpec } from '../core/run';
 import type { SurveyField } from '../core/survey';
 import type { StepDefinition } from '../core/workflow-graph';
-import type { Db } from './db';
+import { readableBy } from './access';
+import { whereAll, type Db } from './db';
 
 /**
  * A survey field as stored: a secret field never keeps `default` in clear; its default, when it
@@ -21,6 +23,8 @@ export interface Template {
   command: string | null;
   extra_vars: Record<string, unknown>;
   inventory_id: string | null;
+  /** A job template's ansible playbook and controls (core/ansible-spec.ts), as its runs carry them; `{}` for none. */
+  ansible: AnsibleSpec;
   queue: string;
   /** Zero leaves the server default (`--run-timeout`) at each launch. */
   timeout_seconds: number;
@@ -30,23 +34,47 @@ export interface Template {
   /** A workflow template's checked graph. */
   steps: StepDefinition[] | null;
   notifications: unknown[];
+  /** The git project its runs work in a copy of (spec part A 4.5); written by store/callbacks.ts setTemplateExtras. */
+  project_id: string | null;
+  /** Provisioning callbacks (spec part A 2.3); written by store/callbacks.ts setTemplateExtras. */
+  allow_callbacks: boolean;
+  callback_limit: 'intersect' | 'replace';
+  /** Set by an import that bound the template; the external-compatible callback address answers while `external_callback` is on. */
+  external_job_template_id: string | null;
+  external_callback: boolean;
+  external_callback_called_at: Date | null;
+  /** The fact cache (spec part A 2.3); written by store/facts.ts setTemplateFactCache. */
+  use_fact_cache: boolean;
+  fact_cache_timeout: number;
+  /** Credentials every launch uses, and those a launch may add (spec part A 4.6); written by store/credentials.ts setTemplateCredentials. */
+  credentials: string[];
+  selectable_credentials: string[];
+  /** The account that made it, which manages it; null once that account is deleted. */
+  owner_id: string | null;
+  /** The organization that owns it, whose admins manage it; null for none. */
+  org_id: string | null;
   created_by: string;
   created_at: Date;
   updated_at: Date;
 }
 
 /** The fields a create or update writes; the rest are the store's. */
-export type TemplateFields = Omit<Template, 'id' | 'created_by' | 'created_at' | 'updated_at'>;
+export type TemplateFields = Omit<Template, 'id' | 'owner_id' | 'created_by' | 'created_at' | 'updated_at' | keyof TemplateExtras | ReadOnlyTemplateFields | 'credentials' | 'selectable_credentials' | 'use_fact_cache' | 'fact_cache_timeout'>;
+
+/** The project and callback settings, written beside the rest by store/callbacks.ts setTemplateExtras. */
+export type TemplateExtras = Pick<Template, 'project_id' | 'allow_callbacks' | 'callback_limit' | 'external_callback'>;
+type ReadOnlyTemplateFields = 'external_job_template_id' | 'external_callback_called_at';
 
 const json = (db: Db, value: unknown) => (value === null || value === undefined ? null : db.json(value as never));
 
-export async function insertTemplate(db: Db, id: string, fields: TemplateFields, createdBy: string): Promise<Template> {
+/** A new template, owned by the account that creates it (`owner.id`, its username kept as `created_by`). */
+export async function insertTemplate(db: Db, id: string, fields: TemplateFields, owner: { id: string; username: string }): Promise<Template> {
   const [row] = await db<Template[]>`
-    INSERT INTO templates (id, name, kind, tool, command, extra_vars, inventory_id, queue, timeout_seconds, shards,
-                           survey, steps, notifications, created_by)
+    INSERT INTO templates (id, name, kind, tool, command, extra_vars, inventory_id, ansible, queue, timeout_seconds, shards,
+                           survey, steps, notifications, org_id, owner_id, created_by)
     VALUES (${id}, ${fields.name}, ${fields.kind}, ${fields.tool}, ${fields.command}, ${json(db, fields.extra_vars)},
-            ${fields.inventory_id}, ${fields.queue}, ${fields.timeout_seconds}, ${fields.shards}, ${json(db, fields.survey)},
-            ${json(db, fields.steps)}, ${json(db, fields.notifications)}, ${createdBy})
+            ${fields.inventory_id}, ${json(db, fields.ansible)}, ${fields.queue}, ${fields.timeout_seconds}, ${fields.shards}, ${json(db, fields.survey)},
+            ${json(db, fields.steps)}, ${json(db, fields.notifications)}, ${fields.org_id}, ${owner.id}, ${owner.username})
     RETURNING *`;
   return row;
 }
@@ -55,9 +83,10 @@ export async function updateTemplate(db: Db, id: string, fields: TemplateFields)
   const [row] = await db<Template[]>`
     UPDATE templates SET
       name = ${fields.name}, kind = ${fields.kind}, tool = ${fields.tool}, command = ${fields.command},
-      extra_vars = ${json(db, fields.extra_vars)}, inventory_id = ${fields.inventory_id}, queue = ${fields.queue},
+      extra_vars = ${json(db, fields.extra_vars)}, inventory_id = ${fields.inventory_id}, ansible = ${json(db, fields.ansible)}, queue = ${fields.queue},
       timeout_seconds = ${fields.timeout_seconds}, shards = ${fields.shards}, survey = ${json(db, fields.survey)},
-      steps = ${json(db, fields.steps)}, notifications = ${json(db, fields.notifications)}, updated_at = now()
+      steps = ${json(db, fields.steps)}, notifications = ${json(db, fields.notifications)}, org_id = ${fields.org_id},
+      updated_at = now()
     WHERE id = ${id}
     RETURNING *`;
   return row;
@@ -78,14 +107,22 @@ export async function getTemplateForUpdate(db: Db, id: string): Promise<Template
   return row;
 }
 
-/** A page of templates for `GET /v1/templates`, oldest first, with the total. */
+/**
+ * A page of templates for `GET /v1/templates`, oldest first, with the total: every template, or
+ * with `readerId` only those that account may read (store/access.ts), `total` counting only them.
+ */
 export async function listTemplatePage(
   db: Db,
   page: { limit: number; offset: number; ids?: string[] },
+  readerId?: string,
 ): Promise<{ rows: Template[]; total: number }> {
-  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
-  const rows = await db<Template[]>`
-    SELECT * FROM templates ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM templates ${filter}`;
+  const filter = whereAll(db, [
+    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
+    readerId !== undefined ? readableBy(db, readerId, 'templates') : null,
+  ]);
+  const [rows, [{ n }]] = await Promise.all([
+    db<Template[]>`SELECT * FROM templates ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`,
+    db<{ n: number }[]>`SELECT count(*)::int AS n FROM templates ${filter}`,
+  ]);
   return { rows, total: n };
 }

@@ -17,6 +17,9 @@ const PROTECTED = new RegExp(
 );
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** Whether a variable is one no extra var or injected credential may set. */
+export const isProtectedEnvName = (name: string): boolean => PROTECTED.test(name);
+
 /**
  * Extra vars reach script tools two ways: the whole object as JSON in CAIRN_EXTRA_VARS, and each
  * top-level scalar whose key is a shell name as a variable of that name (not protected ones).

@@ -1,6 +1,7 @@
 import { promises as fs, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { badRequest } from '../core/errors';
+import { ansibleTool } from './ansible';
 import { bashTool } from './bash';
 import { pythonTool } from './python';
 import type { Tool } from './types';
@@ -8,7 +9,7 @@ import type { Tool } from './types';
 /** Every tool name the service defines; those without a module here are not yet served by Cairn. */
 export const SPEC_TOOLS = ['ansible', 'bash', 'terraform', 'opentofu', 'python', 'powershell', 'go'] as const;
 
-const TOOLS = new Map<string, Tool>([bashTool, pythonTool].map((t) => [t.name, t]));
+const TOOLS = new Map<string, Tool>([ansibleTool, bashTool, pythonTool].map((t) => [t.name, t]));
 
 export function getTool(name: string): Tool | undefined {
   return TOOLS.get(name);

@@ -1,3 +1,4 @@
+import type { FactSupply } from '../core/facts';
 import type { RunSpec } from '../core/run';
 
 /** How to start a tool for one run: the argv, files to write into the run's work dir first, extra env. */
@@ -16,5 +17,16 @@ export interface Tool {
    * policies with `exclude_dry_run` let it through. Extension tools never claim this.
    */
   dryRunChangeFree: boolean;
-  invocation(spec: RunSpec): ToolInvocation;
+  invocation(spec: RunSpec, inputs?: ToolInputs): ToolInvocation;
+}
+
+/**
+ * What execution resolves for a run before its tool starts (services/inventories.ts
+ * runToolInputs): the stored inventory an ansible run names. Absent at submission, when the
+ * invocation is built only to check that it can start.
+ */
+export interface ToolInputs {
+  inventory?: { format: 'ini' | 'yaml'; content: string };
+  /** The cached facts supplied to a run with `fact_cache` (services/facts.ts suppliedFacts). */
+  facts?: FactSupply;
 }

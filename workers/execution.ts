@@ -30,6 +30,8 @@ export interface ExecutionWorkerOptions {
   isolation: RunIsolationSettings;
   /** The server's own secrets, which the output masker hides from every run's log. */
   serverSecrets: string[];
+  /** Where git projects' checkouts are (`<data dir>/projects`), which runs of a project copy from. */
+  projectsDir?: string;
 }
 
 /** Where runs get their scratch work dirs. */
@@ -66,6 +68,7 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
     sandbox,
     serverSecrets: options.serverSecrets,
     workRoot: WORK_ROOT,
+    projectsDir: options.projectsDir,
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {
       options.metrics.runsFinished.inc({ status: run.status, tool: run.tool });

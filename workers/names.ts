@@ -12,3 +12,16 @@ export const runWorkflowId = (runId: string) => runId;
 export function executionTaskQueue(poolQueue: string, queue: string): string {
   return queue === '' ? poolQueue : `${poolQueue}/${queue}`;
 }
+
+/**
+ * The task queue notification delivery workflows (and their attempts, as local activities) run
+ * on: apart from the pool's, so a slow receiver never takes a slot a run or a graph needs. `:`
+ * keeps it clear of named queues (`<pool>/<name>`).
+ */
+export const notifyTaskQueue = (poolQueue: string) => `${poolQueue}:notify`;
+
+/**
+ * The task queue schedule workflows run on, polled only by `cairn serve` (its worker can launch
+ * runs; a `cairn worker` cannot). `:` keeps it clear of named queues (`<pool>/<name>`).
+ */
+export const scheduleTaskQueue = (poolQueue: string) => `${poolQueue}:schedules`;

@@ -1,20 +1,79 @@
+import { Worker } from '@temporalio/worker';
+import os from 'node:os';
 import { createGraphActivities } from '../activities/graphs';
+import { createNotifyActivities } from '../activities/notify';
+import type { DeliverySettings } from '../core/notification-settings';
 import { workflowBundle } from './bundle';
 import { startExecutionWorker, type ExecutionWorkerOptions, type RunningWorker } from './execution';
+import { notifyTaskQueue } from './names';
+import { startScheduleWorker } from './schedules';
+import type { ServerContext } from '../services/context';
+
+export interface PoolWorkerOptions extends ExecutionWorkerOptions {
+  /** Where notification deliveries may go, and the accounts they send through. */
+  delivery: DeliverySettings;
+  /** `cairn serve` only: the server's context, whose schedules this process fires (workers/schedules.ts). */
+  schedules?: ServerContext;
+}
+
+/** Delivery attempts this process makes at once, across every target (each target at most four). */
+const DELIVERY_SLOTS = 64;
 
 /**
  * The worker for the default pool (`serve`'s own, or `cairn worker` without --queue): it runs the
  * workflows of every run, with the graph's store writes as local activities, and executes the
- * tools of runs on the default queue.
+ * tools of runs on the default queue. Beside it, on their own task queue, a second worker runs
+ * notification delivery workflows and their attempts, so a slow receiver never holds a slot a
+ * run or a graph needs.
  */
-export async function startPoolWorker(options: ExecutionWorkerOptions): Promise<RunningWorker> {
+export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
   const bundle = await workflowBundle({
     info: (line) => options.logger.info(line),
     warn: (line) => options.logger.warn(line),
   });
-  return startExecutionWorker(options, {
-    queue: '',
-    taskQueue: options.poolQueue,
-    workflows: { workflowBundle: bundle, activities: createGraphActivities({ sql: options.sql }) },
+  const deliveries = await Worker.create({
+    connection: options.connection,
+    namespace: options.namespace,
+    taskQueue: notifyTaskQueue(options.poolQueue),
+    identity: `${process.pid}@${os.hostname()}`,
+    workflowBundle: bundle,
+    activities: createNotifyActivities({ sql: options.sql, logger: options.logger, sealer: options.sealer, delivery: options.delivery }),
+    maxConcurrentLocalActivityExecutions: DELIVERY_SLOTS,
+    maxConcurrentActivityTaskExecutions: 1,
+    shutdownGraceTime: '2s',
   });
+  const delivering = deliveries.run();
+  delivering.catch((err) => options.logger.error({ err }, 'the notification delivery worker stopped with an error'));
+  let pool: RunningWorker;
+  try {
+    pool = await startExecutionWorker(options, {
+      queue: '',
+      taskQueue: options.poolQueue,
+      workflows: { workflowBundle: bundle, activities: createGraphActivities({ sql: options.sql }) },
+    });
+  } catch (err) {
+    deliveries.shutdown();
+    await delivering.catch(() => undefined);
+    throw err;
+  }
+  let schedules: { stop(): Promise<void> } | undefined;
+  if (options.schedules) {
+    try {
+      schedules = await startScheduleWorker(options, bundle, options.schedules);
+    } catch (err) {
+      await pool.stop();
+      deliveries.shutdown();
+      await delivering.catch(() => undefined);
+      throw err;
+    }
+  }
+  return {
+    id: pool.id,
+    async stop() {
+      await schedules?.stop();
+      await pool.stop();
+      if (deliveries.getState() === 'RUNNING') deliveries.shutdown();
+      await delivering.catch(() => undefined);
+    },
+  };
 }

@@ -38,3 +38,39 @@ export interface GraphWorkflowInput {
 
 /** An approval step was decided through the API; the workflow reads the decision from the store. */
 export const stepDecided = defineSignal<[string]>('stepDecided');
+
+/**
+ * Every delivery to one named target (spec part B 6.3), each run's in event order. Workflow id =
+ * the target's id (`notifyWorkflowId`), on the notification task queue (workers/names.ts
+ * `notifyTaskQueue`); started or woken with `deliveryQueued` (the runs' ids) each time deliveries
+ * are queued, it reads what to deliver from the store.
+ */
+export const NOTIFY_WORKFLOW = 'notifyWorkflow';
+
+export interface NotifyWorkflowInput {
+  targetId: string;
+  /** The first retry's wait, doubled for each later one (core/notification-kinds.ts retryDelayMs). */
+  retryBaseMs: number;
+}
+
+export const notifyWorkflowId = (targetId: string) => targetId;
+
+/** Deliveries were queued for these runs to the workflow's target. */
+export const deliveryQueued = defineSignal<[string[]]>('deliveryQueued');
+
+/**
+ * One schedule's workflow (workflows/schedule.ts): plan the next fire, sleep until it, fire,
+ * continue as new. Workflow id = schedule id (`scheduleWorkflowId`), on the schedules' task queue.
+ */
+export const SCHEDULE_WORKFLOW = 'scheduleWorkflow';
+
+export interface ScheduleWorkflowInput {
+  scheduleId: string;
+  /** The fire (epoch milliseconds) the previous run of the workflow made; the next is planned after it. Absent on a first start. */
+  after?: number | null;
+}
+
+export const scheduleWorkflowId = (scheduleId: string) => scheduleId;
+
+/** The schedule was saved (or disabled): the workflow plans again. */
+export const scheduleChanged = defineSignal<[]>('scheduleChanged');

@@ -4,8 +4,10 @@ import { hashBearerSecret } from '../../core/secrets';
 import type { Role } from '../../store/accounts';
 import { resolveToken, touchToken, type Caller } from '../../store/tokens';
 import type { ServerContext } from '../../services/context';
+import { HOOK_PATH } from '../hook-path';
+import { CALLBACK_PATH, EXTERNAL_CALLBACK_PATH } from '../../core/callbacks';
 
-/** Routes a caller reaches without a bearer token; the stream route checks its own ticket. */
+/** Routes a caller reaches without a bearer token; the stream route checks its own ticket, a hook its token and signature. */
 const PUBLIC = [
   /^\/healthz$/,
   /^\/readyz$/,
@@ -15,6 +17,11 @@ const PUBLIC = [
   /^\/v1\/runs\/[^/]+\/stream$/,
   // The seal and the federation discovery documents (spec part B 5.1).
   /^\/\.well-known\/(seal\.json|openid-configuration|jwks\.json)$/,
+  // Webhook deliveries: the path token and the delivery's signature are the credential (spec part B 5.1).
+  HOOK_PATH,
+  // Provisioning callbacks: the host config key in the body is the credential (spec part A 1.1 rule 2).
+  CALLBACK_PATH,
+  EXTERNAL_CALLBACK_PATH,
 ];
 
 /** last_used_at is kept to the minute, so most requests stay a single read. */

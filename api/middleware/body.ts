@@ -2,11 +2,16 @@ import type { Context, Next } from 'koa';
 import getRawBody from 'raw-body';
 import { ApiError, badRequest } from '../../core/errors';
 import { decodeJsonBytes, MAX_JSON_DEPTH, scanJsonText } from '../../core/json-scan';
+import { HOOK_PATH } from '../hook-path';
+import { INVENTORY_BODY_LIMIT } from '../../core/inventory';
+import { isCallbackPath } from '../../core/callbacks';
 
 declare module 'koa' {
   interface Request {
     /** The parsed JSON body of a write, set by jsonBody. */
     body?: unknown;
+    /** The body's bytes as received, set by jsonBody on a hook delivery only, whose signature covers them. */
+    rawBody?: Buffer;
   }
 }
 
@@ -16,36 +21,62 @@ export const WRITE_BODY_LIMIT = 1024 * 1024;
 export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * Reads a JSON body for writes: at most 1 MiB (413 names the limit) and valid JSON. Before it is
- * parsed, one scan of the text refuses with a 400 naming the field: nesting deeper than
- * MAX_JSON_DEPTH, a string or key holding NUL, a lone surrogate or bytes that are not UTF-8, a key
- * given twice in one object, a `__proto__` key, and a number too large for a double. The parsed
- * value is `ctx.request.body`; an empty body is `{}`.
+ * Reads a JSON body for writes: at most 1 MiB (413 names the limit) and valid JSON (see
+ * {@link parseJsonText}). The parsed value is `ctx.request.body`; an empty body is `{}`.
+ *
+ * A hook delivery (`POST /hooks/{token}`) is read within the same bound but not parsed: its bytes
+ * are `ctx.request.rawBody`, since its signature covers the bytes exactly as sent and must be
+ * checked before anything in them is read. The hook parses them itself, with the same checks.
  */
 export async function jsonBody(ctx: Context, next: Next): Promise<void> {
   if (!WRITE_METHODS.has(ctx.method)) return next();
-  let bytes: Buffer;
+  const bytes = await readBody(ctx);
+  // A provisioning callback's body may be a form as well as JSON: its route reads the bytes either way.
+  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path)) {
+    ctx.request.rawBody = bytes;
+    return next();
+  }
+  ctx.request.body = parseJsonText(decodeJsonBytes(bytes));
+  await next();
+}
+
+/** `POST /v1/inventories` and `PUT /v1/inventories/{id}` take bodies up to 26 MiB (spec part B 8); every other write 1 MiB. */
+const INVENTORY_WRITE = /^\/v1\/inventories(\/[^/]+)?\/?$/;
+
+function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
+  if (INVENTORY_WRITE.test(ctx.path) && (ctx.method === 'POST' || ctx.method === 'PUT') && !ctx.path.endsWith('/preview')) {
+    return { bytes: INVENTORY_BODY_LIMIT, name: '26 MiB limit for inventories' };
+  }
+  return { bytes: WRITE_BODY_LIMIT, name: '1 MiB limit for writes' };
+}
+
+async function readBody(ctx: Context): Promise<Buffer> {
   try {
-    bytes = await getRawBody(ctx.req, { limit: WRITE_BODY_LIMIT, length: ctx.request.length });
+    return await getRawBody(ctx.req, { limit: bodyLimitOf(ctx).bytes, length: ctx.request.length });
   } catch (err) {
     if ((err as { type?: string }).type === 'entity.too.large') {
-      throw new ApiError(413, 'request body is larger than the 1 MiB limit for writes', { limit_bytes: WRITE_BODY_LIMIT });
+      const { bytes, name } = bodyLimitOf(ctx);
+      throw new ApiError(413, `request body is larger than the ${name}`, { limit_bytes: bytes });
     }
     throw badRequest(`request body could not be read: ${(err as Error).message}`);
   }
-  const text = decodeJsonBytes(bytes);
-  let body: unknown = {};
-  if (text.trim() !== '') {
-    const fault = scanJsonText(text, MAX_JSON_DEPTH);
-    if (fault) throw badRequest(fault.message, { field: fault.field });
-    try {
-      body = JSON.parse(text);
-    } catch (err) {
-      // The parser's message quotes the text around the fault, which may be a password: keep only the position.
-      const at = /at position (\d+)/.exec((err as Error).message);
-      throw badRequest(`request body is not valid JSON${at ? ` (at position ${at[1]})` : ''}`);
-    }
+}
+
+/**
+ * Parses a body's JSON text; blank text is `{}`. Before it is parsed, one scan refuses with a 400
+ * naming the field: nesting deeper than MAX_JSON_DEPTH, a string or key holding NUL, a lone
+ * surrogate or bytes that are not UTF-8, a key given twice in one object, a `__proto__` key, and
+ * a number too large for a double.
+ */
+export function parseJsonText(text: string): unknown {
+  if (text.trim() === '') return {};
+  const fault = scanJsonText(text, MAX_JSON_DEPTH);
+  if (fault) throw badRequest(fault.message, { field: fault.field });
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    // The parser's message quotes the text around the fault, which may be a password: keep only the position.
+    const at = /at position (\d+)/.exec((err as Error).message);
+    throw badRequest(`request body is not valid JSON${at ? ` (at position ${at[1]})` : ''}`);
   }
-  ctx.request.body = body;
-  await next();
 }

@@ -1,11 +1,12 @@
 import type { Context, Next } from 'koa';
 import { ApiError } from '../../core/errors';
+import { loggablePath } from '../hook-path';
 
 /**
  * First in the chain: every failure leaves as `{"error": "...", ...details}`. Errors meant for the
  * client keep their status and words; anything else is a 500 whose detail stays in the server log,
  * written by the logger's `err` serializer (core/log-safety.ts), which keeps no value the request
- * sent. The path is logged without its query string, which can carry tickets.
+ * sent. The path is logged without its query string, which can carry tickets, and without a hook's token.
  */
 export async function errorHandler(ctx: Context, next: Next): Promise<void> {
   try {
@@ -32,7 +33,7 @@ export async function errorHandler(ctx: Context, next: Next): Promise<void> {
       ctx.body = { error: (err as Error).message };
       return;
     }
-    ctx.state.logger?.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
+    ctx.state.logger?.error({ err, method: ctx.method, path: loggablePath(ctx.path) }, 'request failed');
     ctx.status = 500;
     ctx.body = { error: 'internal server error; the server log has the details', request_id: ctx.state.requestId };
   }

@@ -1,17 +1,21 @@
 import Router from '@koa/router';
 import { approvalBranches } from '../../core/approval-branches';
 import type { StepDefinition } from '../../core/workflow-graph';
+import { readerOf } from '../../services/access';
 import type { ServerContext } from '../../services/context';
 import { listWaitingApprovalSteps } from '../../store/runs';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope } from '../paging';
 
-/** `GET /v1/approvals`: workflow approval steps waiting for a decision (spec part A 4.2). Viewer. */
+/**
+ * `GET /v1/approvals`: workflow approval steps waiting for a decision (spec part A 4.2). Viewer;
+ * below admin, only the steps of runs the caller may read.
+ */
 export function approvalRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/approvals' });
   router.get('/', async (ctx) => {
-    requireRole(ctx, 'viewer');
-    const waiting = await listWaitingApprovalSteps(server.sql);
+    const caller = requireRole(ctx, 'viewer');
+    const waiting = await listWaitingApprovalSteps(server.sql, readerOf(caller));
     const approvals = waiting.map((step) => {
       const graph = (step.parent_graph ?? []) as StepDefinition[];
       const definition = graph.find((s) => s.name === step.step_name);

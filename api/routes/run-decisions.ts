@@ -1,13 +1,13 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import { forbidden, notFound } from '../../core/errors';
+import { forbidden } from '../../core/errors';
 import { runView } from '../../core/run-view';
+import { readableRun } from '../../services/access';
 import type { ServerContext } from '../../services/context';
 import { decisionView } from '../../core/decision-view';
 import { correctDecision, decideRun, refuseAgentDecision, refuseAgentRecordChange, redactDecision, separationOfDuties } from '../../services/decisions';
 import { mayReadReasons } from '../../services/evidence';
 import { listDecisionRecords } from '../../store/decisions';
-import { getRun } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
 import { parseInput } from '../validate';
@@ -47,8 +47,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
 
   router.get('/:id/decisions', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
-    const run = await getRun(server.sql, ctx.params.id);
-    if (!run) throw notFound(`run ${ctx.params.id}`);
+    const run = await readableRun(server.sql, caller, ctx.params.id);
     // The records carry the reasons, which go only to an admin and the run's own account.
     if (!mayReadReasons(caller, run)) {
       throw forbidden(`the decisions of run ${run.id} are for an admin or the account that asked for the run`);

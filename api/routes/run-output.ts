@@ -11,6 +11,7 @@ import { logByteRange, readLogBytes } from '../../store/logs';
 import { eventView } from '../../core/run-view';
 import { getRun } from '../../store/runs';
 import { createStreamTicket, redeemStreamTicket } from '../../store/tickets';
+import { readableRun } from '../../services/access';
 import { recordMutation } from '../../services/audit';
 import { admitStreamTicket } from '../../services/throttle';
 import { originOf } from '../middleware/audit-origin';
@@ -75,9 +76,9 @@ export function runOutputRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs/:id' });
 
   router.get('/logs', async (ctx) => {
-    requireRole(ctx, 'viewer');
+    const caller = requireRole(ctx, 'viewer');
     const query = parseInput(logQuery, queryObject(ctx.query));
-    const run = await requireRun(server.sql, ctx.params.id);
+    const run = await readableRun(server.sql, caller, ctx.params.id);
     const total = run.log_bytes;
     const from = query.tail === undefined ? 0 : Math.max(0, total - Math.min(query.tail, LOG_TAIL_CAP));
     if (from > 0) {
@@ -90,9 +91,9 @@ export function runOutputRoutes(server: ServerContext): Router {
   });
 
   router.get('/events', async (ctx) => {
-    requireRole(ctx, 'viewer');
+    const caller = requireRole(ctx, 'viewer');
     const query = parseInput(eventQuery, queryObject(ctx.query));
-    const run = await requireRun(server.sql, ctx.params.id);
+    const run = await readableRun(server.sql, caller, ctx.params.id);
     if (query.download === '1' || query.download === 'true') {
       ctx.type = 'application/x-ndjson';
       ctx.attachment(`${run.id}-events.ndjson`);
@@ -111,7 +112,8 @@ export function runOutputRoutes(server: ServerContext): Router {
 
   router.post('/stream-ticket', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
-    const run = await requireRun(server.sql, ctx.params.id);
+    // A ticket opens the run's output, so it goes only to a caller who may read the run.
+    const run = await readableRun(server.sql, caller, ctx.params.id);
     // Each ticket is a chain entry: the limit keeps a viewer from growing the chain without bound.
     await admitStreamTicket(server.sql, caller.account.id);
     const ticket = randomBytes(32).toString('base64url');

@@ -1,26 +1,51 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import { notFound } from '../../core/errors';
+import { readableRun, readerOf } from '../../services/access';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { jobRequest } from '../../services/launch';
-import { cancelRun, rerunRun, retryRun, submitRun } from '../../services/runs';
-import { getRun, listChildRuns, listRuns } from '../../store/runs';
+import { cancelRun, relaunchFailedRun, rerunRun, retryRun, submitRun } from '../../services/runs';
+import { listChildRuns, listRuns } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
-import { command, extraVars, idempotencyKey, queue, shards, timeout, tool } from '../schemas/run-fields';
+import { ansibleFields, changeLabel, command, extraVars, idempotencyKey, queue, shards, timeout, tool } from '../schemas/run-fields';
 import { parseInput, queryObject, storableTime } from '../validate';
+import { notificationEntries } from '../schemas/notifications';
+import { credentialIds } from '../schemas/credentials';
+import { requireCredentialsUsable } from '../../services/credentials';
 import { TERMINAL_STATUSES } from '../../core/run';
 
 const runSubmission = z.strictObject({
   tool,
-  command,
+  // Required, except for an ansible run naming its `playbook` (refined below).
+  command: command.optional(),
+  // The ansible tool's playbook, inventory and controls (spec part A 2.1, 2.2); other tools ignore them.
+  ...Object.fromEntries(Object.entries(ansibleFields).map(([k, v]) => [k, v.optional()])) as {
+    [K in keyof typeof ansibleFields]: z.ZodOptional<(typeof ansibleFields)[K]>;
+  },
   extra_vars: extraVars.default({}),
   timeout: timeout.optional(),
   queue: queue.default(''),
   dry_run: z.boolean({ message: 'dry_run must be true or false' }).default(false),
   shards: shards.optional(),
+  // The run's own notification channels (spec part A 2.1, 2.11).
+  notifications: notificationEntries.optional(),
+  // Credentials the run is given (spec part A 2.9); the caller needs use on each.
+  credentials: credentialIds('credentials').optional(),
+  // The change label the run carries (spec part A 2.1, 2.13; services/changes.ts).
+  change: changeLabel.optional(),
+}).superRefine((input, ctx) => {
+  if (input.tool === 'ansible' && input.shards !== undefined && input.shards >= 2) {
+    ctx.addIssue({ code: 'custom', path: ['shards'], message: 'the ansible tool does not split into shards: forks runs hosts in parallel' });
+  }
+  if (input.command !== undefined) return;
+  if (input.tool === 'ansible') {
+    if (input.playbook === undefined) ctx.addIssue({ code: 'custom', path: ['playbook'], message: 'an ansible run needs playbook (a path) or command (the playbook itself)' });
+  } else {
+    ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required' });
+  }
 });
 
 const RUN_STATUSES = ['held', 'pending', 'running', ...TERMINAL_STATUSES] as const;
@@ -33,8 +58,8 @@ const runListQuery = z.strictObject({
   after: storableTime('after').optional(),
   before: storableTime('before').optional(),
   q: z.string().max(200, 'q must be at most 200 characters').optional(),
-  // Listed so that sending it is refused with its own message, not as an unknown field.
-  task: z.never({ message: 'per-task summaries are not served yet, so runs cannot be listed by task' }).optional(),
+  // Runs whose per-task results hold a task of this name (ansible runs, spec part A 4.1).
+  task: z.string().min(1, 'task must not be empty').max(1024, 'task must be at most 1024 characters').optional(),
 });
 
 export function runRoutes(server: ServerContext): Router {
@@ -45,13 +70,30 @@ export function runRoutes(server: ServerContext): Router {
     const input = parseInput(runSubmission, ctx.request.body);
     const request = jobRequest({
       tool: input.tool,
-      command: input.command,
+      command: input.command ?? '',
+      ansible: {
+        playbook: input.playbook,
+        inventory_id: input.inventory_id,
+        inventory: input.inventory,
+        limit: input.limit,
+        tags: input.tags,
+        skip_tags: input.skip_tags,
+        forks: input.forks,
+        verbosity: input.verbosity,
+        diff_mode: input.diff_mode,
+      },
       extraVars: input.extra_vars,
       dryRun: input.dry_run,
       queue: input.queue,
       timeout: input.timeout,
       shards: input.shards,
     });
+    if (input.notifications?.length) request.notifications = input.notifications;
+    if (input.change !== undefined) request.spec = { ...request.spec, change: input.change };
+    if (input.credentials?.length) {
+      await requireCredentialsUsable(server.sql, caller, input.credentials, 'credentials');
+      request.credentials = input.credentials;
+    }
     const { run, created } = await submitRun(server, caller, originOf(ctx), request, idempotencyKey(ctx));
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/v1/runs/${run.id}`);
@@ -59,18 +101,17 @@ export function runRoutes(server: ServerContext): Router {
   });
 
   router.get('/', async (ctx) => {
-    requireRole(ctx, 'viewer');
+    const caller = requireRole(ctx, 'viewer');
     const query = parseInput(runListQuery, queryObject(ctx.query));
-    const { rows, total } = await listRuns(server.sql, query);
+    // Below admin, only the runs the caller may read, counted alike (services/access.ts).
+    const { rows, total } = await listRuns(server.sql, { ...query, readerId: readerOf(caller) });
     // Rows are previews: a run's whole command and extra vars are in GET /v1/runs/{id}.
     ctx.body = listEnvelope('runs', rows.map((run) => runView(run, 'preview')), total, query.offset);
   });
 
   router.get('/:id', async (ctx) => {
-    requireRole(ctx, 'viewer');
-    const run = await getRun(server.sql, ctx.params.id);
-    if (!run) throw notFound(`run ${ctx.params.id}`);
-    ctx.body = runView(run);
+    const caller = requireRole(ctx, 'viewer');
+    ctx.body = runView(await readableRun(server.sql, caller, ctx.params.id));
   });
 
   router.post('/:id/cancel', async (ctx) => {
@@ -83,6 +124,7 @@ export function runRoutes(server: ServerContext): Router {
   for (const [path, again] of [
     ['rerun', rerunRun],
     ['retry', retryRun],
+    ['relaunch-failed', relaunchFailedRun],
   ] as const) {
     router.post(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'operator');
@@ -99,9 +141,9 @@ export function runRoutes(server: ServerContext): Router {
     ['shards', ['split']],
   ] as const) {
     router.get(`/:id/${path}`, async (ctx) => {
-      requireRole(ctx, 'viewer');
-      const run = await getRun(server.sql, ctx.params.id);
-      if (!run) throw notFound(`run ${ctx.params.id}`);
+      const caller = requireRole(ctx, 'viewer');
+      // A step or shard carries its parent's requester and template, so whoever reads the parent reads them all.
+      const run = await readableRun(server.sql, caller, ctx.params.id);
       if (!(kinds as readonly string[]).includes(run.kind)) {
         throw notFound(`${path} of run ${run.id}: it is a ${run.kind}, not a ${kinds.join(' or ')}`);
       }

@@ -1,11 +1,11 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { notFound } from '../../core/errors';
 import { runView } from '../../core/run-view';
 import type { ServerContext } from '../../services/context';
 import { launchTemplate } from '../../services/launch';
-import { createTemplate, parseTemplateSurvey, removeTemplate, replaceTemplate, templateView, type TemplateDraft } from '../../services/templates';
-import { getTemplate, listTemplatePage } from '../../store/templates';
+import { readerOf } from '../../services/access';
+import { createTemplate, parseTemplateSurvey, readableTemplate, removeTemplate, replaceTemplate, templateView, type TemplateDraft } from '../../services/templates';
+import { listTemplatePage } from '../../store/templates';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
@@ -15,8 +15,11 @@ import { launchInput, templateInput } from '../schemas/templates';
 import { parseInput } from '../validate';
 
 /**
- * Templates (spec part A 2.3, 2.4, 4.6; part B 8). Operators and admins write and launch them,
- * as they may submit the same runs directly; every role reads them. Every read shows a secret
+ * Templates (spec part A 2.3, 2.4, 4.6; part B 8). Operators and admins create them, as they may
+ * submit the same runs directly; the account that creates one manages it. Below admin, reading
+ * one needs read on it, launching use (checked in launchTemplate, which every launch passes),
+ * editing and deleting manage (services/access.ts); the list holds only what the caller may
+ * read. Every read shows a secret
  * question's default as `[redacted]`. The `PUT` answer names the sealed defaults an edit cleared
  * in `secret_defaults_cleared` (services/templates.ts).
  */
@@ -33,15 +36,13 @@ export function templateRoutes(server: ServerContext): Router {
   });
 
   router.get('/', async (ctx) => {
-    requireRole(ctx, 'viewer');
-    await answerConfigList(ctx, 'templates', (page) => listTemplatePage(sql, page), templateView);
+    const caller = requireRole(ctx, 'viewer');
+    await answerConfigList(ctx, 'templates', (page) => listTemplatePage(sql, page, readerOf(caller)), templateView);
   });
 
   router.get('/:id', async (ctx) => {
-    requireRole(ctx, 'viewer');
-    const template = await getTemplate(sql, ctx.params.id);
-    if (!template) throw notFound(`template ${ctx.params.id}`);
-    ctx.body = templateView(template);
+    const caller = requireRole(ctx, 'viewer');
+    ctx.body = templateView(await readableTemplate(sql, caller, ctx.params.id));
   });
 
   router.put('/:id', async (ctx) => {
@@ -51,20 +52,21 @@ export function templateRoutes(server: ServerContext): Router {
   });
 
   router.delete('/:id', async (ctx) => {
-    requireRole(ctx, 'operator');
-    await removeTemplate(server, originOf(ctx), ctx.params.id);
+    const caller = requireRole(ctx, 'operator');
+    await removeTemplate(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
   router.post('/:id/launch', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(launchInput, ctx.request.body ?? {});
-    const template = await getTemplate(sql, ctx.params.id);
-    if (!template) throw notFound(`template ${ctx.params.id}`);
+    const template = await readableTemplate(sql, caller, ctx.params.id);
     const { run, created } = await launchTemplate(server, caller, originOf(ctx), template, {
       answers: input.answers,
       timeout: input.timeout,
       idempotencyKey: idempotencyKey(ctx),
+      credentials: input.credentials,
+      change: input.change,
     });
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/v1/runs/${run.id}`);

@@ -56,3 +56,49 @@ export function idempotencyKey(ctx: Pick<Context, 'get'>): string | undefined {
   }
   return header;
 }
+
+/**
+ * The ansible tool's fields (spec part A 2.1, 2.2), shared by run submissions and templates:
+ * `playbook` (a path in the run's work dir or project), `inventory_id` (a stored inventory),
+ * `inventory` (a path on the server, read inside the sandbox) and the controls. They apply to the
+ * ansible tool only (services/launch.ts ansibleSpecOf drops them for other tools).
+ */
+const MAX_PATTERN_BYTES = 64 * 1024;
+const tagList = (field: string) =>
+  z
+    .array(
+      z
+        .string({ message: `${field} must be a list of strings` })
+        .min(1, `${field} must not hold an empty tag`)
+        .refine((t) => !t.includes(','), `${field}: a tag must not contain a comma`),
+      { message: `${field} must be a list of strings` },
+    )
+    .max(1000, `${field} holds at most 1000 tags`);
+export const ansibleFields = {
+  playbook: z
+    .string({ message: 'playbook must be a string' })
+    .min(1, 'playbook must not be empty')
+    .refine(fitsBytes(4096), 'playbook must be at most 4096 bytes'),
+  inventory_id: z.string({ message: 'inventory_id must be a string' }).min(1, 'inventory_id must not be empty').refine(fitsBytes(512), 'inventory_id must be at most 512 bytes'),
+  inventory: z.string({ message: 'inventory must be a string' }).min(1, 'inventory must not be empty').refine(fitsBytes(4096), 'inventory must be at most 4096 bytes'),
+  limit: z.string({ message: 'limit must be a string' }).refine(fitsBytes(MAX_PATTERN_BYTES), `limit must be at most ${MAX_PATTERN_BYTES} bytes`),
+  tags: tagList('tags'),
+  skip_tags: tagList('skip_tags'),
+  forks: z.number({ message: 'forks must be a whole number' }).int('forks must be a whole number').min(0, 'forks must not be negative').max(1000, 'forks must be at most 1000'),
+  // Above 4 is clamped to 4 (spec part A 2.2).
+  verbosity: z.number({ message: 'verbosity must be a whole number' }).int('verbosity must be a whole number').min(0, 'verbosity must not be negative'),
+  diff_mode: z.boolean({ message: 'diff_mode must be true or false' }),
+};
+
+/** The most a change label may be, in UTF-8 bytes. */
+const MAX_CHANGE_BYTES = 255;
+
+/**
+ * A run's change label (spec part A 2.1, 2.13): runs carrying one value are one change
+ * (`GET /v1/changes`). Sent as `change` on `POST /v1/runs` and a template launch.
+ */
+export const changeLabel = z
+  .string({ message: 'change must be a string' })
+  .min(1, 'change must not be empty')
+  .refine(fitsBytes(MAX_CHANGE_BYTES), `change must be at most ${MAX_CHANGE_BYTES} bytes`)
+  .refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'change must not hold control characters');

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { hashPassword } from '../../core/secrets';
-import { connectDatabase, type Sql } from '../../store/db';
-import { createTestDatabase } from '../support/database';
+import { connectDatabase } from '../../store/db';
+import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn } from '../support/processes';
 import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
@@ -374,16 +372,6 @@ describe('usernames are unique after normalization and case folding', () => {
 });
 
 describe('an install whose usernames collide under the new rule', () => {
-  /** Applies the migrations before `version`, as an install made before it has them. */
-  async function schemaBefore(sql: Sql, version: string) {
-    const dir = path.resolve(__dirname, '../../schema');
-    await sql`CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
-    for (const file of (await fs.readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f) && f < version).sort()) {
-      await sql.unsafe(await fs.readFile(path.join(dir, file), 'utf8'));
-      await sql`INSERT INTO schema_migrations (version) VALUES (${file})`;
-    }
-  }
-
   test('still starts; each account signs in with its own spelling, and no new name may join them', async () => {
     const database = await createTestDatabase();
     const sql = connectDatabase(database.url, { max: 1 });

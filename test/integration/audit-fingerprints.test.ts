@@ -12,13 +12,16 @@ import { startTestServer, type TestServer } from '../support/server';
 
 let t: TestServer;
 let viewer: ApiClient;
+let viewerId: string;
 
 beforeAll(async () => {
   t = await startTestServer({
     SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
     SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
   });
-  expect((await t.api.post('/v1/users', { username: 'vic', role: 'viewer' })).status).toBe(201);
+  const vic = await t.api.post('/v1/users', { username: 'vic', role: 'viewer' });
+  expect(vic.status).toBe(201);
+  viewerId = vic.body.id;
   viewer = t.as((await t.api.post('/v1/tokens', { name: 'v', username: 'vic' })).body.token);
 });
 afterAll(async () => {
@@ -71,6 +74,8 @@ test('a 4-digit secret answer cannot be recovered from the launch entry’s fing
     ],
   });
   expect(template.status).toBe(201);
+  // The viewer reads the template's runs, and so their evidence.
+  expect((await t.api.post('/v1/grants', { object: template.body.id, permission: 'read', user_id: viewerId })).status).toBe(201);
   const path = `/v1/templates/${template.body.id}/launch`;
   const bodyFor = (pin: string) => ({ answers: { pin, site: 'ams' } });
   const launched = await t.api.post(path, bodyFor('4821'));

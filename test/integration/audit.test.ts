@@ -153,8 +153,13 @@ describe('seal, bundles and anchors', () => {
 
 describe('receipts', () => {
   let runId: string;
+  let templateId: string;
   beforeAll(async () => {
-    const { status, body } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo hi' });
+    // A template's run, so that a viewer granted the template reads it (docs/api.md, Access).
+    const template = await t.api.post('/v1/templates', { name: 'receipt', tool: 'bash', command: 'echo hi' });
+    expect(template.status).toBe(201);
+    templateId = template.body.id;
+    const { status, body } = await t.api.post(`/v1/templates/${templateId}/launch`, {});
     expect(status).toBe(201);
     runId = body.id;
     await waitForRunEnd(t.api, runId);
@@ -180,6 +185,8 @@ describe('receipts', () => {
   test('sparse=1, and any non-admin, get the sparse form: no outcome, no decisions', async () => {
     const pinned = await seal();
     const viewer = await tokenFor('viewer');
+    const viewerId = (await t.as(viewer).get('/v1/auth/me')).body.id;
+    expect((await t.api.post('/v1/grants', { object: templateId, permission: 'read', user_id: viewerId })).status).toBe(201);
     for (const [client, path] of [
       [t.api, `/v1/runs/${runId}/receipt?sparse=1`],
       [t.as(viewer), `/v1/runs/${runId}/receipt`],

@@ -18,7 +18,20 @@ async function tokenFor(role: 'admin' | 'operator' | 'viewer') {
   if (user.status !== 201) throw new Error(`creating ${username} failed: ${user.status} ${user.text}`);
   const minted = await t.api.post('/v1/tokens', { name: 'test', username });
   if (minted.status !== 201) throw new Error(`minting for ${username} failed: ${minted.status} ${minted.text}`);
-  return { username, token: minted.body.token as string };
+  return { id: user.body.id as string, username, token: minted.body.token as string };
+}
+
+/**
+ * A launch of a template of `owner`'s that `reader` may read, as it stands when launched: below
+ * admin, a run is read by its requester and by whoever may read its template (docs/api.md, Access).
+ */
+async function launchReadableBy(owner: string, reader: string, command: string) {
+  const template = await t.as(owner).post('/v1/templates', { name: `evidence-${++users}-${Date.now()}`, tool: 'bash', command });
+  expect(template.status).toBe(201);
+  expect((await t.as(owner).post('/v1/grants', { object: template.body.id, permission: 'read', user_id: reader })).status).toBe(201);
+  const launched = await t.as(owner).post(`/v1/templates/${template.body.id}/launch`, {});
+  expect(launched.status).toBe(201);
+  return launched.body;
 }
 
 async function finishedRun(command: string) {
@@ -81,8 +94,8 @@ test('the HTML and JSON dossiers carry the same run, log and events, with the lo
 });
 
 test('a viewer reads a run\'s evidence', async () => {
-  const run = await finishedRun('echo for-the-viewer');
-  const { token } = await tokenFor('viewer');
+  const { id, token } = await tokenFor('viewer');
+  const run = await waitForRunEnd(t.api, (await launchReadableBy(t.adminToken, id, 'echo for-the-viewer')).id);
   const json = await t.as(token).get(`/v1/runs/${run.id}/evidence?format=json`);
   expect(json.status).toBe(200);
   expect(json.body).toMatchObject({ run: { id: run.id }, log: 'for-the-viewer\n', reasons_disclosed: false });
@@ -127,8 +140,7 @@ test('a held run\'s decision reason is shown to the admin and the requester and 
   const requester = await tokenFor('operator');
   const other = await tokenFor('viewer');
 
-  const submitted = await t.as(requester.token).post('/v1/runs', { tool: 'bash', command: 'mkdir -p scratch && rm -rf scratch && echo cleaned' });
-  expect(submitted.status).toBe(201);
+  const submitted = { body: await launchReadableBy(requester.token, other.id, 'mkdir -p scratch && rm -rf scratch && echo cleaned') };
   await waitForRun(t.api, submitted.body.id, (r) => r.status === 'held');
   const reason = `Scratch cleanup approved <b>by</b> the change board ${Date.now()}`;
   const approved = await t.api.post(`/v1/runs/${submitted.body.id}/approve`, { reason });

@@ -241,7 +241,10 @@ test('a stream resumes from an event seq and log offset, and a bad position is r
 });
 
 test('a stream ticket stops working once the token that minted it is revoked or its account deleted', async () => {
-  const run = await submit('echo hello');
+  // A template's run, so that a viewer granted the template reads it (docs/api.md, Access).
+  const template = await t.api.post('/v1/templates', { name: 'stream watch', tool: 'bash', command: 'echo hello' });
+  expect(template.status).toBe(201);
+  const run = (await t.api.post(`/v1/templates/${template.body.id}/launch`, {})).body;
   await waitForRunEnd(t.api, run.id);
   const streamStatus = async (ticket: string) => (await fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket}`)).status;
   const mintTicket = async (token: string) => {
@@ -260,6 +263,7 @@ test('a stream ticket stops working once the token that minted it is revoked or 
 
   const user = await t.api.post('/v1/users', { username: 'leaving-viewer', role: 'viewer' });
   expect(user.status).toBe(201);
+  expect((await t.api.post('/v1/grants', { object: template.body.id, permission: 'read', user_id: user.body.id })).status).toBe(201);
   const usersToken = await t.api.post('/v1/tokens', { name: 'viewer token', username: 'leaving-viewer' });
   expect(usersToken.status).toBe(201);
   const orphaned = await mintTicket(usersToken.body.token);

@@ -109,7 +109,7 @@ describe('template CRUD', () => {
     ['a job template without tool', { name: 'a', command: 'x' }, 'tool'],
     ['a job template without command', { name: 'a', tool: 'bash' }, 'command'],
     ['an unknown tool', { name: 'a', tool: 'fortran', command: 'x' }, 'tool'],
-    ['a tool this server lacks', { name: 'a', tool: 'ansible', command: 'x' }, 'tool'],
+    ['a tool this server lacks', { name: 'a', tool: 'terraform', command: 'x' }, 'tool'],
     ['a negative timeout', { name: 'a', tool: 'bash', command: 'x', timeout: -1 }, 'timeout'],
     ['a fractional timeout', { name: 'a', tool: 'bash', command: 'x', timeout: 1.5 }, 'timeout'],
     ['extra_vars not an object', { name: 'a', tool: 'bash', command: 'x', extra_vars: [1] }, 'extra_vars'],
@@ -128,8 +128,9 @@ describe('template CRUD', () => {
     ],
     ['an unknown dependency', { name: 'a', steps: [{ name: 'one', tool: 'bash', command: 'x', depends_on: ['nope'] }] }, 'steps[0].depends_on[0]'],
     ['a step with an unknown tool', { name: 'a', steps: [{ name: 'one', tool: 'fortran', command: 'x' }] }, 'steps[0].tool'],
-    ['notification targets', { name: 'a', tool: 'bash', command: 'x', notifications: [{ target: 'n' }] }, 'notifications'],
-    ['a playbook', { name: 'a', tool: 'bash', command: 'x', playbook: 'site.yml' }, 'playbook'],
+    ['a notification entry without its url', { name: 'a', tool: 'bash', command: 'x', notifications: [{ kind: 'webhook' }] }, 'notifications[0].url'],
+    ['a playbook that is not a string', { name: 'a', tool: 'ansible', playbook: 5 }, 'playbook'],
+    ['an ansible template with neither playbook nor command', { name: 'a', tool: 'ansible', limit: 'web' }, 'command'],
     ['an unknown field', { name: 'a', tool: 'bash', command: 'x', colour: 'red' }, 'colour'],
   ])('%s is refused with 400 naming the field', async (_, body, field) => {
     const before = (await t.api.get('/v1/templates')).body.total;
@@ -145,16 +146,22 @@ describe('template CRUD', () => {
     expect(queued.status).toBe(403);
     expect(queued.body).toMatchObject({ feature: 'named_queue', field: 'queue' });
 
+    const ids: Record<string, string> = {};
     for (const [username, role] of [
       ['vera', 'viewer'],
       ['otto', 'operator'],
     ]) {
-      expect((await t.api.post('/v1/users', { username, role })).status).toBe(201);
+      const created = await t.api.post('/v1/users', { username, role });
+      expect(created.status).toBe(201);
+      ids[username] = created.body.id;
     }
     const viewer = t.as((await t.api.post('/v1/tokens', { name: 'v', username: 'vera' })).body.token);
     const operator = t.as((await t.api.post('/v1/tokens', { name: 'o', username: 'otto' })).body.token);
     const mine = await createTemplate({ name: 'by operator', tool: 'bash', command: 'echo ok' }, operator);
     expect(mine.created_by).toBe('otto');
+    // Below admin, a template is read by its owner and those it is granted to (docs/api.md, Access).
+    expect((await viewer.get(`/v1/templates/${mine.id}`)).status).toBe(404);
+    expect((await operator.post('/v1/grants', { object: mine.id, permission: 'read', user_id: ids.vera })).status).toBe(201);
     expect((await viewer.get(`/v1/templates/${mine.id}`)).status).toBe(200);
     expect((await viewer.get('/v1/templates')).status).toBe(200);
     expect((await viewer.post('/v1/templates', { name: 'by viewer', tool: 'bash', command: 'x' })).status).toBe(403);
@@ -634,9 +641,15 @@ describe('a changed command does not inherit another account’s sealed default'
     }
   });
 
-  /** A template of alma's whose required secret question has a sealed default she set. */
-  const almasTemplate = (name: string) =>
-    createTemplate({ name, tool: 'bash', command: hashLine('db_password'), survey: [{ var: 'db_password', type: 'secret', required: true, default: SECRET }] }, clients.alma);
+  /** A template of alma's whose required secret question has a sealed default she set; she lets boris manage it too. */
+  const almasTemplate = async (name: string) => {
+    const template = await createTemplate(
+      { name, tool: 'bash', command: hashLine('db_password'), survey: [{ var: 'db_password', type: 'secret', required: true, default: SECRET }] },
+      clients.alma,
+    );
+    expect((await clients.alma.post('/v1/grants', { object: template.id, permission: 'manage', user_id: accountIds.boris })).status).toBe(201);
+    return template;
+  };
 
   const editEntry = async (templateId: string) => {
     const entries = (await t.api.get('/v1/audit?limit=1000')).body.entries;

@@ -157,7 +157,10 @@ describe('stream ticket minting', () => {
   test('past 60 a minute an account is answered 429 and the chain stops growing', async () => {
     const user = await createUser('viewer');
     const viewer = t.as((await t.api.post('/v1/tokens', { name: 'viewer', username: user.username })).body.token);
-    const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'true' });
+    // A template's run, which the viewer is granted to read (docs/api.md, Access).
+    const { body: template } = await t.api.post('/v1/templates', { name: 'ticketed', tool: 'bash', command: 'true' });
+    expect((await t.api.post('/v1/grants', { object: template.id, permission: 'read', user_id: user.id })).status).toBe(201);
+    const { body: run } = await t.api.post(`/v1/templates/${template.id}/launch`, {});
     // Ended first, so its end's chain entry is not counted with the tickets'.
     await waitForRunEnd(t.api, run.id);
     const before = await chainSize();

@@ -3,8 +3,9 @@
  * scenarios.ts driven through a real server (real HTTP, Temporal, PostgreSQL and tools), its
  * workflows' histories written to test/replay/histories/<scenario>.json.
  *
- *   DATABASE_URL=postgres://… node bin/run-ts.js test/replay/record-histories.ts
+ *   DATABASE_URL=postgres://… node bin/run-ts.js test/replay/record-histories.ts [scenario…]
  *
+ * (Naming scenarios records only those; `notify` and `schedule` are recorded apart from the others.)
  * (Without DATABASE_URL an embedded PostgreSQL is started, as for the tests.) Re-record when a
  * scenario is added, or after a workflow change behind `patched()` to keep a history of the new
  * path beside the old one; commit the new files together with the change. Never re-record to make
@@ -20,6 +21,8 @@ import globalSetup from '../support/global-setup';
 import globalTeardown from '../support/global-teardown';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 import { historyToPlain } from './history-json';
+import { randomBytes } from 'node:crypto';
+import { startReceiver } from '../support/receivers';
 import type { HistoryFile, Scenario } from './scenarios';
 
 const HISTORIES = path.join(__dirname, 'histories');
@@ -129,14 +132,81 @@ async function record(t: TestServer): Promise<void> {
   await save(t, 'split', [split.id, ...(await childrenOf(t, split.id, 'shards'))]);
 }
 
+/** A webhook target on a template: the run's start arrives, its end fails once and arrives on the retry. */
+async function recordNotify(t: TestServer): Promise<void> {
+  const receiver = await startReceiver();
+  try {
+    let ends = 0;
+    receiver.answer((r) => (r.json?.event === 'run.finished' && ends++ === 0 ? { status: 500 } : { status: 200 }));
+    const template = await ok(t, 'post', '/v1/templates', { name: 'notified', tool: 'bash', command: 'echo hello' });
+    const target = await ok(t, 'post', '/v1/notifications', { name: 'hook', kind: 'webhook', url: `${receiver.url}/hook` });
+    for (const event of ['started', 'success']) {
+      await ok(t, 'post', `/v1/notifications/${target.id}/attachments`, { object_kind: 'template', object_id: template.id, event });
+    }
+    const run = await ok(t, 'post', `/v1/templates/${template.id}/launch`, {});
+    await waitForRunEnd(t.api, run.id);
+    await receiver.waitFor((r) => r.filter((x) => x.answered === 200).length >= 2, 30_000, 'both deliveries');
+    // The target's workflow stays open a minute for more deliveries: its history is saved as it stands.
+    await save(t, 'notify', [target.id], [target.id]);
+  } finally {
+    await receiver.close();
+  }
+}
+
+/** Every run of a workflow that continues as new, oldest first: each run's start names the run before it. */
+async function chainOf(t: TestServer, workflowId: string): Promise<HistoryFile['workflows']> {
+  const client = t.server.context.temporal;
+  await client.workflow.getHandle(workflowId).result().catch(() => undefined);
+  const { type } = await client.workflow.getHandle(workflowId).describe();
+  const chain: HistoryFile['workflows'] = [];
+  for (let runId: string | undefined = undefined; ; ) {
+    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+    chain.unshift({ workflow_id: workflowId, workflow_type: type, history: withoutIdentities(historyToPlain(history)) });
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+    if (!runId) return chain;
+  }
+}
+
+/**
+ * A schedule saved again while asleep, then firing every second until its COUNT is spent: one more
+ * fire than a workflow run makes before it continues as new. Another deleted while asleep.
+ */
+async function recordSchedule(t: TestServer): Promise<void> {
+  const start = new Date(Math.ceil(Date.now() / 1000) * 1000 + 4000);
+  const dtstart = start.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const body = { name: 'every second, 101 times', rrule: `DTSTART:${dtstart}\nRRULE:FREQ=SECONDLY;COUNT=101`, run: { tool: 'bash', command: 'true' } };
+  const schedule = await ok(t, 'post', '/v1/schedules', body);
+  const renamed = await t.api.request('PUT', `/v1/schedules/${schedule.id}`, { body: { ...body, name: 'renamed while asleep' } });
+  if (renamed.status !== 200) throw new Error(`PUT /v1/schedules/${schedule.id}: ${renamed.status} ${renamed.text}`);
+  const deleted = await ok(t, 'post', '/v1/schedules', { name: 'deleted while asleep', cron: '0 0 1 1 *', timezone: 'UTC', run: { tool: 'bash', command: 'true' } });
+  await new Promise((r) => setTimeout(r, 1000));
+  const gone = await t.api.request('DELETE', `/v1/schedules/${deleted.id}`);
+  if (gone.status !== 204) throw new Error(`DELETE /v1/schedules/${deleted.id}: ${gone.status} ${gone.text}`);
+  const workflows = [...(await chainOf(t, schedule.id)), ...(await chainOf(t, deleted.id))];
+  const file: HistoryFile = { scenario: 'schedule', recorded_with: `@temporalio/worker ${SDK_VERSION}`, workflows };
+  writeFileSync(path.join(HISTORIES, 'schedule.json'), `${JSON.stringify(file, null, 1)}\n`);
+  process.stdout.write(`recorded schedule: ${workflows.map((w) => `${w.workflow_type} ${w.workflow_id}`).join(', ')}\n`);
+}
+
 async function main(): Promise<void> {
+  // After node, bin/run-ts.js and this script: the scenarios named, if any.
+  const only = process.argv.slice(3);
   // One Temporal runtime per process: set up with the server's logging before the dev server's client makes its own.
   installTemporalLogging(createLogger({ logLevel: 'warn' }));
   await globalSetup();
   let t: TestServer | undefined;
   try {
-    t = await startTestServer();
-    await record(t);
+    t = await startTestServer(
+      {
+        SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+        SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+        SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
+      },
+      { notificationRetryBaseMs: 500 },
+    );
+    if (only.length === 0 || only.some((s) => s !== 'notify' && s !== 'schedule')) await record(t);
+    if (only.length === 0 || only.includes('notify')) await recordNotify(t);
+    if (only.length === 0 || only.includes('schedule')) await recordSchedule(t);
   } finally {
     await t?.stop();
     await globalTeardown();

@@ -19,6 +19,14 @@ export const SCENARIOS = [
   'approval-timeout',
   /** A split of three shards run side by side. */
   'split',
+  /** A run's start and end delivered to a webhook target, the end failing once and arriving on its retry. */
+  'notify',
+  /**
+   * A schedule saved again while its workflow sleeps (a signal), then firing every second until
+   * its COUNT is spent, continuing as new after 100 fires; and a schedule deleted while asleep (a
+   * cancel).
+   */
+  'schedule',
 ] as const;
 
 export type Scenario = (typeof SCENARIOS)[number];

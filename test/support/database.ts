@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import postgres from 'postgres';
 
 /** The shared test PostgreSQL, as set up by global-setup. */
@@ -26,4 +28,14 @@ export async function createTestDatabase(): Promise<{ url: string; name: string;
       await sql.end();
     },
   };
+}
+
+/** Applies the migrations numbered before `version`, recorded as applied: the schema of an install made before it. */
+export async function schemaBefore(sql: postgres.Sql, version: string): Promise<void> {
+  const dir = path.resolve(__dirname, '../../schema');
+  await sql`CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
+  for (const file of (await fs.readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f) && f < version).sort()) {
+    await sql.unsafe(await fs.readFile(path.join(dir, file), 'utf8'));
+    await sql`INSERT INTO schema_migrations (version) VALUES (${file})`;
+  }
 }

@@ -1,0 +1,61 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { ansibleCredentialsOf, BUILT_IN_KINDS, injectionOf, type AnsibleCredentials, type Injection, type OpenedCredential } from '../core/credential-kinds';
+import type { Sealer } from '../core/seal';
+import { CredentialOpenError, openRunCredentials } from '../services/credentials';
+import type { Db } from '../store/db';
+import { isProtectedEnvName } from '../tools/extra-vars';
+
+/**
+ * A run's credentials at execution (spec part A 2.9, part B 5.3): opened only here, in the
+ * worker executing the run, and injected into its tool as environment variables, extra vars and
+ * files written 0600 into the run's work dir (removed when the run ends, with the work dir).
+ * Every secret value opened joins the run's output masker; none is ever written to an event, a
+ * log line, the audit chain, a receipt or evidence.
+ */
+
+export { CredentialOpenError };
+
+/** The variables the built-in kinds set (some `CAIRN_` names among them); any other protected name is never set. */
+const BUILT_IN_ENV = new Set(BUILT_IN_KINDS.flatMap((kind) => Object.keys(kind.injectors.env)));
+const refused = (name: string) => isProtectedEnvName(name) && !BUILT_IN_ENV.has(name);
+
+/** The credentials of a run, opened; a credential that cannot be opened throws CredentialOpenError naming it and the fix. */
+export async function openCredentialsOfRun(db: Db, sealer: Sealer | undefined, runId: string): Promise<OpenedCredential[]> {
+  return openRunCredentials(db, sealer, runId);
+}
+
+/**
+ * What a script tool (bash, python, and any tool without its own use of credentials) receives: the
+ * kinds' injectors filled in. A variable a tool relies on (PATH, HOME, LD_*, …) is never set.
+ */
+export function scriptToolInjection(credentials: readonly OpenedCredential[], workDir: string): Injection {
+  const injection = injectionOf(credentials, workDir);
+  for (const name of Object.keys(injection.env)) if (refused(name)) delete injection.env[name];
+  return injection;
+}
+
+/**
+ * What the ansible tool receives: the machine credential's user, key file, become settings and
+ * passwords for ansible's own options, and every other credential injected as for a script tool.
+ * `files` are to be written into the work dir before the tool starts (writeCredentialFiles).
+ */
+export function ansibleToolCredentials(credentials: readonly OpenedCredential[], workDir: string): AnsibleCredentials {
+  const result = ansibleCredentialsOf(credentials, workDir);
+  for (const name of Object.keys(result.env)) if (refused(name)) delete result.env[name];
+  return result;
+}
+
+/** Writes credential files into the work dir, each 0600 and owned by the account the tool runs as. */
+export async function writeCredentialFiles(workDir: string, files: Record<string, string>, owner?: { uid: number; gid: number }): Promise<void> {
+  for (const [name, content] of Object.entries(files)) {
+    const file = path.join(workDir, name);
+    await fs.writeFile(file, content, { mode: 0o600 });
+    if (owner) await fs.chown(file, owner.uid, owner.gid);
+  }
+}
+
+/** Removes credential files as soon as the tool has ended, before the work dir itself goes. */
+export async function removeCredentialFiles(workDir: string, files: Record<string, string>): Promise<void> {
+  for (const name of Object.keys(files)) await fs.rm(path.join(workDir, name), { force: true }).catch(() => undefined);
+}

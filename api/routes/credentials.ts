@@ -1,0 +1,124 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import { BUILT_IN_KINDS } from '../../core/credential-kinds';
+import { notFound } from '../../core/errors';
+import { readerOf } from '../../services/access';
+import type { ServerContext } from '../../services/context';
+import {
+  createCredential,
+  createType,
+  credentialView,
+  credentialViews,
+  kindView,
+  readableCredential,
+  removeCredential,
+  removeType,
+  replaceCredential,
+  replaceType,
+  typeView,
+  withholdCredentialSecrets,
+} from '../../services/credentials';
+import { getCredentialType, listCredentialPage, listCredentialTypePage } from '../../store/credentials';
+import { originOf } from '../middleware/audit-origin';
+import { requireRole } from '../middleware/auth';
+import { answerConfigList, listEnvelope, pageQuery } from '../paging';
+import { fitsBytes } from '../schemas/common';
+import { credentialInput, credentialTypeInput } from '../schemas/credentials';
+import { parseInput, queryObject } from '../validate';
+import type { Context } from 'koa';
+
+/**
+ * Credentials and custom credential types (spec part A 2.9, 4.9; part B 5.2, 5.3). Operators and
+ * admins store credentials; the account that stores one manages it. Below admin, reading one needs
+ * read on it, editing and deleting manage (services/access.ts); the list holds only what the
+ * caller may read and `total` counts only that. Custom types are admin only. No read ever carries
+ * a secret.
+ */
+export function credentialRoutes(server: ServerContext): Router {
+  const router = new Router();
+  const { sql } = server;
+
+  /** A credential body, its secret fields withheld from the request's fingerprint before it is parsed. */
+  const draftOf = async (ctx: Context) => {
+    await withholdCredentialSecrets(sql, originOf(ctx), ctx.request.body);
+    return parseInput(credentialInput, ctx.request.body);
+  };
+
+  router.get('/v1/credential-kinds', async (ctx) => {
+    requireRole(ctx, 'viewer');
+    ctx.body = { kinds: BUILT_IN_KINDS.map(kindView), count: BUILT_IN_KINDS.length };
+  });
+
+  router.post('/v1/credentials', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const { credential, type } = await createCredential(server, caller, originOf(ctx), await draftOf(ctx));
+    ctx.status = 201;
+    ctx.set('Location', `/v1/credentials/${credential.id}`);
+    ctx.body = credentialView(credential, type);
+  });
+
+  router.get('/v1/credentials', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    const query = parseInput(
+      z.strictObject({
+        ...pageQuery(1000, 1000),
+        id: z.array(z.string().refine(fitsBytes(512), 'id must be at most 512 bytes')).optional(),
+        kind: z.string({ message: 'kind must be a string' }).optional(),
+      }),
+      queryObject(ctx.query, ['id']),
+    );
+    const { rows, total } = await listCredentialPage(sql, { limit: query.limit, offset: query.offset, ids: query.id, kind: query.kind }, readerOf(caller));
+    ctx.body = listEnvelope('credentials', await credentialViews(sql, rows), total, query.offset);
+  });
+
+  router.get('/v1/credentials/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    const { credential, type } = await readableCredential(sql, caller, ctx.params.id);
+    ctx.body = credentialView(credential, type);
+  });
+
+  router.put('/v1/credentials/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const { credential, type } = await replaceCredential(server, caller, originOf(ctx), ctx.params.id, await draftOf(ctx));
+    ctx.body = credentialView(credential, type);
+  });
+
+  router.delete('/v1/credentials/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    await removeCredential(server, caller, originOf(ctx), ctx.params.id);
+    ctx.status = 204;
+  });
+
+  router.post('/v1/credential-types', async (ctx) => {
+    const caller = requireRole(ctx, 'admin');
+    const type = await createType(server, caller, originOf(ctx), parseInput(credentialTypeInput, ctx.request.body));
+    ctx.status = 201;
+    ctx.set('Location', `/v1/credential-types/${type.id}`);
+    ctx.body = typeView(type);
+  });
+
+  router.get('/v1/credential-types', async (ctx) => {
+    requireRole(ctx, 'admin');
+    await answerConfigList(ctx, 'credential_types', (page) => listCredentialTypePage(sql, page), typeView);
+  });
+
+  router.get('/v1/credential-types/:id', async (ctx) => {
+    requireRole(ctx, 'admin');
+    const type = await getCredentialType(sql, ctx.params.id);
+    if (!type) throw notFound(`credential type ${ctx.params.id}`);
+    ctx.body = typeView(type);
+  });
+
+  router.put('/v1/credential-types/:id', async (ctx) => {
+    requireRole(ctx, 'admin');
+    ctx.body = typeView(await replaceType(server, originOf(ctx), ctx.params.id, parseInput(credentialTypeInput, ctx.request.body)));
+  });
+
+  router.delete('/v1/credential-types/:id', async (ctx) => {
+    requireRole(ctx, 'admin');
+    await removeType(server, originOf(ctx), ctx.params.id);
+    ctx.status = 204;
+  });
+
+  return router;
+}

@@ -1,0 +1,79 @@
+import Router from '@koa/router';
+import { readerOf } from '../../services/access';
+import type { ServerContext } from '../../services/context';
+import {
+  createInventory,
+  inventorySummaryView,
+  inventoryView,
+  previewInventory,
+  readableInventory,
+  removeInventory,
+  replaceInventory,
+  type InventoryDraft,
+} from '../../services/inventories';
+import { listInventoryPage } from '../../store/inventories';
+import { originOf } from '../middleware/audit-origin';
+import { requireRole } from '../middleware/auth';
+import { answerConfigList } from '../paging';
+import { inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
+import { parseInput } from '../validate';
+
+/**
+ * Stored inventories (spec part A 4.12; part B 8): operators and admins store them; the account
+ * that stores one manages it. Below admin, reading one needs read on it, naming it in a run use,
+ * editing and deleting manage (services/access.ts); the list holds only what the caller may read
+ * and never content. Bodies of `POST` and `PUT` may be 26 MiB (api/middleware/body.ts).
+ */
+export function inventoryRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/v1/inventories' });
+  const { sql } = server;
+
+  const draftOf = (body: unknown): InventoryDraft => {
+    const input = parseInput(inventoryInput, body);
+    return { name: input.name, content: input.content, format: input.format ?? null, org_id: input.org_id ?? null, id: input.id };
+  };
+
+  router.post('/', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const inventory = await createInventory(server, caller, originOf(ctx), draftOf(ctx.request.body));
+    ctx.status = 201;
+    ctx.set('Location', `/v1/inventories/${inventory.id}`);
+    ctx.body = inventoryView(inventory, caller);
+  });
+
+  // Before `/:id` routes: `preview` is not an id.
+  router.post('/preview', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const input = parseInput(previewInput, ctx.request.body);
+    ctx.body = await previewInventory(sql, caller, { content: input.content, format: input.format }, input.limit ?? undefined);
+  });
+
+  router.post('/:id/preview', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const input = parseInput(storedPreviewInput, ctx.request.body ?? {});
+    ctx.body = await previewInventory(sql, caller, { id: ctx.params.id }, input.limit ?? undefined);
+  });
+
+  router.get('/', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    await answerConfigList(ctx, 'inventories', (page) => listInventoryPage(sql, page, readerOf(caller)), inventorySummaryView);
+  });
+
+  router.get('/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    ctx.body = inventoryView(await readableInventory(sql, caller, ctx.params.id), caller);
+  });
+
+  router.put('/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    ctx.body = inventoryView(await replaceInventory(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);
+  });
+
+  router.delete('/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    await removeInventory(server, caller, originOf(ctx), ctx.params.id);
+    ctx.status = 204;
+  });
+
+  return router;
+}

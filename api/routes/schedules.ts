@@ -1,0 +1,94 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { readerOf } from '../../services/access';
+import type { ServerContext } from '../../services/context';
+import { jobRequest } from '../../services/launch';
+import { createSchedule, previewSchedule, readableSchedule, removeSchedule, replaceSchedule, scheduleView, type ScheduleDraft } from '../../services/schedules';
+import { listSchedulePage, type ScheduleSubmission } from '../../store/schedules';
+import { originOf } from '../middleware/audit-origin';
+import { requireRole } from '../middleware/auth';
+import { answerConfigList } from '../paging';
+import { previewQuery, scheduleInput, type ScheduleInput } from '../schemas/schedules';
+import { pipelineToGraph } from '../schemas/steps';
+import { parseInput, queryObject } from '../validate';
+
+/**
+ * Schedules (spec part A 2.6, 4.3; part B 8). Operators and admins write them, as they may submit
+ * the same runs directly; every role reads them and previews rules.
+ */
+export function scheduleRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/v1/schedules' });
+  const { sql } = server;
+
+  router.post('/', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const schedule = await createSchedule(server, caller, originOf(ctx), draftOf(ctx));
+    ctx.status = 201;
+    ctx.set('Location', `/v1/schedules/${schedule.id}`);
+    ctx.body = scheduleView(schedule);
+  });
+
+  router.get('/', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    await answerConfigList(ctx, 'schedules', (page) => listSchedulePage(sql, page, readerOf(caller)), scheduleView);
+  });
+
+  // Before `/:id`, which would take `preview` for an id.
+  router.get('/preview', async (ctx) => {
+    requireRole(ctx, 'viewer');
+    ctx.body = previewSchedule(parseInput(previewQuery, queryObject(ctx.query)));
+  });
+
+  router.get('/:id', async (ctx) => {
+    ctx.body = scheduleView(await readableSchedule(server, requireRole(ctx, 'viewer'), ctx.params.id));
+  });
+
+  router.put('/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    ctx.body = scheduleView(await replaceSchedule(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));
+  });
+
+  router.delete('/:id', async (ctx) => {
+    await removeSchedule(server, requireRole(ctx, 'operator'), originOf(ctx), ctx.params.id);
+    ctx.status = 204;
+  });
+
+  return router;
+}
+
+/** A schedule body, parsed: its rule as sent, and what it fires as the request each fire submits. */
+function draftOf(ctx: Context): ScheduleDraft {
+  const input = parseInput(scheduleInput, ctx.request.body);
+  return {
+    name: input.name,
+    cron: input.cron ?? null,
+    rrule: input.rrule ?? null,
+    timezone: input.timezone ?? null,
+    spring_forward: input.spring_forward ?? null,
+    enabled: input.enabled ?? true,
+    template_id: input.template_id ?? null,
+    submission: submissionOf(input),
+  };
+}
+
+function submissionOf(input: ScheduleInput): ScheduleSubmission | null {
+  if (input.run) {
+    const run = input.run;
+    const request = jobRequest({
+      tool: run.tool,
+      command: run.command,
+      extraVars: run.extra_vars,
+      dryRun: run.dry_run,
+      queue: run.queue,
+      timeout: run.timeout,
+      shards: run.shards,
+    });
+    return { kind: 'run', body: run, request: request as unknown as Record<string, unknown> };
+  }
+  if (input.pipeline) {
+    const { steps, extra_vars, queue, timeout } = input.pipeline;
+    const request = { kind: 'pipeline', tool: 'pipeline', spec: { command: '', extra_vars }, queue, timeout, steps: pipelineToGraph(steps) };
+    return { kind: 'pipeline', body: input.pipeline, request };
+  }
+  return null;
+}

@@ -1,0 +1,72 @@
+import Router from '@koa/router';
+import { badRequest } from '../../core/errors';
+import { readerOf } from '../../services/access';
+import type { ServerContext } from '../../services/context';
+import { changeTrigger, createTrigger, readableTrigger, removeTrigger, rotateTriggerSecret, triggerView } from '../../services/triggers';
+import { listTriggerPage } from '../../store/triggers';
+import { originOf } from '../middleware/audit-origin';
+import { requireRole } from '../middleware/auth';
+import { answerConfigList } from '../paging';
+import { rotateSecretInput, triggerCreateInput, triggerUpdateInput } from '../schemas/triggers';
+import { parseInput } from '../validate';
+
+/**
+ * Webhook triggers (spec part A 4.7; part B 8). Operators and admins make, change and delete them,
+ * as they may launch the templates they fire; every role reads them. The signing secret is
+ * answered at creation and at each rotation, the hook path at creation only; no read shows either.
+ */
+export function triggerRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/v1/triggers' });
+  const { sql } = server;
+
+  router.post('/', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const input = parseInput(triggerCreateInput, ctx.request.body);
+    const { trigger, secret, hookPath } = await createTrigger(server, caller, originOf(ctx), {
+      name: input.name,
+      template_id: input.template_id,
+      enforce_signature: input.enforce_signature ?? true,
+      secret: input.secret,
+    });
+    ctx.status = 201;
+    ctx.set('Location', `/v1/triggers/${trigger.id}`);
+    ctx.body = { ...triggerView(trigger), secret, hook_path: hookPath };
+  });
+
+  router.get('/', async (ctx) => {
+    const caller = requireRole(ctx, 'viewer');
+    await answerConfigList(ctx, 'triggers', (page) => listTriggerPage(sql, page, readerOf(caller)), triggerView);
+  });
+
+  router.get('/:id', async (ctx) => {
+    ctx.body = triggerView(await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id));
+  });
+
+  router.put('/:id', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const input = parseInput(triggerUpdateInput, ctx.request.body);
+    if (input.id !== undefined && input.id !== null && input.id !== ctx.params.id) {
+      throw badRequest(`id: the body names trigger ${String(input.id)} but the path names ${ctx.params.id}; the id cannot change`, { field: 'id' });
+    }
+    const trigger = await changeTrigger(server, caller, originOf(ctx), ctx.params.id, {
+      name: input.name,
+      enforce_signature: input.enforce_signature ?? true,
+      template_id: input.template_id,
+    });
+    ctx.body = triggerView(trigger);
+  });
+
+  router.post('/:id/rotate-secret', async (ctx) => {
+    const caller = requireRole(ctx, 'operator');
+    const input = parseInput(rotateSecretInput, ctx.request.body);
+    const { trigger, secret } = await rotateTriggerSecret(server, caller, originOf(ctx), ctx.params.id, input.secret);
+    ctx.body = { ...triggerView(trigger), secret };
+  });
+
+  router.delete('/:id', async (ctx) => {
+    await removeTrigger(server, requireRole(ctx, 'operator'), originOf(ctx), ctx.params.id);
+    ctx.status = 204;
+  });
+
+  return router;
+}

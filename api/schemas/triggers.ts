@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { fitsBytes } from './common';
+
+/**
+ * The bodies of `/v1/triggers` (spec part A 4.7). A `PUT` replaces the trigger's settings whole
+ * (an omitted `enforce_signature` goes back to true); a read sent back is a valid `PUT` body, its
+ * read-only fields accepted and ignored, but its `template_id` cannot change. `review` (pull
+ * request review triggers) is refused with a 400 saying it is not served yet.
+ */
+
+const name = z
+  .string({ error: (issue) => (issue.input === undefined ? 'name is required' : 'name must be a string') })
+  .min(1, 'name must not be empty')
+  .refine(fitsBytes(255), 'name must be at most 255 bytes');
+
+const templateId = z
+  .string({ error: (issue) => (issue.input === undefined ? 'template_id is required' : 'template_id must be a string') })
+  .min(1, 'template_id must not be empty')
+  .refine(fitsBytes(512), 'template_id must be at most 512 bytes');
+
+const enforceSignature = z.boolean({ message: 'enforce_signature must be true or false' }).nullable().optional();
+
+/** A signing secret of the caller's own: it travels in a header (GitLab's X-Gitlab-Token), so visible ASCII only. */
+const secret = z
+  .string({ message: 'secret must be a string' })
+  .regex(/^[\x21-\x7e]*$/, 'secret must be visible ASCII characters, without spaces')
+  .min(16, 'secret must be at least 16 characters')
+  .max(255, 'secret must be at most 255 characters')
+  .optional();
+
+const review = z
+  .unknown()
+  .optional()
+  .refine((value) => value === undefined || value === null, 'review is not served yet: pull request review triggers come in a later release; this server makes push triggers');
+
+export const triggerCreateInput = z.strictObject({
+  name,
+  template_id: templateId,
+  enforce_signature: enforceSignature,
+  secret,
+  review,
+});
+
+export const triggerUpdateInput = z.strictObject({
+  name,
+  enforce_signature: enforceSignature,
+  template_id: templateId.optional(),
+  review,
+  // Read-only fields of a read, ignored (`id` is checked against the path by the route).
+  id: z.unknown().optional(),
+  kind: z.unknown().optional(),
+  created_by: z.unknown().optional(),
+  created_at: z.unknown().optional(),
+  updated_at: z.unknown().optional(),
+  secret_rotated_at: z.unknown().optional(),
+  last_error: z.unknown().optional(),
+  last_error_at: z.unknown().optional(),
+  last_delivery_at: z.unknown().optional(),
+});
+
+export const rotateSecretInput = z.strictObject({ secret });

@@ -1,0 +1,113 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { Client } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type postgres from 'postgres';
+import { mapLimit } from './concurrency';
+import type { BenchClient } from './http';
+import type { Section } from './report';
+import { countWithStatus, submitTrue } from './run-client';
+import { spawnTrue } from './spawn-baseline';
+import { msSince, percentile, sleep } from './stats';
+
+const RUNS = Number(process.env.CAIRN_BENCH_COST_RUNS ?? 500);
+const IN_FLIGHT = 50;
+const WARMUP = 20;
+const POLL_MS = 100;
+const TIMEOUT_MS = 300_000;
+
+export interface TemporalTarget {
+  temporalAddress: string;
+  namespace: string;
+  /** The Cairn worker's settings, copied onto the bare worker. */
+  poolSize: number;
+}
+
+/**
+ * (a) Cairn's cost over Temporal's own: the same batch of trivial runs, 50 submissions in flight,
+ * through Cairn (POST /v1/runs, `bash -c true`) and as a bare Temporal workflow whose one activity
+ * spawns `bash -c true`, on the same dev server with the worker's concurrency settings. Throughput
+ * is the batch over the time from its first submission to its last end; latency is each run's
+ * start to end as the record keeps it (Cairn: created_at to finished_at; bare: the workflow's start
+ * and close times in Temporal).
+ */
+export async function temporalCostBenchmark(client: BenchClient, sql: postgres.Sql, target: TemporalTarget): Promise<Section> {
+  const bare = await bareBatch(target);
+
+  await mapLimit(WARMUP, IN_FLIGHT, () => submitTrue(client));
+  await waitIdle(client, process.hrtime.bigint());
+  const start = process.hrtime.bigint();
+  const ids = await mapLimit(RUNS, IN_FLIGHT, async () => (await submitTrue(client)).id);
+  await waitIdle(client, start);
+  const elapsed = msSince(start);
+  const rows = await sql<{ ms: number; status: string }[]>`
+    SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms, status FROM runs WHERE id IN ${sql(ids)}`;
+  if (rows.some((r) => r.status !== 'succeeded')) throw new Error(`cost: ${rows.filter((r) => r.status !== 'succeeded').length} runs did not succeed`);
+  const cairnLatency = rows.map((r) => Number(r.ms));
+  const cairnRate = RUNS / (elapsed / 1000);
+
+  const rateRatio = cairnRate / bare.rate;
+  const p50Ratio = percentile(cairnLatency, 50) / percentile(bare.latency, 50);
+  return {
+    rows: [
+      { metric: `cost over Temporal: throughput (${RUNS} runs, ${IN_FLIGHT} in flight)`, value: cairnRate, baseline: bare.rate, unit: 'runs/s' },
+      { metric: 'cost over Temporal: throughput ratio to bare', value: rateRatio, baseline: 1, unit: 'x', budget: { min: 0.9 } },
+      { metric: 'cost over Temporal: run latency p50 (start to end)', value: percentile(cairnLatency, 50), baseline: percentile(bare.latency, 50), unit: 'ms' },
+      { metric: 'cost over Temporal: p50 ratio to bare', value: p50Ratio, baseline: 1, unit: 'x', budget: { max: 1.2 } },
+    ],
+    notes: [
+      `cost: ${RUNS} runs after ${WARMUP} warm-up each side, ${IN_FLIGHT} submissions in flight; the bare side is one workflow + one activity spawning bash -c true ` +
+        `on the same Temporal dev server, task queue of its own, maxConcurrentActivityTaskExecutions ${target.poolSize} like Cairn's pool; ` +
+        `bare ${bare.rate.toFixed(1)} workflows/s in ${(bare.elapsed / 1000).toFixed(1)} s, p50 ${percentile(bare.latency, 50).toFixed(0)} ms, p95 ${percentile(bare.latency, 95).toFixed(0)} ms; ` +
+        `Cairn ${cairnRate.toFixed(1)} runs/s in ${(elapsed / 1000).toFixed(1)} s, p50 ${percentile(cairnLatency, 50).toFixed(0)} ms, p95 ${percentile(cairnLatency, 95).toFixed(0)} ms`,
+    ],
+  };
+}
+
+/** Until none of the install's runs is pending or running (earlier benchmarks leave only ended runs). */
+async function waitIdle(client: BenchClient, start: bigint): Promise<void> {
+  for (;;) {
+    if ((await countWithStatus(client, 'pending')) === 0 && (await countWithStatus(client, 'running')) === 0) return;
+    if (msSince(start) > TIMEOUT_MS) throw new Error(`cost: the runs did not all end within ${TIMEOUT_MS / 1000} s`);
+    await sleep(POLL_MS);
+  }
+}
+
+async function bareBatch(target: TemporalTarget): Promise<{ rate: number; elapsed: number; latency: number[] }> {
+  const connection = await NativeConnection.connect({ address: target.temporalAddress });
+  const taskQueue = `cairn-bench-bare-${randomBytes(4).toString('hex')}`;
+  const worker = await Worker.create({
+    connection,
+    namespace: target.namespace,
+    taskQueue,
+    workflowsPath: path.join(__dirname, 'bare-run-workflow.ts'),
+    activities: { spawnTrue },
+    maxConcurrentActivityTaskExecutions: target.poolSize,
+    maxConcurrentLocalActivityExecutions: Math.max(target.poolSize, 16),
+  });
+  const running = worker.run();
+  try {
+    const client = new Client({ connection, namespace: target.namespace });
+    const batch = async (count: number, prefix: string) => {
+      const handles = await mapLimit(count, IN_FLIGHT, (i) =>
+        client.workflow.start('bareRunWorkflow', { taskQueue, workflowId: `${prefix}-${i}`, args: [] }),
+      );
+      await Promise.all(handles.map((h) => h.result()));
+      return handles;
+    };
+    const tag = randomBytes(4).toString('hex');
+    await batch(WARMUP, `bench-bare-warmup-${tag}`);
+    const start = process.hrtime.bigint();
+    const handles = await batch(RUNS, `bench-bare-${tag}`);
+    const elapsed = msSince(start);
+    const latency = await mapLimit(handles.length, 20, async (i) => {
+      const d = await handles[i].describe();
+      return d.closeTime!.getTime() - d.startTime.getTime();
+    });
+    return { rate: RUNS / (elapsed / 1000), elapsed, latency };
+  } finally {
+    worker.shutdown();
+    await running;
+    await connection.close();
+  }
+}

@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto';
+import { hubSignature256 } from '../core/webhooks';
+import { mapLimit } from './concurrency';
+import { expectStatus, type BenchClient } from './http';
+import type { Section } from './report';
+import { countWithStatus } from './run-client';
+import { msSince, percentile, sleep } from './stats';
+
+const DELIVERIES = 500;
+const IN_FLIGHT = 50;
+const POLL_MS = 100;
+const TIMEOUT_MS = 180_000;
+
+/** A GitHub push as it arrives: the fields a push always carries and a few around them. */
+function pushPayload(i: number): Buffer {
+  // Never all zeros, which is how a push that deletes its ref names its commit.
+  const commit = `c${(i + 1).toString(16).padStart(39, '0')}`;
+  return Buffer.from(
+    JSON.stringify({
+      ref: 'refs/heads/main',
+      before: '0'.repeat(39) + '1',
+      after: commit,
+      deleted: false,
+      commits: [{ id: commit, message: `change ${i}`, author: { name: 'Mona', email: 'mona@example.com' } }],
+      head_commit: { id: commit, message: `change ${i}` },
+      repository: { id: 1296269, name: 'web', full_name: 'acme/web', private: false },
+      pusher: { name: 'octocat', email: 'octocat@example.com' },
+      sender: { login: 'octocat', id: 1 },
+    }),
+  );
+}
+
+/**
+ * (e) Webhook answer time (spec part B 8: within five seconds): 500 signed GitHub push deliveries
+ * to one trigger, 50 in flight, each timed from its POST to its answer. The baseline is the same
+ * template launched through `POST /v1/templates/{id}/launch` at the same concurrency: the launch
+ * every delivery makes, without the signature check and the push reading. The runs of both are
+ * waited out before the next benchmark.
+ */
+export async function webhookBenchmark(client: BenchClient): Promise<Section> {
+  const template = expectStatus(await client.request<{ id: string }>('POST', '/v1/templates', { name: 'bench webhook', tool: 'bash', command: 'true' }), 201, 'POST /v1/templates');
+  const trigger = expectStatus(
+    await client.request<{ id: string; secret: string; hook_path: string }>('POST', '/v1/triggers', { name: 'bench push', template_id: template.id }),
+    201,
+    'POST /v1/triggers',
+  );
+
+  const launchMs = await mapLimit(DELIVERIES, IN_FLIGHT, async () => {
+    const t = process.hrtime.bigint();
+    expectStatus(await client.request('POST', `/v1/templates/${template.id}/launch`, {}), 201, 'POST /v1/templates/{id}/launch');
+    return msSince(t);
+  });
+  await waitOut(client);
+
+  const payloads = Array.from({ length: DELIVERIES }, (_, i) => pushPayload(i));
+  const statuses = new Map<number, number>();
+  const answerMs = await mapLimit(DELIVERIES, IN_FLIGHT, async (i) => {
+    const body = payloads[i];
+    const headers = {
+      'content-type': 'application/json',
+      'x-github-event': 'push',
+      'x-github-delivery': randomUUID(),
+      'x-hub-signature-256': hubSignature256(body, trigger.secret),
+    };
+    const t = process.hrtime.bigint();
+    const reply = await client.request('POST', trigger.hook_path, undefined, { body, headers });
+    const ms = msSince(t);
+    if (reply.status !== 201 && reply.status !== 202) throw new Error(`delivery ${i}: HTTP ${reply.status}: ${JSON.stringify(reply.body).slice(0, 300)}`);
+    statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1);
+    return ms;
+  });
+  await waitOut(client);
+
+  return {
+    rows: [
+      { metric: `webhook answer p99 (${DELIVERIES} deliveries, ${IN_FLIGHT} in flight)`, value: percentile(answerMs, 99), baseline: percentile(launchMs, 99), unit: 'ms', budget: { max: 5000 } },
+      { metric: 'webhook answer p50', value: percentile(answerMs, 50), baseline: percentile(launchMs, 50), unit: 'ms' },
+    ],
+    notes: [
+      `webhooks: ${statuses.get(201) ?? 0} answered 201 (run started), ${statuses.get(202) ?? 0} answered 202 (accepted, launch still going); ` +
+        `slowest ${Math.max(...answerMs).toFixed(1)} ms; goal p99 <= 100 ms; baseline is POST /v1/templates/{id}/launch of the same template at the same concurrency`,
+    ],
+  };
+}
+
+/** Waits until no run is pending or running, so the next figures are not measured beside these runs. */
+async function waitOut(client: BenchClient): Promise<void> {
+  const start = process.hrtime.bigint();
+  for (;;) {
+    if ((await countWithStatus(client, 'pending')) === 0 && (await countWithStatus(client, 'running')) === 0) return;
+    if (msSince(start) > TIMEOUT_MS) throw new Error(`the webhook benchmark's runs did not all end within ${TIMEOUT_MS / 1000} s`);
+    await sleep(POLL_MS);
+  }
+}

@@ -1,0 +1,212 @@
+import { ApiError, badRequest, conflict, notFound } from '../core/errors';
+import { newId } from '../core/ids';
+import { detectFormat, InventoryError, maskInventory, type InventoryFormat } from '../core/inventory';
+import type { Run } from '../core/run';
+import { deleteGrantsOn } from '../store/access';
+import { isUniqueViolation, type Db } from '../store/db';
+import {
+  deleteInventory,
+  getInventory,
+  getInventoryForUpdate,
+  getInventoryHosts,
+  insertInventory,
+  updateInventory,
+  type Inventory,
+  type InventorySummary,
+} from '../store/inventories';
+import type { Caller } from '../store/tokens';
+import { inventoryHostNames, resolveInventory, type ResolvedInventory } from '../tools/ansible-inventory';
+import type { ToolInputs } from '../tools/types';
+import { requireAccess } from './access';
+import { recordMutation, withholdFields, type AuditOrigin } from './audit';
+import type { ServerContext } from './context';
+import { suppliedFacts } from './facts';
+import { requireOrgPlacement } from './groups';
+
+/**
+ * Stored inventories (spec part A 2.1, 4.12; part B 7.3, 8): INI or YAML content, written whole,
+ * with the host names it names counted when it is written. Access follows the grant model
+ * (services/access.ts): the account that stores one manages it; below admin, reading one needs
+ * read, running against it (`inventory_id`) use, editing and deleting manage.
+ *
+ * The content is never in a list, a chain entry or a request fingerprint (it may hold
+ * passwords); a read below admin shows secret-looking values masked (core/inventory.ts).
+ *
+ * Other modules use: `getInventory` / `getInventoryHosts` (store/inventories.ts) for a stored
+ * inventory, `inventoryHosts(format, content)` for the hosts any content names, and
+ * `requireInventoryUse` before a run or template names one.
+ */
+
+export interface InventoryDraft {
+  name: string;
+  content: string;
+  format?: InventoryFormat | null;
+  org_id?: string | null;
+  /** The `id` a body names (a read sent back carries it); an update refuses another inventory's. */
+  id?: unknown;
+}
+
+/**
+ * The host names content names, ranges expanded; a fault in it is a 400 naming `content` with
+ * the whole reason (a configuration error, spec part B 7.3).
+ */
+export async function inventoryHosts(format: InventoryFormat, content: string): Promise<string[]> {
+  try {
+    return await inventoryHostNames(format, content);
+  } catch (err) {
+    if (err instanceof InventoryError) throw badRequest(`content: ${err.message}`, { field: 'content' });
+    throw err;
+  }
+}
+
+/** What a read shows: content masked below admin. */
+export function inventoryView(inventory: Inventory, caller: Caller): Record<string, unknown> {
+  const { owner_id, org_id, hosts: _hosts, content, ...rest } = inventory;
+  return {
+    ...rest,
+    owner_id,
+    org_id,
+    content: caller.account.role === 'admin' ? content : maskInventory(content, inventory.format),
+    content_masked: caller.account.role !== 'admin',
+  };
+}
+
+/** What a list shows: never content. */
+export function inventorySummaryView(inventory: InventorySummary): Record<string, unknown> {
+  return { ...inventory };
+}
+
+/** The inventory, when the caller may read it; 404 alike for one that does not exist and one it may not read. */
+export async function readableInventory(db: Db, caller: Caller, id: string): Promise<Inventory> {
+  const inventory = await getInventory(db, id);
+  if (!inventory) throw notFound(`inventory ${id}`);
+  await requireAccess(db, caller, inventory.id, 'read', { action: `reading inventory ${inventory.id}` });
+  return inventory;
+}
+
+/**
+ * A run or template naming `inventory_id` needs the use grant on it: 400 naming the field when it
+ * does not exist or the caller may not read it (a configuration error, spec part B 7.3), 403 when
+ * it reads it but holds less.
+ */
+export async function requireInventoryUse(db: Db, caller: Caller, inventoryId: string, field = 'inventory_id'): Promise<void> {
+  await requireAccess(db, caller, inventoryId, 'use', { action: `running against inventory ${inventoryId}`, field });
+}
+
+/** A template's run names an inventory that must still exist: 400 naming `inventory_id` (`inventory inv_… not found`) otherwise. */
+export async function requireInventoryExists(db: Db, inventoryId: string): Promise<void> {
+  if (!(await getInventoryHosts(db, inventoryId))) throw badRequest(`inventory_id: inventory ${inventoryId} not found`, { field: 'inventory_id' });
+}
+
+async function fieldsOf(draft: InventoryDraft) {
+  const format = draft.format ?? detectFormat(draft.content);
+  const hosts = await inventoryHosts(format, draft.content);
+  return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null };
+}
+
+/** What an inventory's chain entries record: never its content. */
+function audited(inventory: Inventory): Record<string, unknown> {
+  return { name: inventory.name, kind: inventory.kind, format: inventory.format, size_bytes: inventory.size_bytes, host_count: inventory.host_count, org_id: inventory.org_id };
+}
+
+async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw conflict(`an inventory named ${JSON.stringify(name)} exists already; inventory names are unique`, { field: 'name' });
+    throw err;
+  }
+}
+
+export async function createInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: InventoryDraft): Promise<Inventory> {
+  withholdFields(origin, ['content']);
+  const fields = await fieldsOf(draft);
+  const id = newId('inv');
+  return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+    if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    const created = await uniqueName(draft.name, () => insertInventory(tx, id, fields, caller.account));
+    entry.body = { kind: 'inventory.created', inventory_id: id, inventory: audited(created) };
+    return created;
+  });
+}
+
+export async function replaceInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string, draft: InventoryDraft): Promise<Inventory> {
+  withholdFields(origin, ['content']);
+  if (draft.id !== undefined && draft.id !== null && draft.id !== id) {
+    throw badRequest(`id: the body names inventory ${String(draft.id)} but the path names ${id}; the id cannot change`, { field: 'id' });
+  }
+  const fields = await fieldsOf(draft);
+  return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    const current = await getInventoryForUpdate(tx, id);
+    if (!current) throw notFound(`inventory ${id}`);
+    await requireAccess(tx, caller, current.id, 'manage', { action: `editing inventory ${current.id}` });
+    if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    const updated = await uniqueName(draft.name, () => updateInventory(tx, id, fields));
+    if (!updated) throw notFound(`inventory ${id}`);
+    entry.body = { kind: 'inventory.updated', inventory_id: id, inventory: audited(updated), previous: audited(current) };
+    return updated;
+  });
+}
+
+/** Deletes an inventory with the grants on it. Runs that named it keep its id; a pending one fails when it starts. */
+export async function removeInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string): Promise<void> {
+  await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
+    const current = await getInventoryForUpdate(tx, id);
+    if (!current) throw notFound(`inventory ${id}`);
+    await requireAccess(tx, caller, current.id, 'manage', { action: `deleting inventory ${current.id}` });
+    const grantsRemoved = await deleteGrantsOn(tx, current.id);
+    if (!(await deleteInventory(tx, current.id))) throw notFound(`inventory ${id}`);
+    entry.body = { kind: 'inventory.deleted', inventory_id: id, inventory: audited(current), grants_removed: grantsRemoved };
+  });
+}
+
+/** Why a run's inputs could not be resolved at execution: a configuration error, the run fails with it. */
+export class RunInputError extends Error {}
+
+/** What a run's tool needs resolved before it starts: the stored inventory it names, as it is now. */
+export async function runToolInputs(db: Db, run: Run): Promise<ToolInputs> {
+  if (run.tool !== 'ansible' || !run.spec.inventory_id) return {};
+  const inventory = await getInventory(db, run.spec.inventory_id);
+  if (!inventory) throw new RunInputError(`inventory ${run.spec.inventory_id} no longer exists`);
+  return { inventory: { format: inventory.format, content: inventory.content }, facts: await suppliedFacts(db, run) };
+}
+
+/**
+ * The hosts an inventory reaches (spec part A 4.12 preview): unsaved content the caller sends, or
+ * a stored inventory the caller may read, with an optional `limit` as a launch would apply it;
+ * the engine that resolved it and `ansible_core` when ansible-inventory did. Content that cannot
+ * be resolved is a 422 with the reason. For a stored inventory below admin, whose content the
+ * caller reads masked, the reason never quotes the content: it is Cairn's own reading's, or a
+ * plain statement.
+ */
+export async function previewInventory(
+  db: Db,
+  caller: Caller,
+  source: { content: string; format?: InventoryFormat | null } | { id: string },
+  limit?: string,
+): Promise<ResolvedInventory & { limit: string; count: number; inventory_id: string | null }> {
+  let format: InventoryFormat;
+  let content: string;
+  let quotable = true;
+  if ('id' in source) {
+    const inventory = await readableInventory(db, caller, source.id);
+    format = inventory.format;
+    content = inventory.content;
+    quotable = caller.account.role === 'admin';
+  } else {
+    content = source.content;
+    format = source.format ?? detectFormat(content);
+  }
+  try {
+    const resolved = await resolveInventory(format, content, limit || undefined);
+    return { ...resolved, count: resolved.hosts.length, limit: limit ?? '', inventory_id: 'id' in source ? source.id : null };
+  } catch (err) {
+    if (!(err instanceof InventoryError)) throw err;
+    if (quotable) throw new ApiError(422, err.message);
+    const own = await inventoryHostNames(format, content).then(
+      () => null,
+      (e: unknown) => (e instanceof InventoryError ? e.message : null),
+    );
+    throw new ApiError(422, own ? `the inventory could not be resolved: ${own}` : 'the inventory could not be resolved by ansible-inventory (an admin reads the reason)');
+  }
+}

@@ -1,0 +1,332 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { ApiError, badRequest, conflict, notFound } from '../core/errors';
+import { newId } from '../core/ids';
+import { browsePath, checkoutDir, isWithin, projectsDirOf } from '../core/project-paths';
+import { GitError, updateCheckout } from '../activities/projects';
+import { deleteGrantsOn } from '../store/access';
+import { isUniqueViolation, type Db } from '../store/db';
+import {
+  claimProjectUpdate,
+  deleteProject,
+  findOwedProjectUpdates,
+  getProject,
+  getProjectForUpdate,
+  insertProject,
+  recordProjectUpdate,
+  templatesUsingProject,
+  updateProject,
+  type Project,
+  type ProjectFields,
+} from '../store/projects';
+import type { Caller } from '../store/tokens';
+import { requireAccess } from './access';
+import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit';
+import type { ServerContext } from './context';
+import { requireOrgPlacement } from './groups';
+
+/**
+ * Git projects (spec part A 4.5). A project names a repository; Cairn keeps a checkout of it in
+ * `<data dir>/projects/<id>` made and updated with the system `git` (activities/projects.ts), and
+ * a run of a template that names the project works in a copy of that checkout at the commit the
+ * launch recorded on the run (`project: {id, commit}` in its spec and view).
+ *
+ * An update is durable work owed in PostgreSQL: a create or a PUT records `update_requested_at`
+ * and the server starts the update at once in this process; a server that dies before it ends
+ * leaves the request owed, and any server's sweeper starts it again once its claim is older than
+ * the git timeout allows an update to take (`sweepProjectUpdates`). Its outcome, `status`,
+ * `commit` and `last_error`, is recorded with a chain entry (`PROJECT /projects/{id}/update`).
+ *
+ * Access is the template model's: the creator manages, grants give read, use or manage, an
+ * organization's admins manage. Reading and browsing need read; naming the project on a template
+ * needs use; editing and deleting need manage.
+ */
+
+/** A project write as parsed from its body. */
+export interface ProjectDraft {
+  name: string;
+  url: string;
+  branch?: string | null;
+  org_id?: string | null;
+  id?: unknown;
+}
+
+/** A project as every read shows it. */
+export function projectView(project: Project) {
+  return {
+    id: project.id,
+    name: project.name,
+    url: project.url,
+    branch: project.branch,
+    credential_id: project.credential_id,
+    status: project.status,
+    commit: project.commit_sha,
+    last_error: project.last_error,
+    update_pending: project.update_requested_at !== null,
+    last_updated_at: project.last_updated_at?.toISOString() ?? null,
+    owner_id: project.owner_id,
+    org_id: project.org_id,
+    created_by: project.created_by,
+    created_at: project.created_at.toISOString(),
+    updated_at: project.updated_at.toISOString(),
+  };
+}
+
+function audited(project: Project): Record<string, unknown> {
+  return { name: project.name, url: project.url, branch: project.branch, org_id: project.org_id };
+}
+
+const fieldsOf = (draft: ProjectDraft): ProjectFields => ({
+  name: draft.name,
+  url: draft.url,
+  branch: draft.branch ?? null,
+  credential_id: null,
+  org_id: draft.org_id ?? null,
+});
+
+/** The project, when the caller may read it; 404 alike for one that does not exist and one it may not read. */
+export async function readableProject(db: Db, caller: Caller, id: string): Promise<Project> {
+  const project = await getProject(db, id);
+  if (!project) throw notFound(`project ${id}`);
+  await requireAccess(db, caller, project.id, 'read', { action: `reading project ${project.id}` });
+  return project;
+}
+
+/** A new project, managed by its creator; its first update starts at once. 409 when the name is taken. */
+export async function createProject(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: ProjectDraft): Promise<Project> {
+  const id = newId('prj');
+  const project = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+    const fields = fieldsOf(draft);
+    if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    const created = await uniqueName(draft.name, () => insertProject(tx, id, fields, caller.account));
+    entry.body = { kind: 'project.created', project_id: id, project: audited(created) };
+    return created;
+  });
+  startProjectUpdate(ctx, project.id);
+  return project;
+}
+
+/** Replaces a project's settings for a caller who manages it; every PUT fetches the repository again. */
+export async function replaceProject(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string, draft: ProjectDraft): Promise<Project> {
+  if (draft.id !== undefined && draft.id !== null && draft.id !== id) {
+    throw badRequest(`id: the body names project ${String(draft.id)} but the path names ${id}; the id cannot change`, { field: 'id' });
+  }
+  const project = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    const current = await getProjectForUpdate(tx, id);
+    if (!current) throw notFound(`project ${id}`);
+    await requireAccess(tx, caller, current.id, 'manage', { action: `editing project ${current.id}` });
+    const fields = { ...fieldsOf(draft), credential_id: current.credential_id };
+    if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    const updated = (await uniqueName(draft.name, () => updateProject(tx, id, fields)))!;
+    entry.body = { kind: 'project.updated', project_id: id, project: audited(updated), previous: audited(current) };
+    return updated;
+  });
+  startProjectUpdate(ctx, project.id);
+  return project;
+}
+
+/** Deletes a project and its checkout; 409 naming the templates while any uses it. */
+export async function removeProject(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string): Promise<void> {
+  await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
+    const current = await getProjectForUpdate(tx, id);
+    if (!current) throw notFound(`project ${id}`);
+    await requireAccess(tx, caller, current.id, 'manage', { action: `deleting project ${current.id}` });
+    const users = await templatesUsingProject(tx, id);
+    if (users.length) {
+      throw conflict(`project ${id} is in use by template${users.length > 1 ? 's' : ''} ${users.join(', ')}; point them elsewhere or delete them first`, {
+        templates: users,
+      });
+    }
+    const grantsRemoved = await deleteGrantsOn(tx, id);
+    const deleted = await deleteProject(tx, id);
+    // Anything else naming the project by foreign key (an inventory source reading a file of it) keeps it too.
+    if (typeof deleted === 'object') throw conflict(`project ${id} is in use (${deleted.inUseBy} names it); remove that use first`, { in_use_by: deleted.inUseBy });
+    if (!deleted) throw notFound(`project ${id}`);
+    entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved };
+  });
+  await fs.rm(checkoutDir(projectsDir(ctx), id), { recursive: true, force: true }).catch((err) => {
+    ctx.logger.warn({ projectId: id, err: (err as Error).message }, "removing a deleted project's checkout failed");
+  });
+}
+
+async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw conflict(`a project named ${JSON.stringify(name)} exists already; project names are unique`, { field: 'name' });
+    throw err;
+  }
+}
+
+export const projectsDir = (ctx: Pick<ServerContext, 'config'>) => projectsDirOf(ctx.config.dataDir);
+
+/**
+ * How long an update's claim is honoured before another server may take the update over: a
+ * generous bound on the git commands one update runs, each within --git-timeout.
+ */
+const claimSeconds = (ctx: ServerContext) => ctx.config.gitTimeout * 5 + 30;
+
+/** Starts the project's owed update in this process; the sweeper takes it over if this server stops. */
+export function startProjectUpdate(ctx: ServerContext, id: string): void {
+  void runProjectUpdate(ctx, id).catch((err) => ctx.logger.warn({ projectId: id, err: (err as Error).message }, 'a project update could not be recorded'));
+}
+
+/** Updates in flight in this process, so tests and the sweeper can wait on them. */
+const inFlight = new Map<string, Promise<void>>();
+
+/**
+ * Runs one owed update, if this server wins its claim: fetches the repository into the checkout
+ * and records the commit, or the error. An update asked for while this one ran stays owed and
+ * runs next.
+ */
+export async function runProjectUpdate(ctx: ServerContext, id: string): Promise<void> {
+  const running = inFlight.get(id);
+  if (running) return running;
+  const work = (async () => {
+    for (;;) {
+      const claimed = await claimProjectUpdate(ctx.sql, id, claimSeconds(ctx));
+      if (!claimed) return;
+      const claimedAt = claimed.update_claimed_at!;
+      let outcome: { commit: string } | { error: string };
+      try {
+        const commit = await updateCheckout(checkoutDir(projectsDir(ctx), id), claimed.url, claimed.branch, { timeoutMs: ctx.config.gitTimeout * 1000 });
+        outcome = { commit };
+      } catch (err) {
+        if (!(err instanceof GitError)) ctx.logger.error({ projectId: id, err }, 'a project update failed');
+        outcome = { error: err instanceof GitError ? err.message : 'the update failed; the server log has the detail' };
+      }
+      const origin = serviceOrigin('PROJECT', `/projects/${id}/update`);
+      const recorded = await recordMutation(ctx.sql, origin, 'commit' in outcome ? 'successful' : 'failed', async (tx, entry) => {
+        const row = await recordProjectUpdate(tx, id, claimedAt, outcome);
+        // Deleted, or its claim taken over, meanwhile: nothing of this update is kept.
+        if (!row) return unchanged(undefined);
+        entry.body = { kind: 'project.update', project_id: id, ...('commit' in outcome ? { commit: outcome.commit } : { error: outcome.error }) };
+        return row;
+      });
+      // Owed again (a PUT came while it ran): go round; else done.
+      if (!recorded || recorded.update_requested_at === null) return;
+    }
+  })().finally(() => inFlight.delete(id));
+  inFlight.set(id, work);
+  return work;
+}
+
+/** The sweeper's part: starts every owed update whose claim is missing or stale. */
+export async function sweepProjectUpdates(ctx: ServerContext, stopped: () => boolean): Promise<void> {
+  for (const id of await findOwedProjectUpdates(ctx.sql, 3, claimSeconds(ctx), 20)) {
+    if (stopped()) return;
+    if (!inFlight.has(id)) startProjectUpdate(ctx, id);
+  }
+}
+
+/**
+ * What a launch records of the template's project: its id and the commit its checkout holds. A
+ * project that is gone, or has no checkout yet, is a configuration error (spec part B 7.3): 400
+ * naming it, which an unattended launch answers as 409.
+ */
+export async function projectForLaunch(db: Db, projectId: string): Promise<{ id: string; commit: string }> {
+  const project = await getProject(db, projectId);
+  if (!project) throw badRequest(`project ${projectId} no longer exists`, { field: 'project_id' });
+  if (!project.commit_sha) {
+    throw badRequest(`project ${projectId} has no checkout yet (status ${project.status}${project.last_error ? `: ${project.last_error}` : ''})`, {
+      field: 'project_id',
+    });
+  }
+  return { id: project.id, commit: project.commit_sha };
+}
+
+/** An entry of `GET /v1/projects/{id}/files`. */
+export interface FileEntry {
+  path: string;
+  type: 'file' | 'dir' | 'symlink';
+  size: number;
+}
+
+/** The most entries one listing carries; `truncated` says when there were more. */
+export const MAX_LISTED_FILES = 10_000;
+/** The largest file `GET /v1/projects/{id}/file` returns. */
+export const MAX_FILE_BYTES = 1024 * 1024;
+
+/**
+ * Where a browse path leads: checked as text (core/project-paths.ts browsePath: relative, no
+ * `..`, not .git), then resolved with realpath, which follows every symlink on the way, and
+ * refused unless the real path is still within the checkout's real path (and not in its .git).
+ */
+async function resolveInCheckout(ctx: ServerContext, project: Project, asked: string): Promise<{ real: string; relative: string }> {
+  const checked = browsePath(asked);
+  if ('fault' in checked) throw badRequest(`path ${checked.fault}`, { field: 'path' });
+  if (!project.commit_sha) throw conflict(`project ${project.id} has no checkout yet (status ${project.status})`);
+  let root: string;
+  try {
+    root = await fs.realpath(checkoutDir(projectsDir(ctx), project.id));
+  } catch {
+    throw conflict(`project ${project.id} has no checkout on this server yet`);
+  }
+  let real: string;
+  try {
+    real = await fs.realpath(path.join(root, checked.path));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') {
+      throw notFound(`path ${checked.path} in project ${project.id}`);
+    }
+    // A symlink loop and the like: say where without saying what lies outside.
+    throw badRequest(`path ${checked.path} cannot be resolved within the checkout`, { field: 'path' });
+  }
+  if (!isWithin(root, real) || isWithin(path.join(root, '.git'), real)) {
+    throw badRequest(`path ${checked.path} leads outside the checkout (through a symlink); only files within it can be read`, { field: 'path' });
+  }
+  return { real, relative: path.relative(root, real) };
+}
+
+/** The checkout's tree under `asked` ("" the root), depth first, without .git; symlinks listed, not followed. */
+export async function listProjectFiles(ctx: ServerContext, project: Project, asked: string): Promise<{ path: string; files: FileEntry[]; truncated: boolean }> {
+  const { real, relative } = await resolveInCheckout(ctx, project, asked);
+  const stat = await fs.stat(real);
+  if (!stat.isDirectory()) throw badRequest(`path ${relative} is a file; read it with GET /v1/projects/${project.id}/file?path=`, { field: 'path' });
+  const files: FileEntry[] = [];
+  let truncated = false;
+  const walk = async (dir: string, prefix: string): Promise<void> => {
+    const entries = (await fs.readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      if (prefix === '' && relative === '' && entry.name === '.git') continue;
+      if (files.length >= MAX_LISTED_FILES) {
+        truncated = true;
+        return;
+      }
+      const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+      const full = path.join(dir, entry.name);
+      if (entry.isSymbolicLink()) files.push({ path: rel, type: 'symlink', size: 0 });
+      else if (entry.isDirectory()) {
+        files.push({ path: rel, type: 'dir', size: 0 });
+        await walk(full, rel);
+      } else if (entry.isFile()) files.push({ path: rel, type: 'file', size: (await fs.lstat(full)).size });
+    }
+  };
+  await walk(real, relative);
+  return { path: relative, files, truncated };
+}
+
+/** One file of the checkout: UTF-8 text as `content`, other bytes as `content_base64`; at most MAX_FILE_BYTES. */
+export async function readProjectFile(ctx: ServerContext, project: Project, asked: string) {
+  if (asked === '') throw badRequest('path is required: the file to read, relative to the checkout', { field: 'path' });
+  const { real, relative } = await resolveInCheckout(ctx, project, asked);
+  const stat = await fs.stat(real);
+  if (stat.isDirectory()) throw badRequest(`path ${relative} is a directory; list it with GET /v1/projects/${project.id}/files?path=`, { field: 'path' });
+  if (!stat.isFile()) throw badRequest(`path ${relative} is not a regular file`, { field: 'path' });
+  if (stat.size > MAX_FILE_BYTES) throw new ApiError(413, `path ${relative} is ${stat.size} bytes; files over ${MAX_FILE_BYTES} bytes are not shown`, { limit_bytes: MAX_FILE_BYTES });
+  const bytes = await fs.readFile(real);
+  const text = new TextDecoder('utf-8', { fatal: true });
+  let content: string | undefined;
+  try {
+    content = text.decode(bytes);
+  } catch {
+    content = undefined;
+  }
+  return {
+    project_id: project.id,
+    commit: project.commit_sha,
+    path: relative,
+    size: bytes.length,
+    ...(content !== undefined && !content.includes('\u0000') ? { content } : { content_base64: bytes.toString('base64') }),
+  };
+}

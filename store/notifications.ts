@@ -1,0 +1,368 @@
+import type { AttachmentEvent, NotificationKind, StoredObjectKind } from '../core/notification-kinds';
+import type { Db } from './db';
+
+/**
+ * Notification targets, their attachments, the events runs owe them and each delivery (spec part
+ * A 2.11, 4.8; part B 6.1-6.3). A target's `url` and `key` are stored sealed only.
+ */
+
+/** Channel woken at commit when a write marks a run's event owed: `<run id>:<seq>`. */
+export const NOTIFY_OWED_CHANNEL = 'cairn_notify_owed';
+
+export interface StoredTarget {
+  id: string;
+  name: string;
+  description: string;
+  org_id: string | null;
+  kind: NotificationKind;
+  url_sealed: string | null;
+  url_hint: string | null;
+  key_sealed: string | null;
+  recipients: string | null;
+  needs_secret: boolean;
+  created_by: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type TargetFields = Pick<StoredTarget, 'name' | 'description' | 'org_id' | 'kind' | 'url_sealed' | 'url_hint' | 'key_sealed' | 'recipients' | 'needs_secret'>;
+
+export interface Attachment {
+  id: string;
+  target_id: string;
+  object_kind: StoredObjectKind;
+  object_id: string;
+  event: AttachmentEvent;
+  created_by: string;
+  created_at: Date;
+}
+
+export type DeliveryStatus = 'pending' | 'retrying' | 'arrived' | 'failed' | 'skipped';
+
+export interface Delivery {
+  target_id: string;
+  run_id: string;
+  seq: number;
+  event: string;
+  status: DeliveryStatus;
+  attempts: number;
+  reason: string | null;
+  queued_at: Date;
+  handed_off_at: Date | null;
+  last_attempt_at: Date | null;
+  next_attempt_at: Date | null;
+  finished_at: Date | null;
+}
+
+export interface NotificationEvent {
+  run_id: string;
+  seq: number;
+  event: string;
+  state: 'owed' | 'recorded' | 'skipped';
+  reason: string | null;
+  owed_at: Date;
+  recorded_at: Date | null;
+}
+
+// --- targets
+
+export async function insertTarget(db: Db, id: string, fields: TargetFields, createdBy: string): Promise<StoredTarget> {
+  const [row] = await db<StoredTarget[]>`
+    INSERT INTO notification_targets (id, name, description, org_id, kind, url_sealed, url_hint, key_sealed, recipients, needs_secret, created_by)
+    VALUES (${id}, ${fields.name}, ${fields.description}, ${fields.org_id}, ${fields.kind}, ${fields.url_sealed}, ${fields.url_hint},
+            ${fields.key_sealed}, ${fields.recipients}, ${fields.needs_secret}, ${createdBy})
+    RETURNING *`;
+  return row;
+}
+
+export async function updateTarget(db: Db, id: string, fields: TargetFields): Promise<StoredTarget | undefined> {
+  const [row] = await db<StoredTarget[]>`
+    UPDATE notification_targets SET
+      name = ${fields.name}, description = ${fields.description}, org_id = ${fields.org_id}, kind = ${fields.kind},
+      url_sealed = ${fields.url_sealed}, url_hint = ${fields.url_hint}, key_sealed = ${fields.key_sealed},
+      recipients = ${fields.recipients}, needs_secret = ${fields.needs_secret}, updated_at = now()
+    WHERE id = ${id} RETURNING *`;
+  return row;
+}
+
+/** Deletes a target; its attachments and deliveries go with it. Returns how many attachments it had. */
+export async function deleteTarget(db: Db, id: string): Promise<{ attachments: number } | undefined> {
+  const [row] = await db<{ attachments: number }[]>`
+    WITH gone AS (DELETE FROM notification_targets WHERE id = ${id} RETURNING id)
+    SELECT (SELECT count(*)::int FROM notification_attachments WHERE target_id = ${id}) AS attachments FROM gone`;
+  return row;
+}
+
+export async function getTarget(db: Db, id: string): Promise<StoredTarget | undefined> {
+  const [row] = await db<StoredTarget[]>`SELECT * FROM notification_targets WHERE id = ${id}`;
+  return row;
+}
+
+export async function getTargetForUpdate(db: Db, id: string): Promise<StoredTarget | undefined> {
+  const [row] = await db<StoredTarget[]>`SELECT * FROM notification_targets WHERE id = ${id} FOR UPDATE`;
+  return row;
+}
+
+export async function listTargetPage(db: Db, page: { limit: number; offset: number; ids?: string[] }): Promise<{ rows: StoredTarget[]; total: number }> {
+  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
+  const rows = await db<StoredTarget[]>`SELECT * FROM notification_targets ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_targets ${filter}`;
+  return { rows, total: n };
+}
+
+/** What a target's `delivery` block is made of (spec part A 2.11 rule 5, 3.4). */
+export interface TargetDeliveryStats {
+  target_id: string;
+  /** Status of the delivery that finished last (arrived or failed), if any. */
+  latest_status: 'arrived' | 'failed' | null;
+  last_delivered_at: Date | null;
+  last_failed_at: Date | null;
+  last_failure_reason: string | null;
+  retrying: number;
+  failed_last_7_days: number;
+}
+
+export async function targetDeliveryStats(db: Db, ids: string[]): Promise<Map<string, TargetDeliveryStats>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db<TargetDeliveryStats[]>`
+    SELECT t.id AS target_id,
+      (SELECT d.status FROM notification_deliveries d WHERE d.target_id = t.id AND d.status IN ('arrived', 'failed')
+        ORDER BY d.finished_at DESC LIMIT 1) AS latest_status,
+      (SELECT max(d.finished_at) FROM notification_deliveries d WHERE d.target_id = t.id AND d.status = 'arrived') AS last_delivered_at,
+      f.finished_at AS last_failed_at, f.reason AS last_failure_reason,
+      (SELECT count(*)::int FROM notification_deliveries d WHERE d.target_id = t.id AND d.status = 'retrying') AS retrying,
+      (SELECT count(*)::int FROM notification_deliveries d WHERE d.target_id = t.id AND d.status = 'failed'
+        AND d.finished_at > now() - interval '7 days') AS failed_last_7_days
+    FROM notification_targets t
+    LEFT JOIN LATERAL (SELECT finished_at, reason FROM notification_deliveries d WHERE d.target_id = t.id AND d.status = 'failed'
+                       ORDER BY d.finished_at DESC LIMIT 1) f ON true
+    WHERE t.id IN ${db(ids)}`;
+  return new Map(rows.map((r) => [r.target_id, r]));
+}
+
+// --- attachments
+
+export async function insertAttachment(db: Db, row: Omit<Attachment, 'created_at'>): Promise<Attachment> {
+  const [inserted] = await db<Attachment[]>`
+    INSERT INTO notification_attachments (id, target_id, object_kind, object_id, event, created_by)
+    VALUES (${row.id}, ${row.target_id}, ${row.object_kind}, ${row.object_id}, ${row.event}, ${row.created_by})
+    RETURNING *`;
+  return inserted;
+}
+
+export async function getAttachment(db: Db, targetId: string, id: string): Promise<Attachment | undefined> {
+  const [row] = await db<Attachment[]>`SELECT * FROM notification_attachments WHERE id = ${id} AND target_id = ${targetId}`;
+  return row;
+}
+
+export async function deleteAttachment(db: Db, targetId: string, id: string): Promise<boolean> {
+  return (await db`DELETE FROM notification_attachments WHERE id = ${id} AND target_id = ${targetId} RETURNING id`).length > 0;
+}
+
+export async function listAttachmentsOfTarget(db: Db, targetId: string, page: { limit: number; offset: number }): Promise<{ rows: Attachment[]; total: number }> {
+  const rows = await db<Attachment[]>`
+    SELECT * FROM notification_attachments WHERE target_id = ${targetId} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_attachments WHERE target_id = ${targetId}`;
+  return { rows, total: n };
+}
+
+export async function listAttachmentsOfObject(db: Db, kind: StoredObjectKind, objectId: string): Promise<Attachment[]> {
+  return db<Attachment[]>`SELECT * FROM notification_attachments WHERE object_kind = ${kind} AND object_id = ${objectId} ORDER BY id`;
+}
+
+/** Removes every attachment of an object; returns the ids removed. */
+export async function deleteAttachmentsOfObject(db: Db, kind: StoredObjectKind, objectId: string): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`
+    DELETE FROM notification_attachments WHERE object_kind = ${kind} AND object_id = ${objectId} RETURNING id`;
+  return rows.map((r) => r.id);
+}
+
+// --- owed events
+
+/** Marks a run event owed to its targets; call it in the transaction that writes the event. */
+export async function markOwed(db: Db, runId: string, seq: number, event: string): Promise<void> {
+  await db`
+    WITH owed AS (
+      INSERT INTO notification_events (run_id, seq, event) VALUES (${runId}, ${seq}, ${event}) ON CONFLICT DO NOTHING RETURNING run_id, seq
+    )
+    SELECT pg_notify(${NOTIFY_OWED_CHANNEL}, run_id || ':' || seq) FROM owed`;
+}
+
+/** Locks an owed event for recording; undefined when another server holds it or it was recorded already. */
+export async function claimOwedEvent(db: Db, runId: string, seq: number): Promise<NotificationEvent | undefined> {
+  const [row] = await db<NotificationEvent[]>`
+    SELECT * FROM notification_events WHERE run_id = ${runId} AND seq = ${seq} AND state = 'owed' FOR UPDATE SKIP LOCKED`;
+  return row;
+}
+
+/** Events still owed a while after they were marked (their server stopped, or its recording failed). */
+export async function findOwedEvents(db: Db, olderThanSeconds: number, limit: number): Promise<Pick<NotificationEvent, 'run_id' | 'seq'>[]> {
+  return db<Pick<NotificationEvent, 'run_id' | 'seq'>[]>`
+    SELECT run_id, seq FROM notification_events
+    WHERE state = 'owed' AND owed_at < now() - make_interval(secs => ${olderThanSeconds})
+    ORDER BY owed_at LIMIT ${limit}`;
+}
+
+export async function settleEvent(db: Db, runId: string, seq: number, state: 'recorded' | 'skipped', reason: string | null): Promise<void> {
+  await db`UPDATE notification_events SET state = ${state}, reason = ${reason}, recorded_at = now() WHERE run_id = ${runId} AND seq = ${seq}`;
+}
+
+/**
+ * The targets that hear a top-level run's event (spec part B 6.2 rule 1), each once: attached for
+ * the event to the run's template (every source carries it: a launch, a rerun, a schedule's or a
+ * trigger's fire) or to the schedule that fired it. Projects and organizations join here when
+ * they exist.
+ */
+export async function targetsHearing(
+  db: Db,
+  run: { template_id: string | null; source_kind: string; source_id: string | null },
+  event: AttachmentEvent,
+): Promise<StoredTarget[]> {
+  return db<StoredTarget[]>`
+    SELECT t.* FROM notification_targets t
+    WHERE t.id IN (
+      SELECT a.target_id FROM notification_attachments a
+      WHERE a.event = ${event} AND (
+        (a.object_kind = 'template' AND a.object_id = ${run.template_id})
+        OR (a.object_kind = 'schedule' AND ${run.source_kind} = 'schedule' AND a.object_id = ${run.source_id})
+      )
+    )
+    ORDER BY t.id`;
+}
+
+export async function templateExists(db: Db, id: string): Promise<boolean> {
+  return (await db`SELECT 1 FROM templates WHERE id = ${id}`).length > 0;
+}
+
+// --- deliveries
+
+export interface NewDelivery {
+  target_id: string;
+  run_id: string;
+  seq: number;
+  event: string;
+  status: 'pending' | 'skipped';
+  reason: string | null;
+}
+
+/** Queues deliveries; one that exists already (same target, run and sequence) is left as it is. */
+export async function insertDeliveries(db: Db, rows: NewDelivery[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db`
+    INSERT INTO notification_deliveries ${db(
+      rows.map((r) => ({ ...r, finished_at: r.status === 'skipped' ? new Date() : null })),
+      'target_id', 'run_id', 'seq', 'event', 'status', 'reason', 'finished_at',
+    )}
+    ON CONFLICT DO NOTHING`;
+}
+
+/** Everything an attempt at the next open delivery of a run to a target reads, in one round trip. */
+export interface AttemptState {
+  seq: number;
+  attempts: number;
+  next_attempt_at: Date | null;
+  target: StoredTarget | null;
+  run_status: string | null;
+  event: { kind: string; body: Record<string, unknown>; at: Date } | null;
+  earlier_failed: boolean;
+}
+
+export async function nextAttemptState(db: Db, targetId: string, runId: string): Promise<AttemptState | undefined> {
+  const [row] = await db<
+    (Omit<AttemptState, 'event'> & { kind: string | null; body: Record<string, unknown> | null; at: Date | null })[]
+  >`
+    SELECT d.seq, d.attempts, d.next_attempt_at, to_jsonb(t.*) AS target, r.status AS run_status, e.kind, e.body, e.at,
+      EXISTS (SELECT 1 FROM notification_deliveries p
+              WHERE p.target_id = d.target_id AND p.run_id = d.run_id AND p.seq < d.seq AND p.status = 'failed') AS earlier_failed
+    FROM notification_deliveries d
+    LEFT JOIN notification_targets t ON t.id = d.target_id
+    LEFT JOIN runs r ON r.id = d.run_id
+    LEFT JOIN run_events e ON e.run_id = d.run_id AND e.seq = d.seq
+    WHERE d.target_id = ${targetId} AND d.run_id = ${runId} AND d.status IN ('pending', 'retrying')
+    ORDER BY d.seq LIMIT 1`;
+  if (!row) return undefined;
+  const { kind, body, at, ...rest } = row;
+  return { ...rest, event: kind ? { kind, body: body!, at: at! } : null };
+}
+
+/** Runs with deliveries to this target still to make, oldest first. */
+export async function runsWithOpenDeliveries(db: Db, targetId: string, limit = 10_000): Promise<string[]> {
+  const rows = await db<{ run_id: string }[]>`
+    SELECT run_id FROM notification_deliveries WHERE target_id = ${targetId} AND status IN ('pending', 'retrying')
+    GROUP BY run_id ORDER BY min(queued_at) LIMIT ${limit}`;
+  return rows.map((r) => r.run_id);
+}
+
+/**
+ * Records an attempt's outcome, only while the delivery is still open: a finished delivery is
+ * never rewritten, so a repeated attempt (a retried activity) changes nothing.
+ */
+export async function recordAttempt(
+  db: Db,
+  key: { target_id: string; run_id: string; seq: number },
+  outcome: { status: DeliveryStatus; attempts: number; reason: string | null; nextAttemptAt?: Date },
+): Promise<boolean> {
+  const finished = outcome.status === 'arrived' || outcome.status === 'failed' || outcome.status === 'skipped';
+  const rows = await db`
+    UPDATE notification_deliveries SET status = ${outcome.status}, attempts = ${outcome.attempts}, reason = ${outcome.reason},
+      last_attempt_at = CASE WHEN ${outcome.status} = 'skipped' THEN last_attempt_at ELSE now() END,
+      next_attempt_at = ${outcome.nextAttemptAt ?? null}, finished_at = ${finished ? db`now()` : null}
+    WHERE target_id = ${key.target_id} AND run_id = ${key.run_id} AND seq = ${key.seq} AND status IN ('pending', 'retrying')
+    RETURNING 1`;
+  return rows.length > 0;
+}
+
+export async function markHandedOff(db: Db, targetId: string, runIds: string[]): Promise<void> {
+  await db`
+    UPDATE notification_deliveries SET handed_off_at = now()
+    WHERE target_id = ${targetId} AND run_id IN ${db(runIds)} AND status IN ('pending', 'retrying')`;
+}
+
+/**
+ * Target and run pairs with open deliveries whose workflow was never started, or was last woken a
+ * while ago (a wake lost with a stopping server): the sweeper starts or wakes them again.
+ */
+export async function findUnhandedDeliveries(
+  db: Db,
+  olderThanSeconds: number,
+  rewakeAfterSeconds: number,
+  limit: number,
+): Promise<{ target_id: string; run_id: string }[]> {
+  return db<{ target_id: string; run_id: string }[]>`
+    SELECT DISTINCT target_id, run_id FROM notification_deliveries
+    WHERE status IN ('pending', 'retrying')
+      AND ((handed_off_at IS NULL AND queued_at < now() - make_interval(secs => ${olderThanSeconds}))
+           OR handed_off_at < now() - make_interval(secs => ${rewakeAfterSeconds}))
+    LIMIT ${limit}`;
+}
+
+/** A run's owed events and their deliveries, in event order (GET /v1/runs/{id}/notifications). */
+export async function listRunNotifications(db: Db, runId: string): Promise<{ events: NotificationEvent[]; deliveries: (Delivery & { target_name: string; target_kind: string })[] }> {
+  const events = await db<NotificationEvent[]>`SELECT * FROM notification_events WHERE run_id = ${runId} ORDER BY seq`;
+  const deliveries = await db<(Delivery & { target_name: string; target_kind: string })[]>`
+    SELECT d.*, t.name AS target_name, t.kind AS target_kind FROM notification_deliveries d
+    JOIN notification_targets t ON t.id = d.target_id
+    WHERE d.run_id = ${runId} ORDER BY d.seq, d.target_id`;
+  return { events, deliveries };
+}
+
+/** A target's recent deliveries, newest first. */
+export async function listDeliveriesOfTarget(
+  db: Db,
+  targetId: string,
+  query: { limit: number; offset: number; status?: DeliveryStatus },
+): Promise<{ rows: Delivery[]; total: number }> {
+  const filter = query.status ? db`AND status = ${query.status}` : db``;
+  const rows = await db<Delivery[]>`
+    SELECT * FROM notification_deliveries WHERE target_id = ${targetId} ${filter}
+    ORDER BY queued_at DESC, run_id DESC, seq DESC LIMIT ${query.limit} OFFSET ${query.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_deliveries WHERE target_id = ${targetId} ${filter}`;
+  return { rows, total: n };
+}
+
+/** The run event an owed event names (its body is what the message carries). */
+export async function getRunEvent(db: Db, runId: string, seq: number): Promise<{ kind: string; body: Record<string, unknown>; at: Date } | undefined> {
+  const [row] = await db<{ kind: string; body: Record<string, unknown>; at: Date }[]>`
+    SELECT kind, body, at FROM run_events WHERE run_id = ${runId} AND seq = ${seq}`;
+  return row;
+}

@@ -1,0 +1,178 @@
+import type { SpringForward } from '../core/schedule-calendar';
+import type { Run } from '../core/run';
+import { followerReadableBy } from './access';
+import { whereAll, type Db } from './db';
+
+/** What a schedule fires besides a template: a run or split (`run`) or a pipeline, as sent and as submitted. */
+export interface ScheduleSubmission {
+  kind: 'run' | 'pipeline';
+  /** The body as sent (`POST /v1/runs` or `POST /v1/pipelines`), shown by reads. */
+  body: Record<string, unknown>;
+  /** What each fire submits (services/runs.ts RunRequest, without source or secrets). */
+  request: Record<string, unknown>;
+}
+
+/** Fires skipped while a run the schedule started still goes (spec part A 3.3 `blocked`). */
+export interface ScheduleSkip {
+  /** The nominal time of the latest skipped fire. */
+  at: string;
+  reason: string;
+  run_id: string;
+  /** The nominal time of the first fire of this stretch of skips, and how many were skipped. */
+  since: string;
+  fires: number;
+}
+
+/** A stored schedule (spec part A 2.6). */
+export interface Schedule {
+  id: string;
+  name: string;
+  cron: string | null;
+  rrule: string | null;
+  /** Null only on a schedule stored without a zone by an earlier release: read in UTC. */
+  timezone: string | null;
+  spring_forward: SpringForward;
+  enabled: boolean;
+  template_id: string | null;
+  submission: ScheduleSubmission | null;
+  owner_account_id: string;
+  owner_actor_kind: 'user' | 'agent';
+  created_by: string;
+  updated_by: string;
+  revision: number;
+  delivered_revision: number | null;
+  next_fire_at: Date | null;
+  last_fire_at: Date | null;
+  last_outcome: 'started' | 'did_not_run' | 'skipped' | null;
+  last_run_id: string | null;
+  last_error: string | null;
+  last_error_at: Date | null;
+  last_skipped: ScheduleSkip | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The fields a create or update writes. */
+export type ScheduleFields = Pick<
+  Schedule,
+  'name' | 'cron' | 'rrule' | 'timezone' | 'spring_forward' | 'enabled' | 'template_id' | 'submission' | 'owner_account_id' | 'owner_actor_kind' | 'updated_by'
+>;
+
+const json = (db: Db, value: unknown) => (value === null || value === undefined ? null : db.json(value as never));
+
+export async function insertSchedule(db: Db, id: string, fields: ScheduleFields, createdBy: string): Promise<Schedule> {
+  const [row] = await db<Schedule[]>`
+    INSERT INTO schedules (id, name, cron, rrule, timezone, spring_forward, enabled, template_id, submission,
+                           owner_account_id, owner_actor_kind, created_by, updated_by)
+    VALUES (${id}, ${fields.name}, ${fields.cron}, ${fields.rrule}, ${fields.timezone}, ${fields.spring_forward},
+            ${fields.enabled}, ${fields.template_id}, ${json(db, fields.submission)}, ${fields.owner_account_id},
+            ${fields.owner_actor_kind}, ${createdBy}, ${fields.updated_by})
+    RETURNING *`;
+  return row;
+}
+
+/** Replaces what the schedule is and bumps its revision; what its fires did is kept. */
+export async function updateSchedule(db: Db, id: string, fields: ScheduleFields): Promise<Schedule | undefined> {
+  const [row] = await db<Schedule[]>`
+    UPDATE schedules SET
+      name = ${fields.name}, cron = ${fields.cron}, rrule = ${fields.rrule}, timezone = ${fields.timezone},
+      spring_forward = ${fields.spring_forward}, enabled = ${fields.enabled}, template_id = ${fields.template_id},
+      submission = ${json(db, fields.submission)}, owner_account_id = ${fields.owner_account_id},
+      owner_actor_kind = ${fields.owner_actor_kind}, updated_by = ${fields.updated_by},
+      revision = revision + 1, next_fire_at = NULL, updated_at = now()
+    WHERE id = ${id}
+    RETURNING *`;
+  return row;
+}
+
+export async function deleteSchedule(db: Db, id: string): Promise<boolean> {
+  return (await db`DELETE FROM schedules WHERE id = ${id} RETURNING id`).length > 0;
+}
+
+export async function getSchedule(db: Db, id: string): Promise<Schedule | undefined> {
+  const [row] = await db<Schedule[]>`SELECT * FROM schedules WHERE id = ${id}`;
+  return row;
+}
+
+/** Locks the schedule until the transaction ends, so an update and a fire's record do not interleave. */
+export async function getScheduleForUpdate(db: Db, id: string): Promise<Schedule | undefined> {
+  const [row] = await db<Schedule[]>`SELECT * FROM schedules WHERE id = ${id} FOR UPDATE`;
+  return row;
+}
+
+/** A page of schedules for `GET /v1/schedules`, oldest first, with the total. */
+export async function listSchedulePage(
+  db: Db,
+  page: { limit: number; offset: number; ids?: string[] },
+  readerId?: string,
+): Promise<{ rows: Schedule[]; total: number }> {
+  const filter = whereAll(db, [
+    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
+    readerId !== undefined ? followerReadableBy(db, readerId, 'owner_account_id') : null,
+  ]);
+  const rows = await db<Schedule[]>`
+    SELECT * FROM schedules ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM schedules ${filter}`;
+  return { rows, total: n };
+}
+
+/** The workflow's plan, shown as `next_fire_at`; only while the revision it was planned under is current. */
+export async function setNextFire(db: Db, id: string, revision: number, at: Date | null): Promise<void> {
+  await db`UPDATE schedules SET next_fire_at = ${at} WHERE id = ${id} AND revision = ${revision}`;
+}
+
+/**
+ * Records what a fire did, once: only a fire newer than the latest one recorded is written, so a
+ * fire retried after a crash (or a late record of an older one) leaves the record as it is.
+ * Returns whether this call wrote it.
+ */
+export async function recordFire(
+  db: Db,
+  id: string,
+  fireAt: Date,
+  outcome:
+    | { kind: 'started'; runId: string }
+    | { kind: 'did_not_run'; error: string }
+    | { kind: 'skipped'; skip: ScheduleSkip },
+): Promise<boolean> {
+  const changes =
+    outcome.kind === 'started'
+      ? db`last_outcome = 'started', last_run_id = ${outcome.runId}, last_error = NULL, last_error_at = NULL, last_skipped = NULL`
+      : outcome.kind === 'did_not_run'
+        ? db`last_outcome = 'did_not_run', last_error = ${outcome.error}, last_error_at = now()`
+        : db`last_outcome = 'skipped', last_skipped = ${db.json(outcome.skip as never)}`;
+  const rows = await db`
+    UPDATE schedules SET last_fire_at = ${fireAt}, ${changes}
+    WHERE id = ${id} AND (last_fire_at IS NULL OR last_fire_at < ${fireAt})
+    RETURNING id`;
+  return rows.length > 0;
+}
+
+/** The workflow has been handed this revision (started or signalled). */
+export async function markDelivered(db: Db, id: string, revision: number): Promise<void> {
+  await db`UPDATE schedules SET delivered_revision = ${revision}
+           WHERE id = ${id} AND (delivered_revision IS NULL OR delivered_revision < ${revision})`;
+}
+
+/** Schedules whose workflow was never handed their latest revision (a server died, or Temporal refused). */
+export async function findUndeliveredSchedules(db: Db, olderThanSeconds: number, limit: number): Promise<Schedule[]> {
+  return db<Schedule[]>`
+    SELECT * FROM schedules
+    WHERE delivered_revision IS DISTINCT FROM revision AND updated_at < now() - make_interval(secs => ${olderThanSeconds})
+    ORDER BY updated_at LIMIT ${limit}`;
+}
+
+/** Writes UTC onto schedules stored without a zone by an earlier release (spec part A 9.4); their ids. */
+export async function writeUtcOnZonelessSchedules(db: Db): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`UPDATE schedules SET timezone = 'UTC' WHERE timezone IS NULL RETURNING id`;
+  return rows.map((row) => row.id);
+}
+
+/** The newest top-level run a schedule or trigger started that has not ended, if any. */
+export async function findUnfinishedRunFrom(db: Db, sourceKind: string, sourceId: string): Promise<Pick<Run, 'id' | 'status'> | undefined> {
+  const [row] = await db<Pick<Run, 'id' | 'status'>[]>`
+    SELECT id, status FROM runs
+    WHERE source_kind = ${sourceKind} AND source_id = ${sourceId} AND finished_at IS NULL AND parent_run_id IS NULL
+    ORDER BY id DESC LIMIT 1`;
+  return row;
+}

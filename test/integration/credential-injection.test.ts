@@ -1,0 +1,172 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { loadConfig } from '../../core/config';
+import { createTestDatabase } from '../support/database';
+import { apiClient, type ApiClient } from '../support/http';
+import { testSettings, waitForRunEnd } from '../support/server';
+
+/**
+ * Credentials reach runs (spec part A 2.9, part B 5.3): a real bash and python run given machine,
+ * AWS and custom-typed credentials receives their environment variables, extra vars and files
+ * (written 0600 in its work dir); what it prints of a secret is masked; the file is gone once the
+ * run ends; and no secret is found in any API read, event, audit entry, evidence, receipt or the
+ * captured server log.
+ */
+
+const hex = (n: number) => randomBytes(n).toString('hex');
+const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+
+const SECRETS = {
+  aws: `aws-secret-${hex(10)}`,
+  become: `become-pw-${hex(8)}`,
+  keyBody1: randomBytes(48).toString('base64'),
+  keyBody2: randomBytes(48).toString('base64'),
+  acme: `acme-token-${hex(10)}`,
+};
+const SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${SECRETS.keyBody1}\n${SECRETS.keyBody2}\n-----END OPENSSH PRIVATE KEY-----\n`;
+
+const lines: string[] = [];
+let database: Awaited<ReturnType<typeof createTestDatabase>>;
+let running: RunningServer;
+let api: ApiClient;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  const config = loadConfig(
+    {},
+    testSettings(database.url, {
+      CAIRN_LOG_LEVEL: 'debug',
+      SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+      SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+    }),
+  );
+  running = await startServer(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
+  api = apiClient(running.url, running.adminToken!);
+}, 60_000);
+
+afterAll(async () => {
+  await running?.stop();
+  await database?.drop();
+});
+
+async function created(res: { status: number; text: string; body: any }) {
+  if (res.status !== 201) throw new Error(`${res.status} ${res.text}`);
+  return res.body;
+}
+
+test('bash and python runs receive their credentials, masked, their files gone afterwards, and no secret is found anywhere', async () => {
+  const machine = await created(
+    await api.post('/v1/credentials', {
+      name: 'web hosts',
+      kind: 'machine',
+      inputs: { username: 'deploy', ssh_key_data: SSH_KEY, become_method: 'sudo', become_password: SECRETS.become },
+    }),
+  );
+  const aws = await created(await api.post('/v1/credentials', { name: 'aws', kind: 'aws', inputs: { access_key: 'AKIATESTING', secret_key: SECRETS.aws, region: 'eu-west-1' } }));
+  const type = await created(
+    await api.post('/v1/credential-types', {
+      name: 'acme',
+      fields: [
+        { id: 'endpoint', label: 'Endpoint', required: true },
+        { id: 'token', label: 'Token', secret: true, required: true },
+      ],
+      injectors: { env: { ACME_ENDPOINT: '{{ endpoint }}', ACME_TOKEN: '{{ token }}', ACME_CONFIG: '{{ file.config }}' }, extra_vars: { acme_token: '{{ token }}' }, files: { config: 'endpoint={{ endpoint }}\ntoken={{ token }}\n' } },
+    }),
+  );
+  const acme = await created(await api.post('/v1/credentials', { name: 'acme', type_id: type.id, inputs: { endpoint: 'https://acme.example', token: SECRETS.acme } }));
+
+  const template = await created(
+    await api.post('/v1/templates', {
+      name: 'uses credentials',
+      tool: 'bash',
+      credentials: [machine.id, aws.id, acme.id],
+      command: [
+        'echo "user=$CAIRN_MACHINE_USERNAME method=$CAIRN_BECOME_METHOD access=$AWS_ACCESS_KEY_ID region=$AWS_REGION endpoint=$ACME_ENDPOINT"',
+        'echo "aws=$AWS_SECRET_ACCESS_KEY become=$CAIRN_BECOME_PASSWORD acme=$ACME_TOKEN"',
+        'printf %s "$AWS_SECRET_ACCESS_KEY" | sha256sum | cut -c1-64 | sed "s/^/aws-sha=/"',
+        'echo "keyfile=$CAIRN_SSH_KEY_FILE"',
+        'echo "mode=$(stat -c %a "$CAIRN_SSH_KEY_FILE") $(stat -c %a "$ACME_CONFIG")"',
+        'sha256sum "$CAIRN_SSH_KEY_FILE" | cut -c1-64 | sed "s/^/key-sha=/"',
+        'cat "$CAIRN_SSH_KEY_FILE"',
+        'cat "$ACME_CONFIG"',
+        'echo "vars=$CAIRN_EXTRA_VARS"',
+      ].join('\n'),
+    }),
+  );
+  const launched = await created(await api.post(`/v1/templates/${template.id}/launch`, {}));
+  const bashRun = await waitForRunEnd(api, launched.id);
+  expect(bashRun.status).toBe('succeeded');
+  const bashLog = (await api.get(`/v1/runs/${launched.id}/logs`)).text;
+  expect(bashLog).toContain('user=deploy method=sudo access=AKIATESTING region=eu-west-1 endpoint=https://acme.example');
+  expect(bashLog).toContain('aws=[masked] become=[masked] acme=[masked]');
+  // The real values reached the tool: their digests match.
+  expect(bashLog).toContain(`aws-sha=${sha(SECRETS.aws)}`);
+  expect(bashLog).toContain(`key-sha=${sha(SSH_KEY)}`);
+  expect(bashLog).toContain('mode=600 600');
+  expect(bashLog).toContain('endpoint=https://acme.example\ntoken=[masked]');
+  expect(bashLog).toMatch(/"acme_token":"\[masked\]"/);
+  const keyFile = /keyfile=(\S+)/.exec(bashLog)![1];
+  expect(keyFile).toContain(launched.id);
+  // The key file, and the work dir holding it, are gone once the run has ended.
+  expect(existsSync(keyFile)).toBe(false);
+  expect(existsSync(keyFile.slice(0, keyFile.lastIndexOf('/')))).toBe(false);
+
+  const python = await created(
+    await api.post('/v1/runs', {
+      tool: 'python',
+      credentials: [aws.id, machine.id],
+      command: [
+        'import hashlib, os',
+        "print('aws=' + os.environ['AWS_SECRET_ACCESS_KEY'])",
+        "key = open(os.environ['CAIRN_SSH_KEY_FILE']).read()",
+        "print('key-sha=' + hashlib.sha256(key.encode()).hexdigest())",
+        "print('mode=' + oct(os.stat(os.environ['CAIRN_SSH_KEY_FILE']).st_mode & 0o777))",
+        "print('keyfile=' + os.environ['CAIRN_SSH_KEY_FILE'])",
+        'print(key)',
+      ].join('\n'),
+    }),
+  );
+  const pythonRun = await waitForRunEnd(api, python.id);
+  expect(pythonRun.status).toBe('succeeded');
+  const pythonLog = (await api.get(`/v1/runs/${python.id}/logs`)).text;
+  expect(pythonLog).toContain('aws=[masked]');
+  expect(pythonLog).toContain(`key-sha=${sha(SSH_KEY)}`);
+  expect(pythonLog).toContain('mode=0o600');
+  const pythonKeyFile = /keyfile=(\S+)/.exec(pythonLog)![1];
+  expect(existsSync(pythonKeyFile)).toBe(false);
+
+  // A rerun carries the credentials.
+  const rerun = await api.post(`/v1/runs/${launched.id}/rerun`);
+  expect(rerun.status).toBe(201);
+  expect((await waitForRunEnd(api, rerun.body.id)).status).toBe('succeeded');
+  expect((await api.get(`/v1/runs/${rerun.body.id}/logs`)).text).toContain(`aws-sha=${sha(SECRETS.aws)}`);
+
+  // Every secret, looked for everywhere a user or an operator can see, and in the server log.
+  const runIds = [launched.id, python.id, rerun.body.id];
+  const reads = [
+    await api.get('/v1/credentials'),
+    await api.get(`/v1/credentials/${machine.id}`),
+    await api.get(`/v1/credentials/${aws.id}`),
+    await api.get(`/v1/credentials/${acme.id}`),
+    await api.get('/v1/credential-types'),
+    await api.get(`/v1/templates/${template.id}`),
+    await api.get('/v1/runs?limit=100'),
+    await api.get('/v1/audit?limit=1000'),
+    ...(await Promise.all(
+      runIds.flatMap((id) => [
+        api.get(`/v1/runs/${id}`),
+        api.get(`/v1/runs/${id}/events?limit=1000`),
+        api.get(`/v1/runs/${id}/logs`),
+        api.get(`/v1/runs/${id}/evidence?format=json`),
+        api.get(`/v1/runs/${id}/receipt`),
+      ]),
+    )),
+  ];
+  for (const read of reads) expect([read.status, read.text.slice(0, 200)]).toEqual([200, expect.any(String)]);
+  const everything = [...reads.map((r) => r.text), ...lines].join('\n');
+  for (const [name, secret] of Object.entries(SECRETS)) {
+    if (everything.includes(secret)) throw new Error(`the secret ${name} was found in an API read or the server log`);
+  }
+  expect(lines.length).toBeGreaterThan(0);
+}, 120_000);

@@ -1,0 +1,128 @@
+import { createLogger, startServer } from '../../cli/serve';
+import { loadConfig } from '../../core/config';
+import { Faults } from '../../services/context';
+import { connectDatabase, type Sql } from '../../store/db';
+import { migrate } from '../../store/migrate';
+import { createTestDatabase } from '../support/database';
+import { apiClient } from '../support/http';
+import { startCairn } from '../support/processes';
+import { soonRule, waitUntil } from '../support/schedules';
+import { testSettings } from '../support/server';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A schedule's runs with the time each fire was for (from its Idempotency-Key), oldest first. */
+async function firesOf(sql: Sql, scheduleId: string): Promise<{ id: string; fireAt: Date; createdAt: Date }[]> {
+  const rows = await sql<{ id: string; idempotency_key: string; created_at: Date }[]>`
+    SELECT id, idempotency_key, created_at FROM runs WHERE source_kind = 'schedule' AND source_id = ${scheduleId} AND parent_run_id IS NULL ORDER BY id`;
+  return rows.map((row) => ({ id: row.id, fireAt: new Date(row.idempotency_key.split('/')[2]), createdAt: row.created_at }));
+}
+
+test('kill -9 of serve across fire times: the fire it slept towards is made once when a server is back, then no burst', async () => {
+  const database = await createTestDatabase();
+  const sql = connectDatabase(database.url, { max: 1 });
+  // The first server runs in Berlin time: a schedule naming no zone is written with that zone's name.
+  const env = { ...process.env, ...testSettings(database.url, { CAIRN_LOG_LEVEL: 'warn' }), TZ: 'Europe/Berlin' };
+  const first = startCairn(['serve'], env);
+  let second: ReturnType<typeof startCairn> | undefined;
+  try {
+    const [, token] = await first.waitFor(/admin token: (\S+)/);
+    const [, url] = await first.waitFor(/serving at (\S+)/);
+    const api = apiClient(url, token);
+    expect((await api.post('/v1/schedules', { name: 'zone of the server', cron: '0 9 * * *', run: { tool: 'bash', command: 'true' } })).body.timezone).toBe(
+      'Europe/Berlin',
+    );
+
+    const { rrule, start } = soonRule('FREQ=SECONDLY;INTERVAL=2', 6);
+    const created = await api.post('/v1/schedules', { name: 'through a crash', rrule, run: { tool: 'bash', command: 'echo fired' } });
+    expect(created.status).toBe(201);
+    const id = created.body.id;
+    await waitUntil('the first fire to be planned', async () => (await api.get(`/v1/schedules/${id}`)).body.next_fire_at === start.toISOString());
+
+    // Killed before the first fire; no server while that fire and the next three come due.
+    await sleep(start.getTime() - Date.now() - 2000);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    await sleep(start.getTime() + 7000 - Date.now());
+    expect(await firesOf(sql, id)).toEqual([]);
+
+    const restartedAt = new Date();
+    second = startCairn(['serve'], env);
+    const [, url2] = await second.waitFor(/serving at (\S+)/);
+    const api2 = apiClient(url2, token);
+    const [late] = await waitUntil('the late fire', async () => {
+      const fires = await firesOf(sql, id);
+      return fires.length >= 1 && fires;
+    });
+    // The occurrence the schedule slept towards, made once, late.
+    expect(late.fireAt.toISOString()).toBe(start.toISOString());
+    expect(late.createdAt.getTime()).toBeGreaterThan(restartedAt.getTime());
+
+    await waitUntil('two more fires', async () => (await firesOf(sql, id)).length >= 3);
+    await api2.request('PUT', `/v1/schedules/${id}`, { body: { ...created.body, enabled: false } });
+    const fires = await firesOf(sql, id);
+    // Each occurrence at most once, and none of those missed while no server ran: after the late
+    // fire, the next is on time, after the restart.
+    expect(new Set(fires.map((f) => f.fireAt.toISOString())).size).toBe(fires.length);
+    expect(fires[1].fireAt.getTime()).toBeGreaterThan(restartedAt.getTime());
+    for (const fire of fires.slice(1)) expect(fire.createdAt.getTime() - fire.fireAt.getTime()).toBeLessThan(2500);
+  } finally {
+    await first.stop('SIGKILL');
+    await second?.stop();
+    await sql.end();
+    await database.drop();
+  }
+});
+
+test('two servers on one database: a hand-off both sweepers race to repair still fires each occurrence once', async () => {
+  const database = await createTestDatabase();
+  const sql = connectDatabase(database.url, { max: 1 });
+  const settings = testSettings(database.url);
+  const config = loadConfig({}, settings);
+  const a = await startServer(config, createLogger(config), { faults: new Faults(['schedule-handoff-once']) });
+  const b = await startServer(loadConfig({}, { ...settings, CAIRN_DATA_DIR: `${settings.CAIRN_DATA_DIR}-b` }), createLogger(config));
+  try {
+    const api = apiClient(a.url, a.adminToken!);
+    const { rrule } = soonRule('FREQ=SECONDLY;INTERVAL=2;COUNT=3', 6);
+    const created = await api.post('/v1/schedules', { name: 'two servers', rrule, run: { tool: 'bash', command: 'echo fired' } });
+    expect(created.status).toBe(201);
+    await waitUntil('three fires', async () => (await firesOf(sql, created.body.id)).length >= 3);
+    await sleep(3000);
+    const fires = await firesOf(sql, created.body.id);
+    expect(fires).toHaveLength(3);
+    expect(new Set(fires.map((f) => f.fireAt.toISOString())).size).toBe(3);
+  } finally {
+    await b.stop();
+    await a.stop();
+    await sql.end();
+    await database.drop();
+  }
+});
+
+test('a schedule stored without a zone by an earlier release is read in UTC, and the first server writes UTC onto it', async () => {
+  const database = await createTestDatabase();
+  const sql = connectDatabase(database.url, { max: 1 });
+  try {
+    await migrate(sql);
+    await sql`
+      INSERT INTO schedules (id, name, cron, timezone, spring_forward, submission, owner_account_id, owner_actor_kind, created_by, updated_by)
+      VALUES ('sch_from_an_earlier_release', 'old', '0 9 * * *', NULL, 'jump',
+              ${sql.json({ kind: 'run', body: { tool: 'bash', command: 'true' }, request: { tool: 'bash', spec: { command: 'true', extra_vars: {} }, queue: '' } })},
+              'usr_nobody', 'user', 'someone', 'someone')`;
+    const config = loadConfig({}, testSettings(database.url));
+    const server = await startServer(config, createLogger(config));
+    try {
+      const api = apiClient(server.url, server.adminToken!);
+      expect((await api.get('/v1/schedules/sch_from_an_earlier_release')).body.timezone).toBe('UTC');
+      await waitUntil('UTC written onto the row', async () => (await sql`SELECT timezone FROM schedules WHERE timezone = 'UTC'`).length === 1, 10_000);
+      // Its workflow, started by the sweeper, plans in UTC.
+      const planned = await waitUntil('the next fire', async () => (await api.get('/v1/schedules/sch_from_an_earlier_release')).body.next_fire_at, 10_000);
+      expect(planned).toMatch(/T09:00:00.000Z$/);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await sql.end();
+    await database.drop();
+  }
+});

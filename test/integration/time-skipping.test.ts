@@ -1,0 +1,211 @@
+import type { WorkflowClient } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { tsToMs } from '@temporalio/common/lib/time';
+import type { temporal } from '@temporalio/proto';
+import { connectDatabase, type Sql } from '../../store/db';
+import { waitUntil } from '../support/schedules';
+import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import { enableTimeSkipping, startTimeSkippingTemporal, workflowNow, type TimeSkippingTemporal } from '../support/time-skipping';
+
+// Long waits in simulated time: a real `cairn serve` (HTTP API, its workers running the real
+// workflow code and activities, its own PostgreSQL database) on a Temporal server that skips a
+// workflow's clock to its next timer whenever the workflow is idle (test/support/time-skipping.ts).
+// Workflow code reads the skipped clock; activities and PostgreSQL read the real one.
+
+let server: TimeSkippingTemporal;
+let sql: Sql;
+let t: TestServer;
+let client: WorkflowClient;
+
+beforeAll(async () => {
+  // The first use on a machine builds embedded/temporal-dev (a few minutes); later ones find it cached.
+  server = await startTimeSkippingTemporal();
+  client = server.client;
+  t = await startTestServer({ TEMPORAL_ADDRESS: server.address });
+  sql = connectDatabase(t.databaseUrl, { max: 2 });
+}, 20 * 60_000);
+afterAll(async () => {
+  await sql?.end();
+  await t?.stop();
+  await server?.teardown();
+});
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+
+/** Every run of a workflow, first to last (continue-as-new followed), each with its history. */
+async function runChain(workflowId: string): Promise<{ runId: string; events: HistoryEvent[] }[]> {
+  const described = await client.getHandle(workflowId).describe();
+  const chain: { runId: string; events: HistoryEvent[] }[] = [];
+  let runId: string | undefined = described.raw.workflowExecutionInfo?.firstRunId ?? described.runId;
+  while (runId) {
+    const events: HistoryEvent[] = (await client.getHandle(workflowId, runId).fetchHistory()).events ?? [];
+    chain.push({ runId, events });
+    runId = events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+  }
+  return chain;
+}
+
+/** What each local activity returned, in order (the result recorded in its marker). */
+function localActivityResults(events: HistoryEvent[]): any[] {
+  return events
+    .filter((e) => e.markerRecordedEventAttributes)
+    .map((e) => defaultPayloadConverter.fromPayload(e.markerRecordedEventAttributes!.details!.data!.payloads![0]));
+}
+
+const timersFiredAt = (events: HistoryEvent[]) => events.filter((e) => e.timerFiredEventAttributes).map((e) => tsToMs(e.eventTime));
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The last Sunday of a month, as a UTC date (the EU changes its clocks at 01:00 UTC that day). */
+function lastSunday(year: number, month: number): number {
+  const last = new Date(Date.UTC(year, month, 0));
+  return Date.UTC(year, month - 1, last.getUTCDate() - last.getUTCDay());
+}
+
+describe('a daily schedule across both daylight-saving changes, 122 simulated days', () => {
+  test('fires once per nominal time at its instant, continues as new after 100 fires and ends with its rule', async () => {
+    // 02:30 in Berlin on every day of March, April, October and November of next year: both
+    // nights the clocks change, and 122 fires. The first fire's run is still going (a long sleep) at
+    // every later fire, so each of those is a skip: one run, and a skip count that tallies every fire.
+    const year = new Date().getUTCFullYear() + 1;
+    const created = await t.api.post('/v1/schedules', {
+      name: 'berlin half past two',
+      rrule: `DTSTART;TZID=Europe/Berlin:${year}0301T023000 RRULE:FREQ=DAILY;BYMONTH=3,4,10,11;COUNT=122`,
+      run: { tool: 'bash', command: 'sleep 600' },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.spring_forward).toBe('later');
+    const scheduleId: string = created.body.id;
+
+    // 02:30 CET is 01:30Z, 02:30 CEST 00:30Z. On the spring night 02:30 does not exist and fires an
+    // hour later by the clock (`later`: 03:30 CEST, 01:30Z); on the autumn night it happens twice
+    // and fires at the first (CEST, 00:30Z).
+    const spring = lastSunday(year, 3);
+    const autumn = lastSunday(year, 10);
+    const day = 86_400_000;
+    const expected: number[] = [];
+    for (const [month, days] of [[3, 31], [4, 30], [10, 31], [11, 30]]) {
+      for (let d = 1; d <= days; d++) {
+        const date = Date.UTC(year, month - 1, d);
+        const summer = date > spring && date <= autumn;
+        expected.push(date + (summer ? 0.5 : 1.5) * 3_600_000);
+      }
+    }
+    expect(expected).toHaveLength(122);
+    expect(expected).toContain(spring + 1.5 * 3_600_000); // the spring night: 03:30 CEST
+    expect(expected).toContain(spring + day + 0.5 * 3_600_000); // the next day: 02:30 CEST
+    expect(expected).toContain(autumn + 0.5 * 3_600_000); // the autumn night: the first 02:30 (CEST)
+    expect(expected).toContain(autumn + day + 1.5 * 3_600_000); // the next day: 02:30 CET
+
+    const planned = await waitUntil('the first fire to be planned', async () => (await t.api.get(`/v1/schedules/${scheduleId}`)).body.next_fire_at);
+    expect(Date.parse(planned)).toBe(expected[0]);
+    const started = Date.now();
+    await enableTimeSkipping(client, scheduleId);
+    // The workflow ends by itself when its rule has no fire left.
+    try {
+      await waitUntil('the schedule’s workflow to end', async () => (await client.getHandle(scheduleId).describe()).status.name === 'COMPLETED', 60_000);
+    } catch (err) {
+      const d = await client.getHandle(scheduleId).describe();
+      console.log('DEBUG', JSON.stringify((await t.api.get(`/v1/schedules/${scheduleId}`)).body), d.status.name, d.historyLength, JSON.stringify(d.raw.workflowExtendedInfo));
+      const chain = await runChain(scheduleId);
+      for (const r of chain) console.log('DEBUG run', r.runId, r.events.length, JSON.stringify(r.events.slice(-8).map((e) => [e.eventType, iso(tsToMs(e.eventTime)), e.timerStartedEventAttributes?.startToFireTimeout, e.workflowExecutionTimeSkippingTransitionedEventAttributes])));
+      throw err;
+    }
+    const wallMs = Date.now() - started;
+
+    const chain = await runChain(scheduleId);
+    expect(chain).toHaveLength(2);
+    const [first, second] = chain;
+    // Each run plans once, then each fire records its outcome and plans the next.
+    const firstResults = localActivityResults(first.events);
+    const secondResults = localActivityResults(second.events);
+    expect(firstResults).toHaveLength(101);
+    expect(secondResults).toHaveLength(23);
+    const plans = [firstResults[0], ...firstResults.slice(1).map((r) => r.next), secondResults[0], ...secondResults.slice(1).map((r) => r.next)];
+    // Run 1 plans fires 1..101 (its last fire plans the 101st, which run 2 plans again); run 2 plans 101..122, then none.
+    expect(plans.map((p) => p && iso(p.fireAt))).toEqual([
+      ...expected.slice(0, 101).map(iso),
+      iso(expected[100]),
+      ...expected.slice(101).map(iso),
+      null,
+    ]);
+    const outcomes = [...firstResults.slice(1), ...secondResults.slice(1)].map((r) => r.outcome);
+    expect(outcomes).toEqual(['started', ...Array(121).fill('skipped')]);
+
+    // Each fire woke on its timer at its instant by the workflow's clock (within the moment it takes to fire).
+    const woke = [...timersFiredAt(first.events), ...timersFiredAt(second.events)];
+    expect(woke).toHaveLength(122);
+    woke.forEach((at, i) => {
+      expect(at).toBeGreaterThanOrEqual(expected[i]);
+      expect(at - expected[i]).toBeLessThan(5_000);
+    });
+    // After its 100th fire the first run continued as new, handing over that fire as `after`.
+    const handover = first.events.at(-1)!.workflowExecutionContinuedAsNewEventAttributes!;
+    expect(defaultPayloadConverter.fromPayload(handover.input!.payloads![0])).toEqual({ scheduleId, after: expected[99] });
+    expect(second.events.at(-1)!.workflowExecutionCompletedEventAttributes).toBeTruthy();
+    expect((await workflowNow(client, scheduleId))!.getTime()).toBeGreaterThanOrEqual(expected[121]);
+
+    // The store: one run, for the first fire (its Idempotency-Key names the fire), and 121 skips in a row behind it.
+    const { body: schedule } = await t.api.get(`/v1/schedules/${scheduleId}`);
+    expect(schedule).toMatchObject({
+      last_fire_at: iso(expected[121]),
+      last_outcome: 'skipped',
+      next_fire_at: null,
+      last_skipped: { at: iso(expected[121]), since: iso(expected[1]), fires: 121, run_id: schedule.last_run_id },
+    });
+    const { body: run } = await t.api.get(`/v1/runs/${schedule.last_run_id}`);
+    expect(run.status).toBe('running');
+    const runs = await sql<{ id: string; idempotency_key: string }[]>`
+      SELECT id, idempotency_key FROM runs WHERE source_kind = 'schedule' AND source_id = ${scheduleId}`;
+    expect(runs).toEqual([{ id: run.id, idempotency_key: `schedule/${scheduleId}/${iso(expected[0])}` }]);
+
+    await t.api.post(`/v1/runs/${run.id}/cancel`);
+    await waitForRunEnd(t.api, run.id);
+    process.stderr.write(`time-skipping: 122 fires over ${Math.round((expected[121] - expected[0]) / day)} simulated days in ${wallMs} ms\n`);
+    expect(wallMs).toBeLessThan(60_000);
+  });
+});
+
+describe('an approval step with a 30-day approval_timeout', () => {
+  test('times out after 30 simulated days and takes the deny path, once the branch beside it has finished', async () => {
+    const template = await t.api.post('/v1/templates', {
+      name: 'release with a month to decide',
+      steps: [
+        { name: 'build', tool: 'bash', command: 'echo built' },
+        { name: 'promote', type: 'approval', description: 'promote?', depends_on: ['build'], approval_timeout: 30 * 86_400, if_denied: 'rollback' },
+        { name: 'smoke', tool: 'bash', command: 'sleep 1; echo smoke ok', depends_on: ['build'] },
+        { name: 'deploy', tool: 'bash', command: 'echo deployed', depends_on: ['promote'] },
+        { name: 'rollback', tool: 'bash', command: 'echo rolled back' },
+      ],
+    });
+    expect(template.status).toBe(201);
+    const started = Date.now();
+    const { body: workflow } = await t.api.post(`/v1/templates/${template.body.id}/launch`, {});
+    expect(workflow.id).toBeDefined();
+    // Skipping from the start: it waits while a step runs, and jumps the 30 days once only the approval's timer is left.
+    await enableTimeSkipping(client, workflow.id);
+    const ended = await waitForRunEnd(t.api, workflow.id, 60_000);
+    const wallMs = Date.now() - started;
+    expect(ended.status).toBe('succeeded');
+
+    const { body } = await t.api.get(`/v1/runs/${workflow.id}/steps`);
+    const steps = Object.fromEntries(body.steps.map((s: any) => [s.step_name, s]));
+    expect(steps.promote).toMatchObject({ status: 'rejected', error: 'no decision within the approval timeout of 2592000 s' });
+    expect(steps.smoke.status).toBe('succeeded');
+    expect(steps.rollback.status).toBe('succeeded');
+    expect(steps.deploy.status).toBe('canceled');
+    // The branch beside the approval ran to its end in real time before the month was skipped.
+    expect(Date.parse(steps.promote.finished_at)).toBeGreaterThanOrEqual(Date.parse(steps.smoke.finished_at));
+    // The hold expired 30 days after it opened, by the workflow's clock.
+    const expiresAt = Date.parse(steps.promote.hold.expires_at);
+    const opened = expiresAt - Date.parse(steps.promote.created_at);
+    expect(opened).toBeGreaterThanOrEqual(30 * 86_400_000);
+    expect(opened).toBeLessThan(30 * 86_400_000 + 60_000);
+
+    const history = (await client.getHandle(workflow.id).fetchHistory()).events ?? [];
+    const [fired] = timersFiredAt(history);
+    expect(fired).toBeGreaterThanOrEqual(expiresAt);
+    expect(fired - expiresAt).toBeLessThan(5_000);
+    process.stderr.write(`time-skipping: a 30-day approval timeout in ${wallMs} ms\n`);
+    expect(wallMs).toBeLessThan(30_000);
+  });
+});

@@ -1,0 +1,97 @@
+import { loadConfig } from '../../core/config';
+import { hostVerdict, noHostFailure, parseAnsibleResults } from '../../core/ansible-results';
+import { ansibleSpecOf } from '../../core/ansible-spec';
+import { detectFormat, expandHostPattern, iniHosts, InventoryError, maskInventory } from '../../core/inventory';
+import { finalStateOf } from '../../core/run-outcome';
+import { ansibleArgs } from '../../tools/ansible';
+
+describe('inventory rules', () => {
+  test('host ranges expand numerically with padding, alphabetically and with steps', () => {
+    expect(expandHostPattern('web[01:03].x', 100)).toEqual(['web01.x', 'web02.x', 'web03.x']);
+    expect(expandHostPattern('db-[a:c]', 100)).toEqual(['db-a', 'db-b', 'db-c']);
+    expect(expandHostPattern('h[1:9:4]', 100)).toEqual(['h1', 'h5', 'h9']);
+    expect(expandHostPattern('r[1:2]-[a:b]', 100)).toEqual(['r1-a', 'r1-b', 'r2-a', 'r2-b']);
+    expect(() => expandHostPattern('h[5:1]', 100)).toThrow(InventoryError);
+    expect(() => expandHostPattern('h[1:1000]', 10)).toThrow(/more than/);
+  });
+
+  test('INI host names: group sections, ungrouped hosts, ports; vars and children name none', () => {
+    const content = 'ungrouped1\n[web]\nw1 a=1\nw2:2222\n[web:vars]\nx=1\n[all:children]\nweb\n; comment\n';
+    expect(iniHosts(content)).toEqual(['ungrouped1', 'w1', 'w2']);
+    expect(() => iniHosts('[web:other]\n')).toThrow(InventoryError);
+    expect(() => iniHosts('[web]\na=1\n')).toThrow(InventoryError);
+  });
+
+  test('format detection', () => {
+    expect(detectFormat('# c\nall:\n  hosts: {}\n')).toBe('yaml');
+    expect(detectFormat('---\nall: {}\n')).toBe('yaml');
+    expect(detectFormat('[web]\nh1\n')).toBe('ini');
+    expect(detectFormat('h1 ansible_host=1.2.3.4\n')).toBe('ini');
+  });
+
+  test('masking: secret-looking INI words and YAML values, vault blocks; the rest kept', () => {
+    expect(maskInventory('h1 ansible_password=abc ansible_user=me api_token="a b"', 'ini')).toBe('h1 ansible_password=[masked] ansible_user=me api_token=[masked]');
+    const yaml = 'all:\n  vars:\n    db_secret: |\n      one\n      two\n    pw: !vault |\n      $ANSIBLE_VAULT\n      abc\n    region: eu\n    ansible_become_pass: "x"\n';
+    expect(maskInventory(yaml, 'yaml')).toBe('all:\n  vars:\n    db_secret: [masked]\n    pw: [masked]\n    region: eu\n    ansible_become_pass: [masked]\n');
+  });
+});
+
+describe('ansible results', () => {
+  const lines = [
+    '{"type":"task","play":"p","task":"t1","started":1000,"finished":1001.5,"hosts":{"a":"changed","b":"unreachable","c":"bogus"}}',
+    'not json',
+    '{"type":"host","host":"a","counts":{"ok":2,"changed":1}}',
+    '{"type":"host","host":"b","counts":{"unreachable":1,"ok":-3}}',
+    '{"type":"end","hosts":2}',
+  ].join('\n');
+
+  test('lines are read and checked; verdicts and durations follow', () => {
+    const results = parseAnsibleResults(lines);
+    expect(results.ended).toBe(true);
+    expect(results.hosts).toEqual([
+      { host: 'a', status: 'changed', counts: { ok: 2, changed: 1, failed: 0, unreachable: 0, skipped: 0, rescued: 0, ignored: 0 } },
+      { host: 'b', status: 'unreachable', counts: { ok: 0, changed: 0, failed: 0, unreachable: 1, skipped: 0, rescued: 0, ignored: 0 } },
+    ]);
+    expect(results.tasks[0]).toMatchObject({ seq: 0, play: 'p', task: 't1', hosts: { a: 'changed', b: 'unreachable' }, counts: { changed: 1, unreachable: 1 }, duration_ms: 1500 });
+    expect(noHostFailure(results)).toBeUndefined();
+    expect(noHostFailure(parseAnsibleResults('{"type":"end","hosts":0}'))).toMatch(/matched no host/);
+    expect(noHostFailure(parseAnsibleResults(''))).toBeUndefined();
+    expect(hostVerdict({ ok: 0, changed: 0, failed: 0, unreachable: 0, skipped: 3, rescued: 0, ignored: 0 })).toBe('skipped');
+  });
+
+  test('the no-host outcome is failed with exit code 0', () => {
+    expect(finalStateOf({ kind: 'exited_failed', exitCode: 0, message: 'why' }, null)).toEqual({ status: 'failed', error: 'why', exit_code: 0 });
+  });
+});
+
+describe('the ansible command line', () => {
+  test('controls become options as --name=value; verbosity clamps; dry run is --check; the playbook follows --', () => {
+    const spec = {
+      command: '',
+      extra_vars: {},
+      ...ansibleSpecOf('ansible', { playbook: '-x.yml', limit: '-h1', tags: ['a', 'b'], skip_tags: ['c'], forks: 5, verbosity: 9, diff_mode: true, inventory: 'hosts' }),
+      dry_run: true as const,
+    };
+    expect(ansibleArgs(spec)).toEqual([
+      'ansible-playbook', '--inventory=hosts', '--limit=-h1', '--tags=a,b', '--skip-tags=c', '--forks=5', '-vvvv', '--diff', '--check',
+      '-e', '@extra_vars.json', '--', '-x.yml',
+    ]);
+    expect(ansibleArgs({ command: 'x', extra_vars: {}, inventory_id: 'inv_1' }, { inventory: { format: 'yaml', content: '' } })).toEqual([
+      'ansible-playbook', '--inventory=inventory.yml', '-e', '@extra_vars.json', '--', 'playbook.yml',
+    ]);
+  });
+
+  test('other tools keep none of the fields; empty values are left off', () => {
+    expect(ansibleSpecOf('bash', { limit: 'h1' })).toEqual({});
+    expect(ansibleSpecOf('ansible', { limit: '', tags: [], forks: 0, verbosity: 0, diff_mode: false, playbook: null })).toEqual({});
+  });
+});
+
+describe('--retain-history', () => {
+  test('unset keeps everything; below 500 is taken as 500; not a number is refused', () => {
+    expect(loadConfig({}, {}).retainHistory).toBeUndefined();
+    expect(loadConfig({ retainHistory: '10' }, {}).retainHistory).toBe(500);
+    expect(loadConfig({}, { CAIRN_RETAIN_HISTORY: '2000' }).retainHistory).toBe(2000);
+    expect(() => loadConfig({ retainHistory: 'lots' }, {})).toThrow(/--retain-history/);
+  });
+});

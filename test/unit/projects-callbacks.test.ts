@@ -1,0 +1,72 @@
+import { callerAddress, formFields, hostsAt, keysMatch, limitSelects } from '../../core/callbacks';
+import { browsePath, gitUrlFault, isWithin } from '../../core/project-paths';
+
+describe('repository addresses (core/project-paths.ts gitUrlFault)', () => {
+  test.each(['https://git.example.com/org/repo.git', 'ssh://git@example.com/repo.git', 'git@example.com:org/repo.git', 'file:///srv/git/repo.git', '/srv/git/repo.git'])(
+    '%s is accepted',
+    (url) => expect(gitUrlFault(url)).toBeUndefined(),
+  );
+  test.each([
+    ['ext::sh -c touch% /tmp/x', /remote helper/],
+    ['fd::3', /remote helper/],
+    ['--upload-pack=touch /tmp/x', /begin with "-"/],
+    ['-oProxyCommand=x', /begin with "-"/],
+    ['http://example.com/r.git', /not http/],
+    ['git://example.com/r.git', /not git/],
+    ['relative/repo', /absolute local path/],
+    ['https://example.com/r\n.git', /control characters/],
+    ['', /empty/],
+    ['https://bob:hunter2@example.com/r.git', /password/],
+  ])('%s is refused', (url, why) => expect(gitUrlFault(url)).toMatch(why));
+});
+
+describe('browse paths (core/project-paths.ts browsePath, isWithin)', () => {
+  test('relative paths are normalized; the root is ""', () => {
+    expect(browsePath('')).toEqual({ path: '' });
+    expect(browsePath('./a//b/./c.yml')).toEqual({ path: 'a/b/c.yml' });
+  });
+  test.each(['../x', 'a/../../x', 'a/..', '/etc/passwd', '\\\\server\\share', 'a\u0000b', '.git/config', '.git'])('%j is refused', (p) => {
+    expect(browsePath(p)).toHaveProperty('fault');
+  });
+  test('containment over real paths', () => {
+    expect(isWithin('/data/projects/prj_1', '/data/projects/prj_1')).toBe(true);
+    expect(isWithin('/data/projects/prj_1', '/data/projects/prj_1/a/b')).toBe(true);
+    expect(isWithin('/data/projects/prj_1', '/data/projects/prj_10')).toBe(false);
+    expect(isWithin('/data/projects/prj_1', '/etc/passwd')).toBe(false);
+  });
+});
+
+describe('callback matching (core/callbacks.ts)', () => {
+  test('an IPv4-mapped address is written as IPv4', () => {
+    expect(callerAddress('::ffff:127.0.0.2')).toBe('127.0.0.2');
+    expect(callerAddress('::1')).toBe('::1');
+  });
+  test('hosts at an address: by name or by inventory address, each once', () => {
+    const hosts = [{ name: '10.0.0.1' }, { name: 'web1', address: '10.0.0.2' }, { name: 'web2', address: '10.0.0.3' }, { name: 'web3', address: '10.0.0.3' }];
+    expect(hostsAt('10.0.0.1', hosts)).toEqual(['10.0.0.1']);
+    expect(hostsAt('10.0.0.2', hosts)).toEqual(['web1']);
+    expect(hostsAt('10.0.0.3', hosts)).toEqual(['web2', 'web3']);
+    expect(hostsAt('10.0.0.9', hosts)).toEqual([]);
+    expect(hostsAt('web1', hosts)).toEqual([]);
+  });
+  test('a limit selects, refuses, or cannot be told without the inventory tool', () => {
+    const names = ['web1', 'web2', 'db1'];
+    expect(limitSelects('web1', 'web1', names)).toBe(true);
+    expect(limitSelects('web1', 'web2', names)).toBe(false);
+    expect(limitSelects('web1,web2', 'web2', names)).toBe(true);
+    expect(limitSelects('web*', 'web2', names)).toBe(true);
+    expect(limitSelects('web*', 'db1', names)).toBe(false);
+    expect(limitSelects('all:!db1', 'db1', names)).toBe(false);
+    expect(limitSelects('all:!db1', 'web1', names)).toBe(true);
+    expect(limitSelects('!web1', 'web2', names)).toBe(true);
+    expect(limitSelects('web*:&web1', 'web2', names)).toBe(false);
+    expect(limitSelects('webservers', 'web1', names)).toBeUndefined();
+    expect(limitSelects('~web[0-9]', 'web1', names)).toBeUndefined();
+    expect(limitSelects('', 'web1', names)).toBe(true);
+  });
+  test('keys compare whole; form bodies read first values', () => {
+    expect(keysMatch('abc', 'abc')).toBe(true);
+    expect(keysMatch('abc', 'abd')).toBe(false);
+    expect(formFields('host_config_key=a%2Bb&host_config_key=c&extra_vars=x')).toEqual({ host_config_key: 'a+b', extra_vars: 'x' });
+  });
+});

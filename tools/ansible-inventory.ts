@@ -1,0 +1,148 @@
+import { execFile } from 'node:child_process';
+import { promises as fs, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expandHostPattern, iniHosts, InventoryError, MAX_INVENTORY_HOSTS, type InventoryFormat } from '../core/inventory';
+
+/**
+ * The host names a stored inventory names (spec part A 4.12): INI by Cairn's parser
+ * (core/inventory.ts), YAML by PyYAML's safe loader in a `python3` child (tools/ansible/yaml_hosts.py;
+ * Ansible depends on PyYAML, so it is there wherever ansible is), its ranges expanded by Cairn.
+ * A fault in the content is an InventoryError naming why.
+ */
+const YAML_HOSTS = readFileSync(path.join(__dirname, 'ansible', 'yaml_hosts.py'), 'utf8');
+const YAML_TIMEOUT_MS = 60_000;
+
+export async function inventoryHostNames(format: InventoryFormat, content: string): Promise<string[]> {
+  if (format === 'ini') return iniHosts(content);
+  const names = await yamlHostNames(content);
+  const hosts = new Set<string>();
+  for (const name of names) {
+    for (const host of expandHostPattern(name, MAX_INVENTORY_HOSTS - hosts.size)) hosts.add(host);
+    if (hosts.size > MAX_INVENTORY_HOSTS) throw new InventoryError(`the inventory names more than ${MAX_INVENTORY_HOSTS} hosts`);
+  }
+  return [...hosts];
+}
+
+function yamlHostNames(content: string): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      'python3',
+      ['-I', '-c', YAML_HOSTS],
+      { env: { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8' }, timeout: YAML_TIMEOUT_MS, maxBuffer: 256 * 1024 * 1024 },
+      (err, stdout) => {
+        if (err) return reject(new InventoryError(`the YAML inventory could not be read: ${(err as Error).message.split('\n')[0]}`));
+        let answer: unknown;
+        try {
+          answer = JSON.parse(stdout);
+        } catch {
+          return reject(new InventoryError('the YAML inventory could not be read'));
+        }
+        if (Array.isArray(answer)) return resolve(answer.map(String));
+        reject(new InventoryError(`the YAML inventory is not valid: ${(answer as { error?: string }).error ?? 'unreadable'}`));
+      },
+    );
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(content);
+  });
+}
+
+/** What resolving an inventory reached: its hosts, the engine that resolved it and, for Ansible's own, its version. */
+export interface ResolvedInventory {
+  hosts: string[];
+  engine: 'ansible-inventory' | 'cairn';
+  ansible_core: string | null;
+}
+
+const RESOLVE_TIMEOUT_MS = 60_000;
+const TOOL_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+let coreVersion: Promise<string | null> | undefined;
+
+function run(args: string[], cwd: string, home: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      args[0],
+      args.slice(1),
+      {
+        cwd,
+        timeout: RESOLVE_TIMEOUT_MS,
+        maxBuffer: 512 * 1024 * 1024,
+        env: {
+          PATH: TOOL_PATH,
+          HOME: home,
+          LANG: 'C.UTF-8',
+          ANSIBLE_NOCOLOR: '1',
+          // Only the two static formats: no script, no plugin that reaches out or runs code.
+          ANSIBLE_INVENTORY_ENABLED: 'ini,yaml',
+          ANSIBLE_INVENTORY_UNPARSED_FAILED: 'true',
+          ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED: 'true',
+          ANSIBLE_LOCALHOST_WARNING: 'false',
+        },
+      },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null) : 0;
+        resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
+  });
+}
+
+/** The `ansible_core` version `ansible-inventory --version` reports, or null without the tool. */
+export function ansibleCoreVersion(): Promise<string | null> {
+  coreVersion ??= run(['ansible-inventory', '--version'], os.tmpdir(), os.tmpdir()).then((r) => /\[core ([^\]]+)\]/.exec(r.stdout)?.[1] ?? null);
+  return coreVersion;
+}
+
+/** The host names of `ansible-inventory --list` output: every group's hosts, groups walked once. */
+function listedHosts(list: Record<string, unknown>): string[] {
+  const hosts = new Set<string>();
+  for (const [name, group] of Object.entries(list)) {
+    if (name === '_meta' || !group || typeof group !== 'object') continue;
+    for (const host of ((group as { hosts?: unknown }).hosts as unknown[]) ?? []) if (typeof host === 'string') hosts.add(host);
+  }
+  return [...hosts];
+}
+
+/**
+ * Resolves an inventory's content as a launch would see it (spec part A 4.12 preview): by
+ * `ansible-inventory --list` when the server has it (a `limit` then applied by
+ * `ansible all --list-hosts`, which connects to nothing), restricted to the INI and YAML plugins,
+ * in a private temporary directory; by Cairn's own reading otherwise (no limit then). A fault is
+ * an InventoryError with the reason, the temporary path left out.
+ */
+export async function resolveInventory(format: InventoryFormat, content: string, limit?: string): Promise<ResolvedInventory> {
+  const version = await ansibleCoreVersion();
+  if (!version) {
+    if (limit) throw new InventoryError('a limit can be evaluated only by ansible-inventory, which this server lacks');
+    return { hosts: await inventoryHostNames(format, content), engine: 'cairn', ansible_core: null };
+  }
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-inventory-'));
+  try {
+    const file = path.join(dir, format === 'yaml' ? 'inventory.yml' : 'inventory.ini');
+    await fs.writeFile(file, content, { mode: 0o600 });
+    const clean = (text: string) => text.split(dir).join('').replace(/\[WARNING\]:\s*/g, '').replace(/\s+/g, ' ').trim();
+    // The inventory read whole first, so a fault in it is told apart from a limit matching nothing.
+    const listed = await run(['ansible-inventory', `--inventory=${file}`, '--list'], dir, dir);
+    if (listed.code !== 0) throw new InventoryError(`ansible-inventory could not resolve it: ${clean(listed.stderr).slice(0, 2000) || 'it failed'}`);
+    let list: Record<string, unknown>;
+    try {
+      list = JSON.parse(listed.stdout);
+    } catch {
+      throw new InventoryError('ansible-inventory gave an answer that is not JSON');
+    }
+    if (!limit) return { hosts: listedHosts(list), engine: 'ansible-inventory', ansible_core: version };
+    // ansible-inventory takes no limit: `ansible all --list-hosts` applies it as a launch would, connecting to nothing.
+    const limited = await run(['ansible', 'all', `--inventory=${file}`, '--list-hosts', `--limit=${limit}`], dir, dir);
+    if (limited.code !== 0) {
+      if (/no hosts to target|No hosts matched/.test(limited.stderr + limited.stdout)) return { hosts: [], engine: 'ansible-inventory', ansible_core: version };
+      throw new InventoryError(`the limit could not be applied: ${clean(limited.stderr).slice(0, 2000) || 'it failed'}`);
+    }
+    const hosts = limited.stdout
+      .split('\n')
+      .filter((line) => /^ {4}\S/.test(line))
+      .map((line) => line.trim());
+    return { hosts, engine: 'ansible-inventory', ansible_core: version };
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}

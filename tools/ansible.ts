@@ -1,0 +1,103 @@
+import { constants, readFileSync, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { parseAnsibleResults, type AnsibleResults } from '../core/ansible-results';
+import { MAX_VERBOSITY } from '../core/ansible-spec';
+import { factCacheInvocation } from '../core/facts';
+import { sha256Hex } from '../core/sha256';
+import type { RunSpec } from '../core/run';
+import type { Tool, ToolInputs } from './types';
+
+/**
+ * The ansible tool (spec part A 2.1, 2.2): `ansible-playbook` from the system's packages.
+ *
+ * - The playbook is `playbook`, a path relative to the run's work dir (a project's checkout is
+ *   placed there), or the playbook's text given as `command`, written to `playbook.yml`.
+ * - The inventory is the stored inventory `inventory_id`, written into the work dir, or the path
+ *   `inventory` as given (read inside the sandbox, so only what the sandbox shows); neither leaves
+ *   Ansible's own default (the implicit localhost).
+ * - Extra vars (with the run's sealed secrets at execution) are written to `extra_vars.json`, 0600,
+ *   and passed as `-e @extra_vars.json`, so no environment limit bounds them and they are never in argv.
+ * - Controls: `limit`, `tags`, `skip_tags`, `forks` (0 leaves the default), `verbosity` (clamped
+ *   to 4), `diff_mode`; a dry run is `--check`. Every value is passed as `--name=value`, so none is
+ *   read as an option.
+ * - Cairn's callback plugin (tools/ansible/cairn_results.py) is written into the work dir and
+ *   enabled; it appends per-host and per-task results to RESULTS_FILE, read once the run exits.
+ */
+export const RESULTS_FILE = '.cairn-ansible-results.jsonl';
+const PLUGIN_FILE = 'cairn_results.py';
+const PLUGIN = readFileSync(path.join(__dirname, 'ansible', PLUGIN_FILE), 'utf8');
+export const INLINE_PLAYBOOK = 'playbook.yml';
+
+/** The file a stored inventory is written to: Ansible's YAML plugin needs a YAML extension. */
+export const inventoryFile = (format: 'ini' | 'yaml') => (format === 'yaml' ? 'inventory.yml' : 'inventory.ini');
+
+export function ansibleArgs(spec: RunSpec, inputs?: ToolInputs): string[] {
+  const argv = ['ansible-playbook'];
+  if (spec.inventory_id) argv.push(`--inventory=${inventoryFile(inputs?.inventory?.format ?? 'ini')}`);
+  else if (spec.inventory) argv.push(`--inventory=${spec.inventory}`);
+  if (spec.limit) argv.push(`--limit=${spec.limit}`);
+  if (spec.tags?.length) argv.push(`--tags=${spec.tags.join(',')}`);
+  if (spec.skip_tags?.length) argv.push(`--skip-tags=${spec.skip_tags.join(',')}`);
+  if (spec.forks) argv.push(`--forks=${spec.forks}`);
+  const verbosity = Math.min(spec.verbosity ?? 0, MAX_VERBOSITY);
+  if (verbosity > 0) argv.push(`-${'v'.repeat(verbosity)}`);
+  if (spec.diff_mode) argv.push('--diff');
+  if (spec.dry_run) argv.push('--check');
+  argv.push('-e', '@extra_vars.json', '--', spec.playbook || INLINE_PLAYBOOK);
+  return argv;
+}
+
+export const ansibleTool: Tool = {
+  name: 'ansible',
+  binary: 'ansible-playbook',
+  // --check still runs tasks that opt out of check mode: a dry run is matched as the real run.
+  dryRunChangeFree: false,
+  invocation: (spec, inputs) => {
+    const files: Record<string, string> = {
+      [PLUGIN_FILE]: PLUGIN,
+      'extra_vars.json': JSON.stringify(spec.extra_vars),
+      [RESULTS_FILE]: '',
+    };
+    if (!spec.playbook) files[INLINE_PLAYBOOK] = spec.command;
+    if (spec.inventory_id && inputs?.inventory) files[inventoryFile(inputs.inventory.format)] = inputs.inventory.content;
+    // The fact cache (core/facts.ts): Ansible's jsonfile cache in the work dir, holding the facts supplied.
+    const factCache = factCacheInvocation(spec, inputs?.facts, sha256Hex);
+    Object.assign(files, factCache.files);
+    return {
+      argv: ansibleArgs(spec, inputs),
+      files,
+      env: {
+        // Relative to the work dir, which is the tool's working directory and its HOME (so
+        // Ansible's ~/.ansible, its local temp, is in the work dir too).
+        ANSIBLE_CALLBACK_PLUGINS: '.',
+        ANSIBLE_CALLBACKS_ENABLED: 'cairn_results',
+        CAIRN_ANSIBLE_RESULTS: RESULTS_FILE,
+        ANSIBLE_RETRY_FILES_ENABLED: 'false',
+        PYTHONUNBUFFERED: '1',
+        ...factCache.env,
+      },
+    };
+  },
+};
+
+/** The most of the results file read back: a run writing more is summarized from what fits. */
+const MAX_RESULTS_BYTES = 64 * 1024 * 1024;
+
+/** What the callback plugin reported, read from the work dir once the run has exited; undefined when it wrote nothing. */
+export async function readAnsibleResults(workDir: string): Promise<AnsibleResults | undefined> {
+  let handle;
+  try {
+    // The run may have replaced the file: a link is not followed.
+    handle = await fs.open(path.join(workDir, RESULTS_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
+  try {
+    const { size } = await handle.stat();
+    const buffer = Buffer.alloc(Math.min(size, MAX_RESULTS_BYTES));
+    await handle.read(buffer, 0, buffer.length, 0);
+    return parseAnsibleResults(buffer.toString('utf8'));
+  } finally {
+    await handle.close();
+  }
+}

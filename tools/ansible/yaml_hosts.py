@@ -1,0 +1,61 @@
+# Reads an Ansible YAML inventory on stdin and prints the host names it names as a JSON list, or
+# {"error": ...}. Cairn runs it to count a stored inventory's hosts (tools/ansible-inventory.ts):
+# PyYAML's safe loader, as Ansible's own YAML inventory plugin reads it; host ranges are expanded
+# by Cairn. Groups are walked once each, so aliases cannot make the walk grow.
+import json
+import sys
+
+import yaml
+
+try:
+    Loader = yaml.CSafeLoader
+except AttributeError:
+    Loader = yaml.SafeLoader
+
+
+def main():
+    try:
+        doc = yaml.load(sys.stdin.buffer, Loader=Loader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, 'problem_mark', None)
+        where = ' at line %d' % (mark.line + 1) if mark is not None else ''
+        print(json.dumps({'error': 'not valid YAML%s: %s' % (where, getattr(err, 'problem', None) or 'unreadable')}))
+        return
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        print(json.dumps({'error': 'a YAML inventory must be a mapping of groups'}))
+        return
+    hosts = []
+    seen_hosts = set()
+    seen_groups = set()
+    stack = list(doc.items())
+    while stack:
+        name, group = stack.pop(0)
+        if id(group) in seen_groups and group is not None:
+            continue
+        if group is not None:
+            seen_groups.add(id(group))
+        if group is None:
+            continue
+        if not isinstance(group, dict):
+            print(json.dumps({'error': 'group %s must be a mapping' % name}))
+            return
+        members = group.get('hosts') or {}
+        if not isinstance(members, dict):
+            print(json.dumps({'error': 'hosts of group %s must be a mapping' % name}))
+            return
+        for host in members:
+            key = str(host)
+            if key not in seen_hosts:
+                seen_hosts.add(key)
+                hosts.append(key)
+        children = group.get('children') or {}
+        if not isinstance(children, dict):
+            print(json.dumps({'error': 'children of group %s must be a mapping' % name}))
+            return
+        stack.extend(children.items())
+    print(json.dumps(hosts))
+
+
+main()

@@ -1,0 +1,43 @@
+import { Worker, type WorkerOptions } from '@temporalio/worker';
+import os from 'node:os';
+import type { Logger } from 'pino';
+import { createScheduleActivities } from '../activities/schedules';
+import type { ServerContext } from '../services/context';
+import { scheduleTaskQueue } from './names';
+
+/**
+ * Fires a server makes at once (each submits a run: the store, the gate, a workflow start), and
+ * schedule workflow tasks it runs at once (each holds its slot while its fire runs).
+ */
+const FIRE_SLOTS = 64;
+
+/**
+ * The schedules' worker, in `cairn serve` only (its fires launch runs, which needs the server's
+ * context): it runs every schedule's workflow on its own task queue, with the plan and the fire as
+ * local activities, so a pool busy with tools never makes a fire late.
+ */
+export async function startScheduleWorker(
+  options: { connection: WorkerOptions['connection']; namespace: string; logger: Logger },
+  workflowBundle: NonNullable<WorkerOptions['workflowBundle']>,
+  ctx: ServerContext,
+): Promise<{ stop(): Promise<void> }> {
+  const worker = await Worker.create({
+    connection: options.connection,
+    namespace: options.namespace,
+    taskQueue: scheduleTaskQueue(ctx.config.poolQueue),
+    identity: `${process.pid}@${os.hostname()}`,
+    workflowBundle,
+    activities: createScheduleActivities(ctx),
+    maxConcurrentLocalActivityExecutions: FIRE_SLOTS,
+    maxConcurrentWorkflowTaskExecutions: FIRE_SLOTS,
+    shutdownGraceTime: '2s',
+  });
+  const running = worker.run();
+  running.catch((err) => options.logger.error({ err }, 'the schedule worker stopped with an error'));
+  return {
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+    },
+  };
+}
