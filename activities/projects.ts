@@ -16,24 +16,68 @@ import { gitUrlFault } from '../core/project-paths';
  */
 
 /**
- * A source-control credential to clone with. Credentials are not served yet; when they are, the
- * service opens the project's credential and passes it here, and `credentialEnvironment` turns it
- * into what `git` reads (an askpass helper or an ssh command).
+ * A source-control credential to clone with (the `scm` kind, opened by services/projects.ts):
+ * `withGitCredential` writes its secrets into 0600 files of a private temporary directory for
+ * the length of one update, and `credentialEnvironment` points git at them: an SSH key through
+ * `GIT_SSH_COMMAND` (`-i`, only that identity; a passphrase answered once by an askpass program),
+ * a username and password or token for https through a `GIT_ASKPASS` program reading the files.
+ * No secret is ever in an argument or the environment, and the directory is removed after.
  */
 export interface GitCredential {
-  kind: 'none';
+  kind: 'scm';
+  username?: string;
+  password?: string;
+  sshKey?: string;
+  sshKeyPassphrase?: string;
+}
+
+/** A credential's files written for one update: where they are. */
+interface GitCredentialFiles {
+  dir: string;
+  credential: GitCredential;
 }
 
 export interface GitOptions {
   /** Kills the whole process group after this long. */
   timeoutMs: number;
-  credential?: GitCredential;
+  /** The credential's files (withGitCredential); absent clones with none. */
+  credential?: GitCredentialFiles;
+}
+
+const ASKPASS_SCRIPT = `#!/bin/sh
+dir="$(dirname "$0")"
+case "$1" in
+  Username*|username*) exec cat "$dir/username" ;;
+  *passphrase*)
+    [ -e "$dir/passphrase.asked" ] && exit 1
+    : > "$dir/passphrase.asked"
+    exec cat "$dir/passphrase" ;;
+  *) exec cat "$dir/password" ;;
+esac
+`;
+
+/** Runs `work` with the credential's files in a private 0700 directory, removed afterwards. */
+export async function withGitCredential<T>(credential: GitCredential | undefined, work: (files: GitCredentialFiles | undefined) => Promise<T>): Promise<T> {
+  if (!credential) return work(undefined);
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-git-credential-'));
+  try {
+    await fs.chmod(dir, 0o700);
+    const write = (name: string, content: string, mode = 0o600) => fs.writeFile(path.join(dir, name), content, { mode });
+    await write('askpass', ASKPASS_SCRIPT, 0o700);
+    if (credential.username) await write('username', credential.username);
+    if (credential.password) await write('password', credential.password);
+    if (credential.sshKey) await write('ssh_key', credential.sshKey.endsWith('\n') ? credential.sshKey : `${credential.sshKey}\n`);
+    if (credential.sshKeyPassphrase) await write('passphrase', credential.sshKeyPassphrase);
+    return await work({ dir, credential });
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  }
 }
 
 export class GitError extends Error {}
 
 /** The environment every `git` gets: nothing of the server's. */
-function gitEnvironment(home: string, credential: GitCredential | undefined): Record<string, string> {
+function gitEnvironment(home: string, credential: GitCredentialFiles | undefined): Record<string, string> {
   return {
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: home,
@@ -50,9 +94,27 @@ function gitEnvironment(home: string, credential: GitCredential | undefined): Re
   };
 }
 
-/** What a credential adds to git's environment; none until credentials are served. */
-function credentialEnvironment(_credential: GitCredential | undefined): Record<string, string> {
-  return {};
+/** What a credential adds to git's environment: paths of its files and helpers, never a secret. */
+function credentialEnvironment(files: GitCredentialFiles | undefined): Record<string, string> {
+  if (!files) return {};
+  const { dir, credential } = files;
+  const env: Record<string, string> = {};
+  const askpass = path.join(dir, 'askpass');
+  if (credential.password) env.GIT_ASKPASS = askpass;
+  if (credential.sshKey) {
+    // The path is quoted for the shell git runs the command with; the directory name is mkdtemp's.
+    const key = `'${path.join(dir, 'ssh_key')}'`;
+    const common = `-i ${key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new`;
+    if (credential.sshKeyPassphrase) {
+      env.GIT_SSH_COMMAND = `ssh ${common} -o NumberOfPasswordPrompts=1`;
+      env.SSH_ASKPASS = askpass;
+      env.SSH_ASKPASS_REQUIRE = 'force';
+      env.DISPLAY = 'cairn';
+    } else {
+      env.GIT_SSH_COMMAND = `ssh ${common} -o BatchMode=yes`;
+    }
+  }
+  return env;
 }
 
 /** Runs `git args` in `cwd`; resolves with stdout, rejects with a GitError carrying the last lines of stderr. */

@@ -14,7 +14,7 @@ import { moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifec
 import { getTool } from '../tools/registry';
 import type { ToolInputs } from '../tools/types';
 import type { Injection } from '../core/credential-kinds';
-import { CredentialOpenError, openCredentialsOfRun, removeCredentialFiles, scriptToolInjection } from './credential-injection';
+import { ansibleToolCredentials, CredentialOpenError, openCredentialsOfRun, removeCredentialFiles, scriptToolInjection } from './credential-injection';
 import { recordToolResults } from '../services/host-results';
 import { RunInputError, runToolInputs } from '../services/inventories';
 import { LogSink } from './log-sink';
@@ -152,8 +152,18 @@ export function createRunActivities(deps: RunActivityDeps) {
     // Its credentials, opened only here too: injected into the tool, every secret joining the masker.
     const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
     let injection: Injection;
+    // The ansible tool takes a machine credential its own way (tools/ansible.ts): user and key file
+    // as extra vars, the passwords and the key's passphrase through its inputs.
+    let machine: ToolInputs['machine'];
     try {
-      injection = scriptToolInjection(await openCredentialsOfRun(sql, deps.sealer, runId), workDir);
+      const opened = await openCredentialsOfRun(sql, deps.sealer, runId);
+      if (run.tool === 'ansible') {
+        const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
+        injection = rest;
+        machine = { sshKeyFile, sshKeyPassphrase, password, becomePassword };
+      } else {
+        injection = scriptToolInjection(opened, workDir);
+      }
     } catch (err) {
       if (err instanceof CredentialOpenError) return { kind: 'spawn_failed', message: err.message };
       throw err;
@@ -177,7 +187,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     // What the tool needs resolved now (an ansible run's stored inventory, as it is at this start).
     let inputs: ToolInputs;
     try {
-      inputs = await runToolInputs(sql, run);
+      inputs = { ...(await runToolInputs(sql, run)), ...(machine && { machine }) };
     } catch (err) {
       if (err instanceof RunInputError) return { kind: 'spawn_failed', message: err.message };
       throw err;

@@ -32,6 +32,7 @@ import { templateRoutes } from './routes/templates';
 import { triggerRoutes } from './routes/triggers';
 import { workerRoutes } from './routes/workers';
 import { inventoryRoutes } from './routes/inventories';
+import { inventorySourceRoutes } from './routes/inventory-sources';
 import { fleetRoutes } from './routes/fleet';
 import { factRoutes } from './routes/facts';
 import { estateRoutes } from './routes/estate';
@@ -92,6 +93,7 @@ export function createApp(server: ServerContext): Koa {
     auditRoutes(server),
     workerRoutes(server),
     inventoryRoutes(server),
+    inventorySourceRoutes(server),
     fleetRoutes(server),
     factRoutes(server),
     estateRoutes(server),

@@ -216,7 +216,7 @@ export async function auditServerBenchmark(client: BenchClient, sql: postgres.Sq
       `audit (stored): ${SERVER_ENTRIES} entries appended by one statement in ${(seedMs / 1000).toFixed(1)} s (CAIRN_BENCH_AUDIT_ENTRIES scales it); ` +
         `baseline is reading every entry's canonical text from PostgreSQL and SHA-256 over it (${Math.round(size / (f / 1000)).toLocaleString('en-US')} entries/s); ` +
         `whole-read verify ${Math.round(size / (percentile(whole, 50) / 1000)).toLocaleString('en-US')} entries/s, ${(f / percentile(whole, 50)).toFixed(2)} of that floor; ` +
-        `resumed checks read only what was appended since the last check (a receipt still reads every stored hash for its Merkle proofs)`,
+        `resumed checks read only what was appended since the last check; a receipt keeps the prefix's leaf hashes in memory and still builds the Merkle tree over all of them for its proofs`,
     ],
   };
 }

@@ -10,7 +10,9 @@ export interface ExecutionSettings {
 }
 
 /**
- * `sha256:` + hex SHA-256 of the RFC 8785 canonical JSON of the settings. An approver decides
+ * `sha256:` + hex SHA-256 of the RFC 8785 canonical JSON of the settings. The spec carries the
+ * fact cache setting (`fact_cache`, core/facts.ts) and the change label (`change`) when a run has
+ * them, so an approval binds to both; a run without them keeps the digest it always had. An approver decides
  * against the digest they were shown; a run whose settings differ has a different digest.
  */
 export function stateDigest(settings: ExecutionSettings): string {

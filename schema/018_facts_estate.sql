@@ -20,7 +20,8 @@ CREATE TABLE fact_readings (
   CHECK ((facts IS NULL) = (skipped IS NOT NULL))
 );
 -- The estate at an instant and a host's newest facts: kept readings of a host, newest first.
-CREATE INDEX fact_readings_host ON fact_readings (host, gathered_at DESC, id DESC) WHERE facts IS NOT NULL;
+-- Covering its run and digest, so finding each host's reading at an instant reads the index alone.
+CREATE INDEX fact_readings_host ON fact_readings (host, gathered_at DESC, id DESC) INCLUDE (run_id, digest) WHERE facts IS NOT NULL;
 -- An inventory's cached facts (newest reading per host) and its deletes.
 CREATE INDEX fact_readings_inventory ON fact_readings (inventory_id, host, gathered_at DESC, id DESC);
 -- The horizon: the oldest kept reading.

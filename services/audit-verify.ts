@@ -122,10 +122,10 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
     const fresh = prefix.verified_at !== null && Date.now() - prefix.verified_at.getTime() < WHOLE_READ_EVERY_MS;
     if (fresh && prefix.size > 0 && prefix.size <= head.seq && prefix.head_hash !== null && prefix.frontier !== null) {
       const resumed = { size: prefix.size, head_hash: prefix.head_hash, frontier: prefix.frontier };
-      const hashes = options.leaves ? await auditHashesUpTo(db, resumed.size) : undefined;
-      if (hashes === undefined || (hashes.length === resumed.size && hashes[hashes.length - 1] === resumed.head_hash)) {
+      const prefixLeaves = options.leaves ? await leavesOfPrefix(ctx, db, prefix.generation, resumed) : undefined;
+      if (prefixLeaves !== null) {
         from = resumed;
-        for (const hash of hashes ?? []) leaves.push(leafOf({ hash } as AuditEntry));
+        if (prefixLeaves) leaves.push(...prefixLeaves);
       }
     }
   }
@@ -174,6 +174,33 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
     resumedFrom,
   };
 }
+
+/**
+ * The leaf hashes of a verified prefix, kept in this process between calls for each database pool
+ * (32 bytes an entry, at most {@link LEAF_CACHE_ENTRIES} of them) while the prefix's generation stands: a prefix only
+ * grows within a generation, so only the stored hashes past what is kept are read. Null when the
+ * stored hashes do not end at the prefix's head (the caller then reads the whole chain).
+ */
+async function leavesOfPrefix(ctx: Ctx, db: Db, generation: number, prefix: { size: number; head_hash: string }): Promise<Buffer[] | null> {
+  const cached = leafCache.get(ctx.sql);
+  const kept = cached && cached.generation === generation && cached.size <= prefix.size ? cached : undefined;
+  const from = kept?.size ?? 0;
+  const hashes = await auditHashesUpTo(db, prefix.size, from);
+  const last = hashes.length > 0 ? hashes[hashes.length - 1] : kept?.lastHash;
+  if (from + hashes.length !== prefix.size || last !== prefix.head_hash) return null;
+  const added = Buffer.alloc(hashes.length * 32);
+  hashes.forEach((hash, i) => leafOf({ hash } as AuditEntry).copy(added, i * 32));
+  const all = kept ? Buffer.concat([kept.leaves, added]) : added;
+  if (prefix.size <= LEAF_CACHE_ENTRIES) leafCache.set(ctx.sql, { generation, size: prefix.size, lastHash: prefix.head_hash, leaves: all });
+  const leaves: Buffer[] = new Array(prefix.size);
+  for (let i = 0; i < prefix.size; i++) leaves[i] = all.subarray(i * 32, i * 32 + 32);
+  return leaves;
+}
+
+/** At most this many leaf hashes (32 MiB) are kept between calls. */
+const LEAF_CACHE_ENTRIES = 1_000_000;
+// Per database pool: a process holding several installs (tests, the benchmark) keeps each apart.
+const leafCache = new WeakMap<object, { generation: number; size: number; lastHash: string; leaves: Buffer }>();
 
 /** RFC 9162 leaf of an entry: over the bytes of its hash (its text when not hex, as the verifier does). */
 function leafOf(entry: AuditEntry): Buffer {

@@ -490,21 +490,32 @@ export async function openRunCredentials(db: Db, sealer: Sealer | undefined, run
   for (const id of ids) {
     const row = found.find((f) => f.credential.id === id);
     if (!row) throw new CredentialOpenError(`credential ${id} given to run ${runId} no longer exists`);
-    const fault = notReady(sealer, row.credential, row.type);
-    if (fault) throw new CredentialOpenError(fault.message);
-    const { fields, injectors } = definitionOf(row.credential, row.type);
-    const values: Record<string, string> = {};
-    for (const field of fields) {
-      if (field.secret) {
-        const sealedValue = row.credential.sealed[field.id];
-        if (sealedValue !== undefined) values[field.id] = sealer!.open(sealedValue, credentialSecretContext(id, field.id));
-      } else if (row.credential.inputs[field.id] !== undefined) {
-        values[field.id] = row.credential.inputs[field.id];
-      }
-    }
-    opened.push({ id, name: row.credential.name, kind: row.credential.kind, fields, injectors, values });
+    opened.push(openedOf(sealer, row.credential, row.type));
   }
   return opened;
+}
+
+/** One credential opened (a project's source-control credential, for its updates); CredentialOpenError naming it and the fix otherwise. */
+export async function openCredential(db: Db, sealer: Sealer | undefined, id: string): Promise<OpenedCredential> {
+  const [row] = await getCredentialsWithTypes(db, [id]);
+  if (!row) throw new CredentialOpenError(`credential ${id} no longer exists`);
+  return openedOf(sealer, row.credential, row.type);
+}
+
+function openedOf(sealer: Sealer | undefined, credential: Credential, type: CredentialType | null): OpenedCredential {
+  const fault = notReady(sealer, credential, type);
+  if (fault) throw new CredentialOpenError(fault.message);
+  const { fields, injectors } = definitionOf(credential, type);
+  const values: Record<string, string> = {};
+  for (const field of fields) {
+    if (field.secret) {
+      const sealedValue = credential.sealed[field.id];
+      if (sealedValue !== undefined) values[field.id] = sealer!.open(sealedValue, credentialSecretContext(credential.id, field.id));
+    } else if (credential.inputs[field.id] !== undefined) {
+      values[field.id] = credential.inputs[field.id];
+    }
+  }
+  return { id: credential.id, name: credential.name, kind: credential.kind, fields, injectors, values };
 }
 
 /**

@@ -48,37 +48,34 @@ export async function estate(ctx: ServerContext, caller: Caller, at: Date | unde
   };
 }
 
-export async function estateChanges(ctx: ServerContext, caller: Caller, from: Date, to: Date | undefined) {
+export async function estateChanges(ctx: ServerContext, caller: Caller, from: Date, to: Date | undefined, page: { limit: number; offset: number }) {
   requireFactReader(ctx, caller);
   const until = to ?? new Date();
   if (from.getTime() > until.getTime()) throw badRequest('from: from must not be after to (to defaults to now)', { field: 'from' });
   const db: Db = ctx.sql;
-  const [horizon, diff] = await Promise.all([estateHorizon(db), estateDiff(db, from, until, readerOf(caller))]);
+  const [horizon, diff] = await Promise.all([estateHorizon(db), estateDiff(db, from, until, page, readerOf(caller))]);
   const admin = caller.account.role === 'admin';
   const shown = (key: string, value: unknown) => (admin ? value : secretLookingFact(key) ? FACT_MASK : maskFacts(value));
-  const keysByHost = new Map<string, { key: string; from: unknown; to: unknown }[]>();
-  for (const k of diff.keys) {
-    let list = keysByHost.get(k.host);
-    if (!list) keysByHost.set(k.host, (list = []));
-    list.push({ key: k.key, from: shown(k.key, k.from_value ?? null), to: shown(k.key, k.to_value ?? null) });
-  }
   const added = [];
   const changed = [];
   const unobserved = [];
   for (const h of diff.hosts) {
     if (h.state === 'added') added.push({ host: h.host, gathered_at: iso(h.to_gathered_at), run_id: h.to_run_id });
     else if (h.state === 'unobserved') unobserved.push({ host: h.host, last_gathered_at: iso(h.to_gathered_at), run_id: h.to_run_id });
-    else if (h.state === 'changed') {
+    else {
       changed.push({
         host: h.host,
         from_gathered_at: iso(h.from_gathered_at),
         to_gathered_at: iso(h.to_gathered_at),
         from_run_id: h.from_run_id,
         to_run_id: h.to_run_id,
-        keys: keysByHost.get(h.host) ?? [],
+        keys: (h.keys ?? []).map(([key, fromValue, toValue]) => ({ key, from: shown(key, fromValue ?? null), to: shown(key, toValue ?? null) })),
       });
     }
   }
+  const { withheld, ...counts } = diff.counts;
+  const listed = counts.added + counts.changed + counts.unobserved;
+  const hasMore = page.offset + diff.hosts.length < listed;
   return {
     from: from.toISOString(),
     to: until.toISOString(),
@@ -87,9 +84,14 @@ export async function estateChanges(ctx: ServerContext, caller: Caller, from: Da
     added,
     changed,
     unobserved,
-    unchanged: diff.unchanged,
-    withheld: diff.withheld,
-    counts: { added: added.length, changed: changed.length, unobserved: unobserved.length, unchanged: diff.unchanged },
+    unchanged: counts.unchanged,
+    withheld,
+    counts,
+    // The page: added, changed and unobserved hosts together, host order.
+    count: diff.hosts.length,
+    total: listed,
+    has_more: hasMore,
+    next_offset: hasMore ? page.offset + diff.hosts.length : null,
     facts_masked: !admin,
   };
 }

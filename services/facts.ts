@@ -65,7 +65,8 @@ export async function saveTemplateFactCache(tx: Db, template: Template, draft: F
   if (use && !template.inventory_id) {
     throw badRequest('use_fact_cache: the fact cache needs inventory_id, a stored inventory whose hosts the facts are kept for', { field: 'use_fact_cache' });
   }
-  if (draft.fact_cache_timeout != null && !template.inventory_id) {
+  // A read sent back carries `fact_cache_timeout: 0`: only a timeout that would matter needs the inventory.
+  if (draft.fact_cache_timeout != null && draft.fact_cache_timeout > 0 && !template.inventory_id) {
     throw badRequest('fact_cache_timeout: the fact cache needs inventory_id, a stored inventory whose hosts the facts are kept for', { field: 'fact_cache_timeout' });
   }
   if (use !== template.use_fact_cache || timeout !== template.fact_cache_timeout) {

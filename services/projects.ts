@@ -3,7 +3,9 @@ import path from 'node:path';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath, checkoutDir, isWithin, projectsDirOf } from '../core/project-paths';
-import { GitError, updateCheckout } from '../activities/projects';
+import { GitError, updateCheckout, withGitCredential, type GitCredential } from '../activities/projects';
+import { getCredentialsWithTypes } from '../store/credentials';
+import { CredentialOpenError, openCredential } from './credentials';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
 import {
@@ -48,6 +50,8 @@ export interface ProjectDraft {
   url: string;
   branch?: string | null;
   org_id?: string | null;
+  /** A source-control (`scm`) credential to clone with; needs `use` on it. */
+  credential_id?: string | null;
   id?: unknown;
 }
 
@@ -73,16 +77,34 @@ export function projectView(project: Project) {
 }
 
 function audited(project: Project): Record<string, unknown> {
-  return { name: project.name, url: project.url, branch: project.branch, org_id: project.org_id };
+  return { name: project.name, url: project.url, branch: project.branch, org_id: project.org_id, credential_id: project.credential_id };
 }
 
 const fieldsOf = (draft: ProjectDraft): ProjectFields => ({
   name: draft.name,
   url: draft.url,
   branch: draft.branch ?? null,
-  credential_id: null,
+  credential_id: draft.credential_id ?? null,
   org_id: draft.org_id ?? null,
 });
+
+/** A project's credential: one the caller may use, of the `scm` kind (400 naming `credential_id` otherwise). */
+async function requireScmCredential(db: Db, caller: Caller, credentialId: string): Promise<void> {
+  if (!credentialId.startsWith('cred_')) throw badRequest(`credential_id: ${JSON.stringify(credentialId)} is not a credential id`, { field: 'credential_id' });
+  await requireAccess(db, caller, credentialId, 'use', { action: `cloning with credential ${credentialId}`, field: 'credential_id' });
+  const [row] = await getCredentialsWithTypes(db, [credentialId]);
+  if (!row) throw badRequest(`credential_id: credential ${credentialId} not found`, { field: 'credential_id' });
+  if (row.credential.kind !== 'scm') {
+    throw badRequest(`credential_id: credential ${credentialId} is of kind ${row.credential.kind}; a project clones with a source control (scm) credential`, { field: 'credential_id' });
+  }
+}
+
+/** The project's credential opened for one update, as git takes it (activities/projects.ts). */
+async function gitCredentialOf(ctx: ServerContext, credentialId: string | null): Promise<GitCredential | undefined> {
+  if (!credentialId) return undefined;
+  const { values } = await openCredential(ctx.sql, ctx.sealer, credentialId);
+  return { kind: 'scm', username: values.username, password: values.password, sshKey: values.ssh_key_data, sshKeyPassphrase: values.ssh_key_unlock };
+}
 
 /** The project, when the caller may read it; 404 alike for one that does not exist and one it may not read. */
 export async function readableProject(db: Db, caller: Caller, id: string): Promise<Project> {
@@ -98,6 +120,7 @@ export async function createProject(ctx: ServerContext, caller: Caller, origin: 
   const project = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const fields = fieldsOf(draft);
     if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
+    if (fields.credential_id !== null) await requireScmCredential(tx, caller, fields.credential_id);
     const created = await uniqueName(draft.name, () => insertProject(tx, id, fields, caller.account));
     entry.body = { kind: 'project.created', project_id: id, project: audited(created) };
     return created;
@@ -115,7 +138,8 @@ export async function replaceProject(ctx: ServerContext, caller: Caller, origin:
     const current = await getProjectForUpdate(tx, id);
     if (!current) throw notFound(`project ${id}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `editing project ${current.id}` });
-    const fields = { ...fieldsOf(draft), credential_id: current.credential_id };
+    const fields = fieldsOf(draft);
+    if (fields.credential_id !== null && fields.credential_id !== current.credential_id) await requireScmCredential(tx, caller, fields.credential_id);
     if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
     const updated = (await uniqueName(draft.name, () => updateProject(tx, id, fields)))!;
     entry.body = { kind: 'project.updated', project_id: id, project: audited(updated), previous: audited(current) };
@@ -189,11 +213,15 @@ export async function runProjectUpdate(ctx: ServerContext, id: string): Promise<
       const claimedAt = claimed.update_claimed_at!;
       let outcome: { commit: string } | { error: string };
       try {
-        const commit = await updateCheckout(checkoutDir(projectsDir(ctx), id), claimed.url, claimed.branch, { timeoutMs: ctx.config.gitTimeout * 1000 });
+        const credential = await gitCredentialOf(ctx, claimed.credential_id);
+        const commit = await withGitCredential(credential, (files) =>
+          updateCheckout(checkoutDir(projectsDir(ctx), id), claimed.url, claimed.branch, { timeoutMs: ctx.config.gitTimeout * 1000, credential: files }),
+        );
         outcome = { commit };
       } catch (err) {
-        if (!(err instanceof GitError)) ctx.logger.error({ projectId: id, err }, 'a project update failed');
-        outcome = { error: err instanceof GitError ? err.message : 'the update failed; the server log has the detail' };
+        const known = err instanceof GitError || err instanceof CredentialOpenError;
+        if (!known) ctx.logger.error({ projectId: id, err }, 'a project update failed');
+        outcome = { error: known ? (err as Error).message : 'the update failed; the server log has the detail' };
       }
       const origin = serviceOrigin('PROJECT', `/projects/${id}/update`);
       const recorded = await recordMutation(ctx.sql, origin, 'commit' in outcome ? 'successful' : 'failed', async (tx, entry) => {

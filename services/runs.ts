@@ -19,6 +19,8 @@ import { requireRunnableTool } from '../tools/registry';
 import { requireQueueUse, requireRunAccess } from './access';
 import { hostsToRelaunch, limitOf } from './host-results';
 import { requireInventoryExists, requireInventoryUse } from './inventories';
+import { getProject } from '../store/projects';
+import { getInventoryHosts } from '../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { requireCredentialsReady, rerunCredentials } from './credentials';
 import { insertRunCredentials } from '../store/credentials';
@@ -442,6 +444,20 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
 }
 
 /**
+ * A rerun, retry or relaunch repeats the original's project and stored inventory: when either has
+ * since been deleted it cannot run, a configuration error answered 409 naming what is missing
+ * (spec part B 7.3) rather than a run that fails as it starts.
+ */
+async function requireStillPresent(ctx: ServerContext, runId: string, spec: RunSpec): Promise<void> {
+  const missing: { kind: 'project' | 'inventory'; id: string }[] = [];
+  if (spec.project && !(await getProject(ctx.sql, spec.project.id))) missing.push({ kind: 'project', id: spec.project.id });
+  if (spec.inventory_id && !(await getInventoryHosts(ctx.sql, spec.inventory_id))) missing.push({ kind: 'inventory', id: spec.inventory_id });
+  if (missing.length === 0) return;
+  const names = missing.map((m) => `${m.kind} ${m.id}`).join(' and its ');
+  throw conflict(`run ${runId} cannot run again: its ${names} no longer ${missing.length === 1 ? 'exists' : 'exist'}`, { missing });
+}
+
+/**
  * Submits a rerun or retry. Its request is the stored run's, not the caller's, so what submission
  * refuses as a bad request (a tool this server no longer runs, an environment too large to start)
  * is a configuration error of the original here: 409 with the whole reason (spec part B 7.3).
@@ -466,6 +482,7 @@ export async function relaunchFailedRun(
 }
 
 async function resubmit(ctx: ServerContext, caller: Caller, origin: AuditOrigin, request: RunRequest, idempotencyKey?: string): Promise<Run> {
+  await requireStillPresent(ctx, request.rerunOf!, request.spec);
   // The original's credentials go with it; one its template does not name needs use again.
   const credentials = await rerunCredentials(ctx.sql, caller, request.rerunOf!, request.templateId ?? null);
   if (credentials.length) request = { ...request, credentials };

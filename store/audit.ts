@@ -98,10 +98,10 @@ export async function* streamAuditEntries(db: Db, batch = 2000, afterSeq = 0, op
   }
 }
 
-/** The stored hashes of entries 1..size, in chain order: the leaves of a prefix already verified. */
-export async function auditHashesUpTo(db: Db, size: number): Promise<string[]> {
+/** The stored hashes of entries after..size (1..size by default), in chain order: the leaves of a prefix already verified. */
+export async function auditHashesUpTo(db: Db, size: number, after = 0): Promise<string[]> {
   const hashes: string[] = [];
-  for await (const rows of db<{ hash: string }[]>`SELECT hash FROM audit_entries WHERE seq <= ${size} ORDER BY seq`.cursor(10_000)) {
+  for await (const rows of db<{ hash: string }[]>`SELECT hash FROM audit_entries WHERE seq > ${after} AND seq <= ${size} ORDER BY seq`.cursor(10_000)) {
     for (const row of rows) hashes.push(row.hash);
   }
   return hashes;

@@ -5,7 +5,7 @@ import { MAX_VERBOSITY } from '../core/ansible-spec';
 import { factCacheInvocation } from '../core/facts';
 import { sha256Hex } from '../core/sha256';
 import type { RunSpec } from '../core/run';
-import type { Tool, ToolInputs } from './types';
+import type { MachineSecrets, Tool, ToolInputs } from './types';
 
 /**
  * The ansible tool (spec part A 2.1, 2.2): `ansible-playbook` from the system's packages.
@@ -53,10 +53,12 @@ export const ansibleTool: Tool = {
   // --check still runs tasks that opt out of check mode: a dry run is matched as the real run.
   dryRunChangeFree: false,
   invocation: (spec, inputs) => {
+    const machine = machineCredential(spec.extra_vars, inputs?.machine);
     const files: Record<string, string> = {
       [PLUGIN_FILE]: PLUGIN,
-      'extra_vars.json': JSON.stringify(spec.extra_vars),
+      'extra_vars.json': JSON.stringify(machine.extraVars),
       [RESULTS_FILE]: '',
+      ...machine.files,
     };
     if (!spec.playbook) files[INLINE_PLAYBOOK] = spec.command;
     if (spec.inventory_id && inputs?.inventory) files[inventoryFile(inputs.inventory.format)] = inputs.inventory.content;
@@ -64,7 +66,7 @@ export const ansibleTool: Tool = {
     const factCache = factCacheInvocation(spec, inputs?.facts, sha256Hex);
     Object.assign(files, factCache.files);
     return {
-      argv: ansibleArgs(spec, inputs),
+      argv: machine.wrap(ansibleArgs(spec, inputs)),
       files,
       env: {
         // Relative to the work dir, which is the tool's working directory and its HOME (so
@@ -79,6 +81,54 @@ export const ansibleTool: Tool = {
     };
   },
 };
+
+/** The files an encrypted machine key's passphrase reaches ssh-add through (both 0600, removed before ansible starts). */
+export const KEY_PASSPHRASE_FILE = '.cairn-ssh-key-passphrase';
+export const ASKPASS_FILE = '.cairn-ssh-askpass';
+// Answers once: a wrong passphrase makes ssh-add ask again, and the second answer is a refusal.
+const ASKPASS = `#!/bin/sh
+f="$(dirname "$0")/${KEY_PASSPHRASE_FILE}"
+[ -e "$f.asked" ] && exit 1
+: > "$f.asked"
+exec cat "$f"
+`;
+// Run under `ssh-agent`: the key is added through the askpass program, the passphrase files go, then ansible.
+const AGENT_SCRIPT = [
+  `chmod 700 ${ASKPASS_FILE}`,
+  `SSH_ASKPASS="$PWD/${ASKPASS_FILE}" SSH_ASKPASS_REQUIRE=force DISPLAY=cairn ssh-add -q "$1" </dev/null; added=$?`,
+  `rm -f ${ASKPASS_FILE} ${KEY_PASSPHRASE_FILE} ${KEY_PASSPHRASE_FILE}.asked`,
+  `[ "$added" = 0 ] || { echo "[cairn] the machine credential's SSH key could not be unlocked with its passphrase" >&2; exit 1; }`,
+  'shift',
+  'exec "$@"',
+].join('\n');
+
+/**
+ * A machine credential handed to ansible (spec part B 5.3): the connection and become passwords as
+ * `ansible_password` and `ansible_become_password` in the 0600 extra-vars file (never argv or the
+ * environment); the key file is `ansible_ssh_private_key_file` (set by the injection). A key with a
+ * passphrase is instead loaded into an `ssh-agent` started inside the sandbox for this run alone:
+ * `ssh-add` reads the passphrase through a one-shot askpass program from a 0600 file, both removed
+ * before ansible starts, and ssh finds the key in the agent. A connection password over the `ssh`
+ * connection needs `sshpass`, which Cairn does not install: keys are the supported way.
+ */
+function machineCredential(
+  extraVars: Record<string, unknown>,
+  machine: MachineSecrets | undefined,
+): { extraVars: Record<string, unknown>; files: Record<string, string>; wrap: (argv: string[]) => string[] } {
+  const vars: Record<string, unknown> = { ...extraVars };
+  const files: Record<string, string> = {};
+  let wrap = (argv: string[]) => argv;
+  if (machine?.password) vars.ansible_password = machine.password;
+  if (machine?.becomePassword) vars.ansible_become_password = machine.becomePassword;
+  if (machine?.sshKeyFile && machine.sshKeyPassphrase) {
+    files[KEY_PASSPHRASE_FILE] = machine.sshKeyPassphrase;
+    files[ASKPASS_FILE] = ASKPASS;
+    delete vars.ansible_ssh_private_key_file;
+    const keyFile = machine.sshKeyFile;
+    wrap = (argv) => ['ssh-agent', 'sh', '-c', AGENT_SCRIPT, 'cairn-ssh-agent', keyFile, ...argv];
+  }
+  return { extraVars: vars, files, wrap };
+}
 
 /** The most of the results file read back: a run writing more is summarized from what fits. */
 const MAX_RESULTS_BYTES = 64 * 1024 * 1024;

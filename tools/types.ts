@@ -29,4 +29,18 @@ export interface ToolInputs {
   inventory?: { format: 'ini' | 'yaml'; content: string };
   /** The cached facts supplied to a run with `fact_cache` (services/facts.ts suppliedFacts). */
   facts?: FactSupply;
+  /**
+   * The run's machine credential as the ansible tool hands it to ansible
+   * (activities/credential-injection.ts ansibleToolCredentials): the key file's path in the work
+   * dir (written 0600 by the run's credential files), its passphrase, the connection and become
+   * passwords. Other tools get credentials only through the generic injection.
+   */
+  machine?: MachineSecrets;
+}
+
+export interface MachineSecrets {
+  sshKeyFile?: string;
+  sshKeyPassphrase?: string;
+  password?: string;
+  becomePassword?: string;
 }

@@ -23,7 +23,7 @@ export function estateRoutes(server: ServerContext): Router {
   router.get('/v1/estate/diff', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(estateDiffQuery, queryObject(ctx.query));
-    ctx.body = await estateChanges(server, caller, query.from!, query.to);
+    ctx.body = await estateChanges(server, caller, query.from!, query.to, { limit: query.limit, offset: query.offset });
   });
 
   router.get('/v1/changes', async (ctx) => {

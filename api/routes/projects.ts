@@ -77,5 +77,5 @@ export function projectRoutes(server: ServerContext): Router {
 
 function draftOf(ctx: Context): ProjectDraft {
   const input = parseInput(projectInput, ctx.request.body);
-  return { name: input.name, url: input.url, branch: input.branch ?? null, org_id: input.org_id ?? null, id: input.id };
+  return { name: input.name, url: input.url, branch: input.branch ?? null, org_id: input.org_id ?? null, credential_id: input.credential_id ?? null, id: input.id };
 }

@@ -9,11 +9,12 @@ export const estateQuery = z.strictObject({
   ...pageQuery(ESTATE_PAGE_DEFAULT, ESTATE_PAGE_MAX),
 });
 
-/** `GET /v1/estate/diff`: `from` (required), `to` (default now), `from` not after `to`. */
+/** `GET /v1/estate/diff`: `from` (required), `to` (default now), `from` not after `to`; a page of listed hosts. */
 export const estateDiffQuery = z
   .strictObject({
     from: storableTime('from').optional(),
     to: storableTime('to').optional(),
+    ...pageQuery(ESTATE_PAGE_DEFAULT, ESTATE_PAGE_MAX),
   })
   .superRefine((input, ctx) => {
     if (input.from === undefined) ctx.addIssue({ code: 'custom', path: ['from'], message: 'from is required: the instant the diff starts from (RFC 3339)' });

@@ -6,7 +6,7 @@ import { fitsBytes } from './common';
 /**
  * The body of `POST /v1/projects` and `PUT /v1/projects/{id}` (spec part A 4.5). A PUT replaces
  * the project whole. The read-only fields of a read are accepted and ignored, so a read can be
- * sent back. `credential_id` (a source-control credential) is refused until credentials are served.
+ * sent back. `credential_id` names a source-control (`scm`) credential to clone with.
  */
 const absent = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 
@@ -28,7 +28,7 @@ export const projectInput = z
         .refine((b) => !b.startsWith('-') && !/[\u0000-\u001f\u007f ~^:?*[\\]|\.\.|@\{/.test(b), 'branch is not a valid git ref name'),
     ),
     org_id: absent(namedId('org_id')),
-    credential_id: z.unknown().optional(),
+    credential_id: absent(namedId('credential_id')),
     // Read-only fields of a read, ignored.
     id: z.unknown().optional(),
     status: z.unknown().optional(),
@@ -40,11 +40,6 @@ export const projectInput = z
     created_by: z.unknown().optional(),
     created_at: z.unknown().optional(),
     updated_at: z.unknown().optional(),
-  })
-  .superRefine((input, ctx) => {
-    if (input.credential_id !== undefined && input.credential_id !== null) {
-      ctx.addIssue({ code: 'custom', path: ['credential_id'], message: 'credential_id is not served yet: credentials are not served yet; use a repository that needs none' });
-    }
   });
 
 export type ProjectInput = z.output<typeof projectInput>;

@@ -1,6 +1,6 @@
 import { connectDatabase, type Sql } from '../../store/db';
 import { insertReadings, type NewReading } from '../../store/facts';
-import { person, type Person } from '../support/access';
+import { grant, person, template, type Person } from '../support/access';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
 /**
@@ -30,6 +30,9 @@ beforeAll(async () => {
   t = await startTestServer();
   sql = connectDatabase(t.databaseUrl, { max: 2 });
   viewer = await person(t.api, 'viewer');
+  // The viewer reads one template's runs (none gathered facts): the run filter then compares a
+  // run's template against a non-empty set, which must still count a run of no template as unreadable.
+  await grant(t.api, (await template(t.api)).id, 'read', { user_id: viewer.id });
   const inv = await t.api.post('/v1/inventories', { name: 'estate', content: 'hA\nhB\nhC\nhD\nhE\n' });
   expect(inv.status).toBe(201);
   inventoryId = inv.body.id;
@@ -139,6 +142,14 @@ describe('the estate diff', () => {
         ],
       },
     ]);
+  });
+
+  test('the listed hosts page: counts cover every host, the page a slice in host order', async () => {
+    const res = await t.api.get(`/v1/estate/diff?from=${T1}&to=${T2}&limit=2&offset=1`);
+    expect(res.body).toMatchObject({ count: 2, total: 3, has_more: false, next_offset: null, counts: { added: 1, changed: 1, unobserved: 1, unchanged: 1 } });
+    expect(res.body.changed).toEqual([]);
+    expect([...res.body.added, ...res.body.unobserved].map((h: any) => h.host)).toEqual(['hD', 'hC']);
+    expect((await t.api.get(`/v1/estate/diff?from=${T1}&limit=10001`)).body).toMatchObject({ field: 'limit' });
   });
 
   test('from before history: every host gathered by `to` is added', async () => {

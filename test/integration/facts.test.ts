@@ -116,6 +116,12 @@ describe('the fact cache', () => {
     expect(one.body).toMatchObject({ host: 'h1', run_id: gathering.id, facts_masked: false });
     expect(one.body.facts.ansible_system).toBe('Linux');
     gatheredFacts = one.body.facts;
+    const estate = await t.api.get('/v1/estate');
+    expect(estate.body.hosts.map((h: any) => [h.host, h.run_id])).toEqual([
+      ['h1', gathering.id],
+      ['h2', gathering.id],
+    ]);
+    expect(estate.body.hosts[0].facts.ansible_system).toBe('Linux');
     const byHost = await t.api.get('/v1/hosts/h2/facts');
     expect(byHost.status).toBe(200);
     expect(byHost.body).toMatchObject({ host: 'h2', inventory_id: inventoryId, run_id: gathering.id });

@@ -1,7 +1,7 @@
-import { Connection, WorkflowClient } from '@temporalio/client';
+import type { WorkflowClient } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { temporal } from '@temporalio/proto';
-import { msToTs, type Duration } from '@temporalio/common/lib/time';
+import { tsToMs } from '@temporalio/common/lib/time';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -24,7 +24,8 @@ import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binar
  * moves that workflow's clock straight to its next timer whenever the workflow is idle (no
  * workflow task, activity or child in flight), and its continued-as-new runs and children inherit
  * it. Workflow code sees the skipped clock (`Date.now()` in a workflow); activities, PostgreSQL
- * and everything else keep the real one.
+ * and everything else keep the real one, so a wait an activity measures against its own clock
+ * (a notification retry's due time, activities/notify.ts) is not skipped.
  */
 
 const PROJECT_ROOT = path.resolve(__dirname, '../..');
@@ -64,23 +65,23 @@ export async function findTimeSkippingServer(log: (line: string) => void = () =>
 }
 
 /**
- * The dev server's low-latency values, and timers scheduled at once: the server never schedules a
- * timer task sooner than `timerProcessorMaxTimeShift` (1 s) ahead, which would add a second of
- * wall time to every skip.
+ * The dev server's low-latency values, and no lead for new timer tasks. The server schedules a
+ * new timer task at least `history.timerProcessorMaxTimeShift` (1 s by default) ahead, a margin for
+ * clocks of several hosts, so every skip waited a second: 60 skips took 60 s. With 0 they take
+ * under a second (about 10 ms each); small non-zero values (1 ms to 300 ms) were slower or stalled.
  */
-const TIME_SKIPPING_TUNING = [...DEV_SERVER_TUNING, 'history.timerProcessorMaxTimeShift=1ms'];
+const TIME_SKIPPING_TUNING = [...DEV_SERVER_TUNING, 'history.timerProcessorMaxTimeShift=0s'];
 
 export interface TimeSkippingTemporal {
   /** host:port, for TEMPORAL_ADDRESS. */
   address: string;
   client: WorkflowClient;
-  connection: Connection;
   teardown(): Promise<void>;
 }
 
 /**
- * Starts the time-skipping server (the SDK's own launcher, as global-setup does for the CLI) and a
- * client on it. One per test file: its SQLite database lives in memory and goes with it.
+ * Starts the time-skipping server through the SDK's launcher (as global-setup starts the CLI) and
+ * answers its address and a client. One per test file: its SQLite database lives in memory and goes with it.
  */
 export async function startTimeSkippingTemporal(): Promise<TimeSkippingTemporal> {
   const executable = await findTimeSkippingServer((line) => process.stderr.write(`${line}\n`));
@@ -95,23 +96,13 @@ export async function startTimeSkippingTemporal(): Promise<TimeSkippingTemporal>
       extraArgs: TIME_SKIPPING_TUNING.flatMap((value) => ['--dynamic-config-value', value]),
     },
   });
-  const connection = await Connection.connect({ address: env.address });
-  return {
-    address: env.address,
-    client: new WorkflowClient({ connection }),
-    connection,
-    async teardown() {
-      await connection.close();
-      await env.teardown();
-    },
-  };
+  return { address: env.address, client: env.client.workflow, teardown: () => env.teardown() };
 }
 
-/** How a workflow skips time; a fast-forward skips at most `by` from now and then stops skipping. */
+/** How a workflow skips time. */
 export interface TimeSkipping {
-  /** Skips per session before the server stops skipping (its default is 200). */
+  /** Skips (one per timer jumped to) before the server stops skipping; the server's default is 200. */
   maxSkips?: number;
-  fastForward?: { id: string; by: Duration };
 }
 
 /** The start option that turns time skipping on for a workflow a test starts itself (client.start(..., { ...options, ...withTimeSkipping() })). */
@@ -119,12 +110,8 @@ export function withTimeSkipping(skipping: TimeSkipping = {}): Record<symbol, un
   return { [Symbol.for('__temporal_internal_client_workflow_start_options')]: { timeSkippingConfig: timeSkippingConfig(skipping) } };
 }
 
-function timeSkippingConfig({ maxSkips = 100_000, fastForward }: TimeSkipping): temporal.api.common.v1.ITimeSkippingConfig {
-  return {
-    enabled: true,
-    maxSessionSkipCount: maxSkips,
-    ...(fastForward ? { fastForwardConfig: { id: fastForward.id, duration: msToTs(fastForward.by) } } : {}),
-  };
+function timeSkippingConfig({ maxSkips = 100_000 }: TimeSkipping): temporal.api.common.v1.ITimeSkippingConfig {
+  return { enabled: true, maxSessionSkipCount: maxSkips };
 }
 
 /**
@@ -144,5 +131,5 @@ export async function enableTimeSkipping(client: WorkflowClient, workflowId: str
 export async function workflowNow(client: WorkflowClient, workflowId: string): Promise<Date | undefined> {
   const res = await client.workflowService.describeWorkflowExecution({ namespace: client.options.namespace, execution: { workflowId } });
   const current = res.workflowExtendedInfo?.timeSkippingInfo?.currentTime;
-  return current ? new Date(Number(current.seconds) * 1000 + Math.floor((current.nanos ?? 0) / 1e6)) : undefined;
+  return current ? new Date(tsToMs(current)) : undefined;
 }
