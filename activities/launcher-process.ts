@@ -3,13 +3,37 @@
 // server is slow; here it blocks only this small process, and the server's event loop stays free.
 // It starts with a scrubbed environment (see launcher.ts), so nothing a tool can reach through it
 // holds the server's settings or keys.
-import type { LauncherEvent, LauncherRequest } from './launcher-protocol';
+import { OUTPUT_WINDOW_BYTES, type LauncherEvent, type LauncherRequest } from './launcher-protocol';
 import { signalGroup, spawnTool, type SpawnedTool } from './process';
 
 const live = new Map<number, SpawnedTool>();
 
+/** Each tool's output sent and not acknowledged yet, and whether its reading is paused for that. */
+const flows = new Map<number, { unacked: number; paused: boolean }>();
+
 function send(event: LauncherEvent): void {
   process.send?.(event);
+}
+
+function sendOutput(id: number, data: Buffer): void {
+  send({ type: 'output', id, data });
+  const flow = flows.get(id);
+  if (!flow) return;
+  flow.unacked += data.length;
+  if (!flow.paused && flow.unacked > OUTPUT_WINDOW_BYTES) {
+    flow.paused = true;
+    live.get(id)?.pauseOutput?.();
+  }
+}
+
+function acknowledged(id: number, bytes: number): void {
+  const flow = flows.get(id);
+  if (!flow) return;
+  flow.unacked -= bytes;
+  if (flow.paused && flow.unacked <= OUTPUT_WINDOW_BYTES / 2) {
+    flow.paused = false;
+    live.get(id)?.resumeOutput?.();
+  }
 }
 
 process.on('message', (request: LauncherRequest) => {
@@ -17,23 +41,36 @@ process.on('message', (request: LauncherRequest) => {
     live.get(request.id)?.kill(request.graceMs);
     return;
   }
+  if (request.type === 'ack') {
+    acknowledged(request.id, request.bytes);
+    return;
+  }
+  flows.set(request.id, { unacked: 0, paused: false });
   spawnTool(request.argv, {
     cwd: request.cwd,
     env: request.env,
     sandbox: request.sandbox,
-    onOutput: (data) => send({ type: 'output', id: request.id, data }),
+    onOutput: (data) => sendOutput(request.id, data),
   }).then(
     (tool) => {
       live.set(request.id, tool);
+      // Output that came while the tool was starting may have filled the window already.
+      if (flows.get(request.id)?.paused) tool.pauseOutput?.();
       send({ type: 'spawned', id: request.id, pid: tool.pid });
       tool.exited
         .then(
           (exit) => send({ type: 'exit', id: request.id, ...exit }),
           (err: Error) => send({ type: 'error', id: request.id, message: err.message }),
         )
-        .finally(() => live.delete(request.id));
+        .finally(() => {
+          live.delete(request.id);
+          flows.delete(request.id);
+        });
     },
-    (err: Error) => send({ type: 'error', id: request.id, message: err.message }),
+    (err: Error) => {
+      flows.delete(request.id);
+      send({ type: 'error', id: request.id, message: err.message });
+    },
   );
 });
 

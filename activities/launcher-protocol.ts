@@ -1,9 +1,18 @@
 import type { SandboxSettings } from './sandbox';
 
-/** Messages between a server and its tool launcher process (activities/launcher-process.ts). */
+/**
+ * Messages between a server and its tool launcher process (activities/launcher-process.ts).
+ * Output is flow-controlled: the server acknowledges each `output` message's bytes (`ack`) once
+ * it has taken them, and the launcher stops reading a tool's output while more than
+ * {@link OUTPUT_WINDOW_BYTES} of it are unacknowledged.
+ */
 export type LauncherRequest =
   | { type: 'spawn'; id: number; argv: string[]; cwd: string; env: Record<string, string>; sandbox?: SandboxSettings }
-  | { type: 'kill'; id: number; graceMs: number };
+  | { type: 'kill'; id: number; graceMs: number }
+  | { type: 'ack'; id: number; bytes: number };
+
+/** Unacknowledged output bytes past which the launcher stops reading a tool's output; it reads again below half. */
+export const OUTPUT_WINDOW_BYTES = 2 * 1024 * 1024;
 
 export type LauncherEvent =
   | { type: 'spawned'; id: number; pid: number }

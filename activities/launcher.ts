@@ -4,7 +4,7 @@ import type { ProcessExit, SpawnedTool } from './process';
 import type { SandboxSettings } from './sandbox';
 
 interface Pending {
-  onOutput: (data: Buffer) => void;
+  onOutput: (data: Buffer) => unknown;
   spawned: (pid: number) => void;
   exited: (exit: ProcessExit) => void;
   failed: (err: Error) => void;
@@ -59,9 +59,15 @@ export class ToolLauncher {
     switch (event.type) {
       case 'spawned':
         return p.spawned(event.pid);
-      case 'output':
+      case 'output': {
         // Advanced serialization hands a Uint8Array back; view it as a Buffer without copying.
-        return p.onOutput(Buffer.from(event.data.buffer, event.data.byteOffset, event.data.byteLength));
+        const wait = p.onOutput(Buffer.from(event.data.buffer, event.data.byteOffset, event.data.byteLength));
+        // Acknowledged once taken: at once, or when the consumer's promise (its backpressure) settles.
+        const ack = () => this.acknowledge(event.id, event.data.byteLength);
+        if (wait instanceof Promise) wait.then(ack, ack);
+        else ack();
+        return;
+      }
       case 'exit':
         this.pending.delete(event.id);
         return p.exited({ exitCode: event.exitCode, signal: event.signal });
@@ -75,8 +81,18 @@ export class ToolLauncher {
     child.send(message);
   }
 
-  /** Starts argv in its own process group; resolves once it runs, with its pid. */
-  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => void }): Promise<SpawnedTool> {
+  private acknowledge(id: number, bytes: number): void {
+    const child = this.child;
+    if (child?.connected && this.pending.has(id)) this.request(child, { type: 'ack', id, bytes });
+  }
+
+  /**
+   * Starts argv in its own process group; resolves once it runs, with its pid. When `onOutput`
+   * returns a promise, that output counts against the tool's window until it settles: a consumer
+   * that returns promises while it is behind stops the tool's output being read
+   * (activities/launcher-protocol.ts), so the tool waits on its pipe rather than memory filling.
+   */
+  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => unknown }): Promise<SpawnedTool> {
     const child = this.ensureChild();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

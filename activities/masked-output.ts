@@ -14,33 +14,41 @@ export class MaskedOutput {
   private readonly decoder = new TextDecoder('utf-8');
   private timer: NodeJS.Timeout | undefined;
 
+  /**
+   * `emit` may return a promise (the log sink's backpressure, activities/log-sink.ts): then
+   * {@link write} returns it, so the writer holds further output until it resolves.
+   */
   constructor(
     masker: Masker,
-    private readonly emit: (data: Buffer) => void,
+    private readonly emit: (data: Buffer) => unknown,
   ) {
     this.stream = new StreamMasker(masker);
   }
 
-  write(chunk: Buffer): void {
+  /** Takes a chunk of the tool's output; returns a promise when what it passed on asks the writer to wait. */
+  write(chunk: Buffer): Promise<void> | undefined {
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.pass(this.stream.push(this.decoder.decode(chunk, { stream: true })));
+    const wait = this.pass(this.stream.push(this.decoder.decode(chunk, { stream: true })));
     if (this.stream.holding) {
       this.timer = setTimeout(() => {
         this.timer = undefined;
-        this.pass(this.stream.release());
+        void this.pass(this.stream.release());
       }, PARTIAL_LINE_MS);
     }
+    return wait;
   }
 
   /** Passes on everything still held; call when the tool has exited. */
   end(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.pass(this.stream.push(this.decoder.decode()) + this.stream.end());
+    void this.pass(this.stream.push(this.decoder.decode()) + this.stream.end());
   }
 
-  private pass(text: string): void {
-    if (text) this.emit(Buffer.from(text));
+  private pass(text: string): Promise<void> | undefined {
+    if (!text) return undefined;
+    const wait = this.emit(Buffer.from(text));
+    return wait instanceof Promise ? (wait as Promise<void>) : undefined;
   }
 }

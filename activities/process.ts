@@ -13,6 +13,9 @@ export interface SpawnedTool {
   exited: Promise<ProcessExit>;
   /** Ends the tool: SIGTERM to its processes, then SIGKILL to all of them after the grace period. */
   kill(graceMs?: number): void;
+  /** Stops reading the tool's output (a tool that fills its pipe then waits), and reads it again. */
+  pauseOutput?(): void;
+  resumeOutput?(): void;
 }
 
 export interface SpawnOptions {
@@ -48,6 +51,7 @@ function plainTool(argv: string[], options: SpawnOptions): SpawnedTool {
   return {
     pid,
     exited,
+    ...outputFlow(child),
     kill(graceMs = 5000) {
       signalGroup(pid, 'SIGTERM');
       afterGrace(exited, graceMs, () => signalGroup(pid, 'SIGKILL'));
@@ -90,6 +94,7 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
   return {
     pid,
     exited,
+    ...outputFlow(child),
     kill(graceMs = 5000) {
       // Every process of the sandbox but its init gets SIGTERM (the init would take them all down
       // at once); after the grace period the whole sandbox goes.
@@ -99,6 +104,14 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
         stopAll();
       });
     },
+  };
+}
+
+/** Output flow control over the tool's stdout and stderr pipes. */
+function outputFlow(child: ChildProcess): Pick<SpawnedTool, 'pauseOutput' | 'resumeOutput'> {
+  return {
+    pauseOutput: () => [child.stdout, child.stderr].forEach((pipe) => pipe?.pause()),
+    resumeOutput: () => [child.stdout, child.stderr].forEach((pipe) => pipe?.resume()),
   };
 }
 

@@ -60,12 +60,16 @@ function readStream(baseUrl: string, runId: string, ticket: string, ticks: boole
       if (res.statusCode !== 200) return reject(new Error(`stream answered ${res.statusCode}`));
       res.setEncoding('utf8');
       let pending = '';
+      // Where the search for a message's end resumes: a message larger than a chunk is not searched from its start again.
+      let searched = 0;
       res.on('data', (chunk: string) => {
         pending += chunk;
+        let from = 0;
         let cut: number;
-        while ((cut = pending.indexOf('\n\n')) >= 0) {
-          const message = pending.slice(0, cut);
-          pending = pending.slice(cut + 2);
+        while ((cut = pending.indexOf('\n\n', Math.max(from, searched - 1))) >= 0) {
+          const message = pending.slice(from, cut);
+          from = cut + 2;
+          searched = 0;
           if (!message.startsWith('event: log')) continue;
           const data = JSON.parse(message.slice(message.indexOf('data: ') + 6)) as { text: string };
           reader.bytes += Buffer.byteLength(data.text);
@@ -74,6 +78,8 @@ function readStream(baseUrl: string, runId: string, ticket: string, ticks: boole
             for (const line of data.text.split('\n')) if (line.startsWith('tick ')) reader.lags.push(now - Number(line.slice(5)) / 1e6);
           }
         }
+        pending = pending.slice(from);
+        searched = pending.length;
       });
       res.on('end', () => {
         reader.endedAt = Date.now();
@@ -85,6 +91,8 @@ function readStream(baseUrl: string, runId: string, ticket: string, ticks: boole
   });
   return reader;
 }
+
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 
 /** The floor: the same command with its output going to a file, no Cairn on the way. */
 async function toFile(command: string): Promise<{ ms: number; bytes: number }> {
@@ -111,9 +119,15 @@ async function toFile(command: string): Promise<{ ms: number; bytes: number }> {
  */
 export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, baseUrl: string, admin: { accountId: string; tokenId: string }): Promise<Section> {
   const floor = await toFile(FIREHOSE);
-  const rssBefore = process.memoryUsage().rss;
+  const before = process.memoryUsage();
+  const rssBefore = before.rss;
   let rssPeak = rssBefore;
-  const sample = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 100);
+  // What the RSS peak was made of: the V8 heap, and buffers outside it.
+  let atPeak = process.memoryUsage();
+  const sample = setInterval(() => {
+    const now = process.memoryUsage();
+    if (now.rss > rssPeak) [rssPeak, atPeak] = [now.rss, now];
+  }, 100);
   const cpuBefore = process.cpuUsage();
   const wallStart = process.hrtime.bigint();
   try {
@@ -139,7 +153,8 @@ export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, 
       notes: [
         `firehose: ${(floor.bytes / 2 ** 20).toFixed(0)} MiB in ${LINES} lines (\`${FIREHOSE.slice(0, 40)}... | head -n ${LINES}\`); run started to finished ${(ms / 1000).toFixed(1)} s, ` +
           `to a file ${(floor.ms / 1000).toFixed(1)} s; one SSE reader got ${(follower.bytes / 2 ** 20).toFixed(0)} MiB, its stream ended ${((follower.endedAt! - new Date(ended.finished_at).getTime()) / 1000).toFixed(1)} s after the run; ` +
-          `process CPU ${((cpu.user + cpu.system) / 1000 / wall).toFixed(2)} cores over ${(wall / 1000).toFixed(1)} s; RSS before ${(rssBefore / 2 ** 20).toFixed(0)} MiB (baseline column)`,
+          `process CPU ${((cpu.user + cpu.system) / 1000 / wall).toFixed(2)} cores over ${(wall / 1000).toFixed(1)} s; RSS before ${(rssBefore / 2 ** 20).toFixed(0)} MiB (baseline column); ` +
+          `V8 heap used/total and buffers before ${mib(before.heapUsed)}/${mib(before.heapTotal)} and ${mib(before.arrayBuffers)} MiB, at the peak ${mib(atPeak.heapUsed)}/${mib(atPeak.heapTotal)} and ${mib(atPeak.arrayBuffers)} MiB`,
         'firehose: structured events from a tool (100,000 of them) are not measured: a tool has no channel for structured events; its run events are the lifecycle ones',
       ],
     };

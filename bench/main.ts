@@ -10,6 +10,7 @@ import { benchClient } from './http';
 import { latencyBenchmark } from './latency';
 import { listBenchmark } from './list';
 import { estateBenchmark } from './estate';
+import { ansibleIngestBenchmark, hasAnsiblePlaybook } from './ansible-ingest';
 import { loadLine, machineLine, renderTable, type Section } from './report';
 import { msSince } from './stats';
 import { throughputBenchmark } from './throughput';
@@ -106,6 +107,14 @@ async function main(): Promise<void> {
     if (wanted('r')) {
       log('(r) estate and estate diff with 10,000 hosts x 30 fact readings...');
       sections.push(await estateBenchmark(client, env.sql));
+    }
+    if (wanted('n')) {
+      if (hasAnsiblePlaybook()) {
+        log('(n) ansible per-host result ingestion: one play over 1,000 local hosts, beside the same play with the callback plugin off...');
+        sections.push(await ansibleIngestBenchmark(client, env.sql));
+      } else {
+        log('(n) ansible per-host result ingestion: skipped, ansible-playbook is not installed on this machine');
+      }
     }
     if (process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');

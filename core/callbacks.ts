@@ -38,21 +38,26 @@ export function callerAddress(remote: string | undefined): string {
   return mapped ? mapped[1] : address.toLowerCase();
 }
 
-/** A host of a stored inventory as a callback matches it: its name, and the address it is reached at when the inventory says. */
+/**
+ * A host of a stored inventory as a callback matches it: its name, and the addresses it is reached
+ * at when its inventory entry says (`ansible_host`, `ansible_ssh_host`: core/inventory.ts
+ * InventoryHost).
+ */
 export interface CallbackHost {
   name: string;
-  address?: string;
+  addresses?: readonly string[];
 }
 
 /**
- * The hosts the caller's address is: those whose inventory address (`ansible_host`), or whose
- * name, is that address. Names are compared as written (IPv4 exactly, IPv6 case-folded); no name
- * is looked up in DNS.
+ * The hosts the caller's address is: those whose inventory addresses (`ansible_host`,
+ * `ansible_ssh_host`), or whose name, is that address; any one of them matching is enough. Names
+ * and addresses are compared as written (IPv4 exactly, IPv6 case-folded); none is looked up in
+ * DNS. More than one host may answer; the caller refuses that (spec part B 7.5, 400).
  */
 export function hostsAt(address: string, hosts: readonly CallbackHost[]): string[] {
   if (!isIP(address)) return [];
   const same = (value: string | undefined) => value !== undefined && callerAddress(value) === address;
-  return [...new Set(hosts.filter((h) => same(h.address) || same(h.name)).map((h) => h.name))];
+  return [...new Set(hosts.filter((h) => same(h.name) || (h.addresses ?? []).some(same)).map((h) => h.name))];
 }
 
 /**

@@ -71,12 +71,49 @@ function withoutPort(entry: string): string {
 }
 
 /**
- * The host names an INI inventory names, in first-seen order: host lines of `[group]` sections
- * and before any section, ranges expanded; `:vars` and `:children` sections name none. A host
- * line's first word is the host; `key=value` words after it are its variables.
+ * A host of an inventory with the addresses its own variables give it (spec part A 4.6: a
+ * provisioning callback matches its caller to a host by these): `ansible_host`, and the older
+ * `ansible_ssh_host`, when the host's entry sets them. Group variables are not read.
  */
-export function iniHosts(content: string): string[] {
-  const seen = new Set<string>();
+export interface InventoryHost {
+  name: string;
+  ansible_host?: string;
+  ansible_ssh_host?: string;
+}
+
+/** The host variables that name the address a host is reached at. */
+export const HOST_ADDRESS_VARS = ['ansible_host', 'ansible_ssh_host'] as const;
+
+/**
+ * The `key=value` words of an INI host line after its name, as Ansible's INI plugin splits them
+ * (shell-like words, a word starting with `#` ends the line); quotes around a value are removed.
+ */
+export function iniHostVars(rest: string): Record<string, string> {
+  const vars: Record<string, string> = Object.create(null);
+  // One shell-like word: runs of quoted strings and unquoted characters, up to whitespace.
+  const wordAt = /\s*((?:"(?:[^"\\]|\\.)*"|'[^']*'|[^\s"'])+)/y;
+  const unquote = (v: string) =>
+    v.replace(/"((?:[^"\\]|\\.)*)"|'([^']*)'/g, (_all, dq: string | undefined, sq: string | undefined) => (dq !== undefined ? dq.replace(/\\(.)/g, '$1') : (sq ?? '')));
+  for (;;) {
+    const found = wordAt.exec(rest);
+    if (!found) break;
+    const text = found[1];
+    if (text.startsWith('#')) break;
+    const eq = text.indexOf('=');
+    if (eq > 0) vars[text.slice(0, eq)] = unquote(text.slice(eq + 1));
+  }
+  return vars;
+}
+
+/**
+ * The hosts an INI inventory names, in first-seen order, each with the addresses its host lines
+ * set (a later line for the same host overriding an earlier one, as Ansible merges them): host
+ * lines of `[group]` sections and before any section, ranges expanded; `:vars` and `:children`
+ * sections name none. A host line's first word is the host; `key=value` words after it are its
+ * variables.
+ */
+export function iniHostEntries(content: string): InventoryHost[] {
+  const seen = new Map<string, InventoryHost>();
   let section: 'hosts' | 'other' = 'hosts';
   const lines = content.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -96,12 +133,24 @@ export function iniHosts(content: string): string[] {
     if (section !== 'hosts') continue;
     const first = line.split(/\s+/)[0];
     if (first.includes('=')) throw new InventoryError(`line ${i + 1}: a host line starts with the host's name, not a variable`);
-    for (const host of expandHostPattern(withoutPort(first), MAX_INVENTORY_HOSTS - seen.size)) {
-      seen.add(host);
-      if (seen.size > MAX_INVENTORY_HOSTS) throw new InventoryError(`the inventory names more than ${MAX_INVENTORY_HOSTS} hosts`);
+    const rest = line.slice(first.length);
+    const vars = /ansible_(ssh_)?host=/.test(rest) ? iniHostVars(rest) : {};
+    for (const name of expandHostPattern(withoutPort(first), MAX_INVENTORY_HOSTS - seen.size)) {
+      let host = seen.get(name);
+      if (!host) {
+        host = { name };
+        seen.set(name, host);
+        if (seen.size > MAX_INVENTORY_HOSTS) throw new InventoryError(`the inventory names more than ${MAX_INVENTORY_HOSTS} hosts`);
+      }
+      for (const key of HOST_ADDRESS_VARS) if (vars[key] !== undefined && vars[key] !== '') host[key] = vars[key];
     }
   }
-  return [...seen];
+  return [...seen.values()];
+}
+
+/** The host names an INI inventory names, in first-seen order (iniHostEntries without the addresses). */
+export function iniHosts(content: string): string[] {
+  return iniHostEntries(content).map((h) => h.name);
 }
 
 /** A variable name whose value looks secret: passwords, secrets, tokens, keys and credentials. */

@@ -89,9 +89,10 @@ interface Rule {
 }
 
 /** Creates a masker for one run, given that run's known secret values. */
-export function createMasker(knownSecrets: Iterable<string> = []): Masker {
+export function createMasker(knownSecrets: Iterable<string> = [], options: { prefilter?: boolean } = {}): Masker {
   const needles = secretNeedles(knownSecrets);
-  const rules: Rule[] = [knownSecretRule(needles), ...PATTERN_RULES];
+  // `prefilter: false` (tests only) runs every rule's RegExp over every text: the reference.
+  const rules: Rule[] = [knownSecretRule(needles), ...(options.prefilter === false ? REFERENCE_RULES : PATTERN_RULES)];
   // The rules whose matches can run across a line break: only these can split at a line end, or
   // have anything unfinished before the last line.
   const lineRules: Rule[] = [knownSecretRule(needles.filter((needle) => /[\r\n]/.test(needle))), privateKeyRule];
@@ -304,13 +305,15 @@ function prefixTable(needle: string): number[] {
  */
 function patternRule(
   source: string,
-  options: { flags?: string; keep?: (value: string) => boolean; unfinished?: string; until?: 'space' | 'line' } = {},
+  options: { flags?: string; keep?: (value: string) => boolean; unfinished?: string; until?: 'space' | 'line'; trigger?: string } = {},
 ): Rule {
-  const { flags = '', keep, unfinished, until = 'line' } = options;
+  const { flags = '', keep, unfinished, until = 'line', trigger } = options;
   const re = new RegExp(source, `gd${flags}`);
   const openRe = unfinished === undefined ? undefined : new RegExp(`${unfinished}$`, `gd${flags}`);
   return {
     find(text, spans, matches) {
+      // Every match holds the trigger: a text without it is not scanned (one indexOf, not a RegExp pass).
+      if (trigger !== undefined && !text.includes(trigger)) return;
       for (const match of text.matchAll(re)) {
         const span = lastGroupSpan(match);
         if (span && (!keep || keep(text.slice(span[0], span[1])))) {
@@ -354,25 +357,56 @@ function valueStart(match: RegExpExecArray, absent: number): number {
  * Unfinished: a secret name whose value runs to the end of the text ({@link OPEN_VALUE}), or
  * (`partialHead`) a secret name whose separator has not come yet.
  */
-function assignmentRule(head: string, isSecretName: (name: string) => boolean, partialHead?: string): Rule {
+function assignmentRule(
+  head: string,
+  isSecretName: (name: string) => boolean,
+  partialHead?: string,
+  headStart?: (text: string, separator: number) => number,
+): Rule {
   const headRe = new RegExp(head, 'g');
+  const stickyHeadRe = new RegExp(head, 'y');
   const valueRe = new RegExp(VALUE, 'yd');
   const openValueRe = new RegExp(OPEN_VALUE, 'yd');
   const partialRe = partialHead === undefined ? undefined : new RegExp(`${partialHead}$`, 'g');
+  /**
+   * The first head match at or after `from`, as `headRe.exec` would find it. With `headStart`,
+   * found from the separators instead of by trying the RegExp at every position: every head
+   * holds a separator character, and `headStart` gives the one position a head whose first
+   * separator character is there could begin at (-1: none), where the RegExp is tried once.
+   */
+  const nextHead = (text: string, from: number): { name: string; index: number; end: number } | undefined => {
+    if (!headStart) {
+      headRe.lastIndex = from;
+      const name = headRe.exec(text);
+      return name ? { name: name[1], index: name.index, end: headRe.lastIndex } : undefined;
+    }
+    SEPARATOR_CHARACTER.lastIndex = from;
+    for (let separator = SEPARATOR_CHARACTER.exec(text); separator; separator = SEPARATOR_CHARACTER.exec(text)) {
+      const start = headStart(text, separator.index);
+      if (start < from) continue;
+      stickyHeadRe.lastIndex = start;
+      const name = stickyHeadRe.exec(text);
+      if (name) return { name: name[1], index: start, end: stickyHeadRe.lastIndex };
+    }
+    return undefined;
+  };
   return {
     find(text, spans, matches) {
-      headRe.lastIndex = 0;
-      for (let name = headRe.exec(text); name; name = headRe.exec(text)) {
-        if (!isSecretName(name[1])) continue;
-        valueRe.lastIndex = headRe.lastIndex;
-        const value = valueRe.exec(text);
-        if (!value) continue;
-        const span = lastGroupSpan(value);
-        if (span && !isPlaceholder(text.slice(span[0], span[1]))) {
-          spans.push(span);
-          matches?.push([name.index, valueRe.lastIndex]);
+      for (let name = nextHead(text, 0); name; ) {
+        let resume = name.end;
+        if (isSecretName(name.name)) {
+          valueRe.lastIndex = name.end;
+          const value = valueRe.exec(text);
+          if (value) {
+            const span = lastGroupSpan(value);
+            if (span && !isPlaceholder(text.slice(span[0], span[1]))) {
+              spans.push(span);
+              matches?.push([name.index, valueRe.lastIndex]);
+            }
+            resume = valueRe.lastIndex;
+          }
         }
-        headRe.lastIndex = valueRe.lastIndex;
+        name = nextHead(text, resume);
       }
     },
     unfinished(text, lineStart) {
@@ -447,6 +481,37 @@ const OPEN_VALUE = String.raw`(?:"((?:[^"\\\r\n]|\\.)*\\?)|'([^'\r\n]*)|\\"([^"\
  * `/`: in `https://x-access-token:...@host` the URL rule owns the user and password.
  */
 const KEY = String.raw`(?<![A-Za-z0-9_./-])([A-Za-z0-9_.-]{1,100})`;
+
+/** The characters one of which every `name<separator>` head holds (`:`, `:=`, `=`, `=>`). */
+const SEPARATOR_CHARACTER = /[:=]/g;
+
+/** Whether the character code is one {@link KEY}'s name may hold: `A-Za-z0-9_.-`. */
+function isKeyCode(code: number): boolean {
+  return (
+    (code >= 97 && code <= 122) || (code >= 65 && code <= 90) || (code >= 48 && code <= 57) || code === 95 || code === 46 || code === 45
+  );
+}
+
+/**
+ * For a `KEY (\\?["'])? [ \t]* separator` head whose first separator character is at
+ * `separator`: where it must begin. Only blanks stand between the quote (if any) and that
+ * character, the name is a whole run of name characters (the lookbehind forbids one before it),
+ * so the start is found walking back; -1 when no name is there. Each character is walked over
+ * for one separator at most (a walk stops at the previous separator character), so finding every
+ * head stays linear.
+ */
+function assignmentHeadStart(text: string, separator: number): number {
+  let at = separator;
+  while (at > 0 && (text.charCodeAt(at - 1) === 32 || text.charCodeAt(at - 1) === 9)) at--;
+  const quote = text.charCodeAt(at - 1);
+  if (at > 0 && (quote === 34 || quote === 39)) {
+    at--;
+    if (at > 0 && text.charCodeAt(at - 1) === 92) at--;
+  }
+  const nameEnd = at;
+  while (at > 0 && isKeyCode(text.charCodeAt(at - 1))) at--;
+  return at < nameEnd ? at : -1;
+}
 
 /** Private key PEM blocks; the END line is at most this far from the BEGIN line. */
 const MAX_PEM_BLOCK = 64 * 1024;
@@ -549,7 +614,12 @@ export function privateKeyBody(text: string, final: boolean, from = 0): { length
 /** The longest token shape of fixed length (a Cairn bearer secret): a stream cutting a long word keeps at least this much back. */
 const LONGEST_FIXED_TOKEN = 'cairn_'.length + 43;
 
-const PATTERN_RULES: Rule[] = [
+/**
+ * The pattern rules. `prefilter` (always, but in tests) lets a rule skip what cannot hold a match
+ * of it: a text without its trigger, positions a head cannot start at. Without it every rule's
+ * RegExp runs over every text, the reference the prefilters are tested against.
+ */
+const patternRules = (prefilter: boolean): Rule[] => [
   privateKeyRule,
 
   // Tokens recognisable by prefix alone.
@@ -599,6 +669,7 @@ const PATTERN_RULES: Rule[] = [
     KEY + String.raw`(?:\\?["'])?(?:[ \t]*(?::=|=>|:)[ \t]*|=|[ \t]+=[ \t]*)`,
     isSecretKey,
     KEY + String.raw`(?:\\?["'])?[ \t]+`, // `password ` before its `=` or `:`
+    prefilter ? assignmentHeadStart : undefined,
   ),
 
   // --password value on a command line.
@@ -612,12 +683,15 @@ const PATTERN_RULES: Rule[] = [
     String.raw`(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s:/?#@\[\]"'<>\x60]*:([^\s/?#"'<>\x60]+)@`,
     {
       keep: (password) => !isPlaceholder(password),
+      trigger: prefilter ? '://' : undefined,
       // Until a later @ the password may still be growing.
       unfinished: String.raw`(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s:/?#@\[\]"'<>\x60]*:([^\s/?#"'<>\x60]*)`,
       until: 'space',
     },
   ),
 ];
+const PATTERN_RULES = patternRules(true);
+const REFERENCE_RULES = patternRules(false);
 
 // ---------------------------------------------------------------------------------------------
 

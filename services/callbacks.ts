@@ -22,7 +22,8 @@ import {
   settleCallbackClaim,
 } from '../store/callbacks';
 import type { Db } from '../store/db';
-import { getInventoryHosts } from '../store/inventories';
+import { getInventory } from '../store/inventories';
+import { inventoryHostAddresses } from '../tools/ansible-inventory';
 import { claimHit, type RateLimit } from '../store/rate-limits';
 import { getTemplate, getTemplateForUpdate, type Template } from '../store/templates';
 import { actorKindOf, type Caller } from '../store/tokens';
@@ -121,14 +122,18 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
 }
 
 /**
- * The hosts of a stored inventory a callback can match, or why there are none to match. Stored
- * inventories keep their host names (store/inventories.ts); a host is matched by its name.
+ * The hosts of a stored inventory a callback can match, or undefined when the inventory is gone.
+ * The stored host list keeps names only, so the content is read on demand (INI by Cairn's parser,
+ * YAML by PyYAML: tools/ansible-inventory.ts) for each host's `ansible_host` and
+ * `ansible_ssh_host`, as its own entries set them; group variables are not read.
  */
 export type CallbackHostSource = (db: Db, inventoryId: string) => Promise<CallbackHost[] | undefined>;
 
 export const storedInventoryHosts: CallbackHostSource = async (db, inventoryId) => {
-  const inventory = await getInventoryHosts(db, inventoryId);
-  return inventory ? (inventory.hosts as unknown as string[]).map((name) => ({ name })) : undefined;
+  const inventory = await getInventory(db, inventoryId);
+  if (!inventory) return undefined;
+  const hosts = await inventoryHostAddresses(inventory.format, inventory.content);
+  return hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) }));
 };
 
 /** A callback as received. */

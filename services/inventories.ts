@@ -33,8 +33,10 @@ import { requireOrgPlacement } from './groups';
  * passwords); a read below admin shows secret-looking values masked (core/inventory.ts).
  *
  * Other modules use: `getInventory` / `getInventoryHosts` (store/inventories.ts) for a stored
- * inventory, `inventoryHosts(format, content)` for the hosts any content names, and
- * `requireInventoryUse` before a run or template names one.
+ * inventory, `inventoryHosts(format, content)` for the hosts any content names,
+ * `inventoryHostAddresses` (tools/ansible-inventory.ts) for each host with the `ansible_host` and
+ * `ansible_ssh_host` its own entries set (read from the content on demand: the stored host list
+ * keeps names only), and `requireInventoryUse` before a run or template names one.
  */
 
 export interface InventoryDraft {

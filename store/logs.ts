@@ -9,6 +9,9 @@ const LOG_READ_ROWS = 1024;
 /**
  * Appends captured output at the end of the run's log in one statement: the offset is taken from
  * the run row (whose lock orders concurrent appends), the chunk stored, and live streams told.
+ * The bytes travel as base64 text, which PostgreSQL decodes about twice as fast as the hex text a
+ * bytea parameter is sent as (and which is a third shorter): a large log's appends are the
+ * database's work, so this is most of what a firehose of output costs.
  */
 export async function appendLog(db: Db, runId: string, data: Buffer): Promise<void> {
   if (data.length === 0) return;
@@ -16,7 +19,8 @@ export async function appendLog(db: Db, runId: string, data: Buffer): Promise<vo
     WITH grown AS (
       UPDATE runs SET log_bytes = log_bytes + ${data.length} WHERE id = ${runId} RETURNING log_bytes - ${data.length} AS start
     ), stored AS (
-      INSERT INTO run_log_chunks (run_id, start_offset, data) SELECT ${runId}, start, ${data} FROM grown RETURNING run_id
+      INSERT INTO run_log_chunks (run_id, start_offset, data)
+      SELECT ${runId}, start, decode(${data.toString('base64')}, 'base64') FROM grown RETURNING run_id
     )
     SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, run_id) FROM stored`;
 }
@@ -28,16 +32,18 @@ export async function appendLog(db: Db, runId: string, data: Buffer): Promise<vo
  */
 export async function readLogBytes(db: Db, runId: string, from: number, maxBytes = LOG_READ_BYTES): Promise<Buffer> {
   const until = from + maxBytes;
-  const rows = await db<{ data: Buffer }[]>`
-    SELECT substring(data FROM (greatest(${from}::bigint - start_offset, 0) + 1)::int
-                          FOR (${until}::bigint - greatest(start_offset, ${from}::bigint))::int) AS data
+  // As base64 text, like appendLog's: a third shorter than bytea's hex (the line breaks PostgreSQL
+  // puts in it are skipped by Buffer.from).
+  const rows = await db<{ data: string }[]>`
+    SELECT encode(substring(data FROM (greatest(${from}::bigint - start_offset, 0) + 1)::int
+                          FOR (${until}::bigint - greatest(start_offset, ${from}::bigint))::int), 'base64') AS data
     FROM run_log_chunks
     WHERE run_id = ${runId}
       AND start_offset >= coalesce(
         (SELECT max(start_offset) FROM run_log_chunks WHERE run_id = ${runId} AND start_offset <= ${from}::bigint), 0)
       AND start_offset < ${until}::bigint
     ORDER BY start_offset LIMIT ${LOG_READ_ROWS}`;
-  return rows.length === 1 ? rows[0].data : Buffer.concat(rows.map((row) => row.data));
+  return rows.length === 1 ? Buffer.from(rows[0].data, 'base64') : Buffer.concat(rows.map((row) => Buffer.from(row.data, 'base64')));
 }
 
 /** The log bytes in [from, to), a bounded read at a time; a failed read throws. */

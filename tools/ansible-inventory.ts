@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promises as fs, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { expandHostPattern, iniHosts, InventoryError, MAX_INVENTORY_HOSTS, type InventoryFormat } from '../core/inventory';
+import { expandHostPattern, iniHostEntries, iniHosts, InventoryError, MAX_INVENTORY_HOSTS, type InventoryFormat, type InventoryHost } from '../core/inventory';
 
 /**
  * The host names a stored inventory names (spec part A 4.12): INI by Cairn's parser
@@ -24,11 +24,32 @@ export async function inventoryHostNames(format: InventoryFormat, content: strin
   return [...hosts];
 }
 
-function yamlHostNames(content: string): Promise<string[]> {
+/**
+ * The hosts a stored inventory names, each with the `ansible_host` and `ansible_ssh_host` its own
+ * entries set (core/inventory.ts InventoryHost), ranges expanded: what a provisioning callback
+ * matches its caller against. INI by Cairn's parser, YAML by PyYAML as for the names.
+ */
+export async function inventoryHostAddresses(format: InventoryFormat, content: string): Promise<InventoryHost[]> {
+  if (format === 'ini') return iniHostEntries(content);
+  const entries = (await yamlHostNames(content, true)) as unknown as [unknown, unknown, unknown][];
+  const hosts = new Map<string, InventoryHost>();
+  for (const [name, ansibleHost, sshHost] of entries) {
+    for (const host of expandHostPattern(String(name), MAX_INVENTORY_HOSTS - hosts.size)) {
+      const entry: InventoryHost = hosts.get(host) ?? { name: host };
+      if (typeof ansibleHost === 'string') entry.ansible_host = ansibleHost;
+      if (typeof sshHost === 'string') entry.ansible_ssh_host = sshHost;
+      hosts.set(host, entry);
+    }
+    if (hosts.size > MAX_INVENTORY_HOSTS) throw new InventoryError(`the inventory names more than ${MAX_INVENTORY_HOSTS} hosts`);
+  }
+  return [...hosts.values()];
+}
+
+function yamlHostNames(content: string, addresses = false): Promise<string[]> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       'python3',
-      ['-I', '-c', YAML_HOSTS],
+      ['-I', '-c', YAML_HOSTS, ...(addresses ? ['--addresses'] : [])],
       { env: { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8' }, timeout: YAML_TIMEOUT_MS, maxBuffer: 256 * 1024 * 1024 },
       (err, stdout) => {
         if (err) return reject(new InventoryError(`the YAML inventory could not be read: ${(err as Error).message.split('\n')[0]}`));
@@ -38,7 +59,7 @@ function yamlHostNames(content: string): Promise<string[]> {
         } catch {
           return reject(new InventoryError('the YAML inventory could not be read'));
         }
-        if (Array.isArray(answer)) return resolve(answer.map(String));
+        if (Array.isArray(answer)) return resolve(addresses ? answer : answer.map(String));
         reject(new InventoryError(`the YAML inventory is not valid: ${(answer as { error?: string }).error ?? 'unreadable'}`));
       },
     );

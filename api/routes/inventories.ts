@@ -16,6 +16,8 @@ import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
+import { composedPreviewInput } from '../schemas/inventory-sources';
+import { previewComposed } from '../../services/composed-inventories';
 import { parseInput } from '../validate';
 
 /**
@@ -44,6 +46,12 @@ export function inventoryRoutes(server: ServerContext): Router {
   // Before `/:id` routes: `preview` is not an id.
   router.post('/preview', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
+    // A smart or constructed inventory names its `kind` (services/composed-inventories.ts).
+    const body = ctx.request.body as Record<string, unknown> | undefined;
+    if (body && typeof body === 'object' && 'kind' in body) {
+      ctx.body = await previewComposed(server, caller, parseInput(composedPreviewInput, body));
+      return;
+    }
     const input = parseInput(previewInput, ctx.request.body);
     ctx.body = await previewInventory(sql, caller, { content: input.content, format: input.format }, input.limit ?? undefined);
   });

@@ -164,6 +164,44 @@ test('400: no host at the address, extra_vars in the body, a missing key, a surv
   expect((await sql`SELECT count(*)::int AS n FROM runs WHERE template_id = ${surveyed.id}`)[0].n).toBe(0);
 });
 
+test('a host named otherwise is matched by its ansible_host or ansible_ssh_host (INI and YAML); two hosts at one address are refused (400)', async () => {
+  const ini = await t.api.post('/v1/inventories', {
+    name: 'named hosts',
+    content:
+      '[web]\nweb1 ansible_host=127.0.0.21 ansible_connection=local\nweb2 ansible_ssh_host="127.0.0.22"\n' +
+      '[twins]\ntwin-a ansible_host=127.0.0.24\ntwin-b ansible_host=127.0.0.24 # the same machine twice\n',
+  });
+  expect(ini.status).toBe(201);
+  const template = await callbackTemplate('by address', {}, ini.body.id);
+  const path = `/v1/templates/${template.id}/callback`;
+  const web1 = await call('127.0.0.21', path, { host_config_key: template.key });
+  expect(web1.status).toBe(201);
+  expect(web1.body.host).toBe('web1');
+  const [stored] = await sql`SELECT spec->>'limit' AS "limit" FROM runs WHERE id = ${web1.body.run_id}`;
+  expect(stored.limit).toBe('web1');
+  const web2 = await call('127.0.0.22', path, { host_config_key: template.key });
+  expect([web2.status, web2.body.host]).toEqual([201, 'web2']);
+  const twins = await call('127.0.0.24', path, { host_config_key: template.key });
+  expect(twins.status).toBe(400);
+  expect(twins.body).toMatchObject({ matched: 2, address: '127.0.0.24' });
+  expect(twins.body.error).toContain('exactly one');
+  expect((await sql`SELECT count(*)::int AS n FROM runs WHERE template_id = ${template.id}`)[0].n).toBe(2);
+
+  const yaml = await t.api.post('/v1/inventories', {
+    name: 'named hosts yaml',
+    content:
+      'all:\n  children:\n    app:\n      hosts:\n        app1:\n          ansible_host: 127.0.0.23\n        app2: { ansible_host: 127.0.0.25 }\n' +
+      '    other:\n      hosts:\n        app3:\n          ansible_ssh_host: 127.0.0.25\n',
+  });
+  expect([yaml.status, yaml.body.format, yaml.body.host_count]).toEqual([201, 'yaml', 3]);
+  const fromYaml = await callbackTemplate('by address yaml', {}, yaml.body.id);
+  const app1 = await call('127.0.0.23', `/v1/templates/${fromYaml.id}/callback`, { host_config_key: fromYaml.key });
+  expect([app1.status, app1.body.host]).toEqual([201, 'app1']);
+  const shared = await call('127.0.0.25', `/v1/templates/${fromYaml.id}/callback`, { host_config_key: fromYaml.key });
+  expect([shared.status, shared.body.matched]).toEqual([400, 2]);
+  for (const id of [web1.body.run_id, web2.body.run_id, app1.body.run_id]) await waitForRunEnd(t.api, id);
+});
+
 test('403: a wrong, rotated or revoked key; callbacks off; a deny rule; an unknown template', async () => {
   const template = await callbackTemplate('keys');
   const path = `/v1/templates/${template.id}/callback`;

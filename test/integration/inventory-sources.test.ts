@@ -206,6 +206,62 @@ describe('inventory sources', () => {
   });
 });
 
+describe('smart and constructed inventory previews', () => {
+  let a: string;
+  let b: string;
+  beforeAll(async () => {
+    a = (await created(await t.api.post('/v1/inventories', { name: 'composed a', content: '[web]\nweb1 env=prod\nweb2 env=dev\n[db]\ndb1 env=prod\n' }))).id;
+    b = (await created(await t.api.post('/v1/inventories', { name: 'composed b', content: 'all:\n  hosts:\n    cache1:\n      env: prod\n' }))).id;
+  });
+
+  test('a smart inventory is a host pattern over its inputs', async () => {
+    const preview = async (host_filter: string) => t.api.post('/v1/inventories/preview', { kind: 'smart', inputs: [a, b], host_filter });
+    const web = await preview('web*');
+    expect([web.status, web.text.slice(0, 300)]).toEqual([200, expect.any(String)]);
+    expect(web.body).toMatchObject({ kind: 'smart', engine: 'ansible-inventory', count: 2, inventory_id: null, inputs: [a, b] });
+    expect(web.body.ansible_core).toEqual(expect.any(String));
+    expect([...web.body.hosts].sort()).toEqual(['web1', 'web2']);
+    expect([...(await preview('all:!db1')).body.hosts].sort()).toEqual(['cache1', 'web1', 'web2']);
+    expect((await preview('nothing-like-this*')).body).toMatchObject({ hosts: [], count: 0 });
+  }, 60_000);
+
+  test('a constructed inventory runs the constructed plugin over its inputs', async () => {
+    const res = await t.api.post('/v1/inventories/preview', {
+      kind: 'constructed',
+      inputs: [a, b],
+      source_vars: { strict: false, keyed_groups: [{ key: 'env', prefix: 'env' }], groups: { webby: "inventory_hostname.startswith('web')" } },
+    });
+    expect([res.status, res.text.slice(0, 300)]).toEqual([200, expect.any(String)]);
+    expect(res.body).toMatchObject({ kind: 'constructed', engine: 'ansible-inventory', count: 4 });
+    expect([...res.body.groups.env_prod].sort()).toEqual(['cache1', 'db1', 'web1']);
+    expect([...res.body.groups.webby].sort()).toEqual(['web1', 'web2']);
+  }, 60_000);
+
+  test('what cannot resolve is a 422 with the reason', async () => {
+    const missing = await t.api.post('/v1/inventories/preview', { kind: 'smart', inputs: [a, 'inv_gone'], host_filter: 'all' });
+    expect([missing.status, missing.body.field, missing.body.error]).toEqual([422, 'inputs[1]', 'inputs[1]: inventory inv_gone not found']);
+    const strict = { kind: 'constructed', inputs: [a], source_vars: { strict: true, compose: { x: 'no_such_variable + 1' } } };
+    const admin = await t.api.post('/v1/inventories/preview', strict);
+    expect(admin.status).toBe(422);
+    expect(admin.body.error).toContain('no_such_variable');
+    const plugin = await t.api.post('/v1/inventories/preview', { kind: 'constructed', inputs: [a], source_vars: { plugin: 'script' } });
+    expect([plugin.status, plugin.body.field]).toEqual([422, 'source_vars.plugin']);
+    expect((await t.api.post('/v1/inventories/preview', { kind: 'dynamic', inputs: [a] })).status).toBe(400);
+    expect((await t.api.post('/v1/inventories/preview', { kind: 'smart', inputs: [] , host_filter: 'all' })).status).toBe(400);
+
+    // Below admin: inputs need read, and Ansible's reason is not quoted.
+    const other = await person(t.api, 'operator');
+    const asOther = t.as(other.token);
+    const unreadable = await asOther.post('/v1/inventories/preview', { kind: 'smart', inputs: [a], host_filter: 'all' });
+    expect([unreadable.status, unreadable.body.field]).toEqual([422, 'inputs[0]']);
+    await grant(t.api, a, 'read', { user_id: other.id });
+    expect((await asOther.post('/v1/inventories/preview', { kind: 'smart', inputs: [a], host_filter: 'db*' })).body.hosts).toEqual(['db1']);
+    const quiet = await asOther.post('/v1/inventories/preview', strict);
+    expect(quiet.status).toBe(422);
+    expect(quiet.body.error).toBe('the constructed inventory could not be resolved by Ansible (an admin reads the reason)');
+  }, 90_000);
+});
+
 describe('rerunning a run whose inventory or project is gone', () => {
   test('answers 409 naming the inventory', async () => {
     const inventory = await created(await t.api.post('/v1/inventories', { name: 'for rerun', content: 'localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n' }));

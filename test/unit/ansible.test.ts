@@ -1,9 +1,10 @@
 import { loadConfig } from '../../core/config';
 import { hostVerdict, noHostFailure, parseAnsibleResults } from '../../core/ansible-results';
 import { ansibleSpecOf } from '../../core/ansible-spec';
-import { detectFormat, expandHostPattern, iniHosts, InventoryError, maskInventory } from '../../core/inventory';
+import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, maskInventory } from '../../core/inventory';
 import { finalStateOf } from '../../core/run-outcome';
 import { ansibleArgs } from '../../tools/ansible';
+import { inventoryHostAddresses } from '../../tools/ansible-inventory';
 
 describe('inventory rules', () => {
   test('host ranges expand numerically with padding, alphabetically and with steps', () => {
@@ -20,6 +21,61 @@ describe('inventory rules', () => {
     expect(iniHosts(content)).toEqual(['ungrouped1', 'w1', 'w2']);
     expect(() => iniHosts('[web:other]\n')).toThrow(InventoryError);
     expect(() => iniHosts('[web]\na=1\n')).toThrow(InventoryError);
+  });
+
+  test('INI host addresses: ansible_host and ansible_ssh_host from host lines, quoted or not, merged per host; comments and group vars read as none', () => {
+    const content = [
+      '[web]',
+      'web1 ansible_host=10.0.0.5 ansible_user=deploy',
+      "web2 ansible_ssh_host='10.0.0.6' # ansible_host=10.0.0.99",
+      'web[3:4] ansible_host="10.0.0.7"',
+      'web5:2222 other="a b" ansible_host=10.0.0.8',
+      'plain',
+      '[db]',
+      'web1 ansible_ssh_host=10.0.0.9',
+      '[db:vars]',
+      'ansible_host=10.9.9.9',
+    ].join('\n');
+    expect(iniHostEntries(content)).toEqual([
+      { name: 'web1', ansible_host: '10.0.0.5', ansible_ssh_host: '10.0.0.9' },
+      { name: 'web2', ansible_ssh_host: '10.0.0.6' },
+      { name: 'web3', ansible_host: '10.0.0.7' },
+      { name: 'web4', ansible_host: '10.0.0.7' },
+      { name: 'web5', ansible_host: '10.0.0.8' },
+      { name: 'plain' },
+    ]);
+    expect(iniHosts(content)).toEqual(['web1', 'web2', 'web3', 'web4', 'web5', 'plain']);
+    expect({ ...iniHostVars(' a=1 b="x y" c=\'q\' d=e=f #g=1') }).toEqual({ a: '1', b: 'x y', c: 'q', d: 'e=f' });
+    expect({ ...iniHostVars(' __proto__=1 ansible_host=1.2.3.4') }).toMatchObject({ ansible_host: '1.2.3.4' });
+  });
+
+  test('YAML host addresses: from each host entry, ranges expanded, a later entry overriding', async () => {
+    const content = [
+      'all:',
+      '  hosts:',
+      '    lone:',
+      '  children:',
+      '    web:',
+      '      hosts:',
+      '        app1:',
+      '          ansible_host: 10.0.0.5',
+      '        app[2:3]: { ansible_ssh_host: 10.0.0.6 }',
+      '      vars:',
+      '        ansible_host: 10.9.9.9',
+      '    db:',
+      '      hosts:',
+      '        app1: { ansible_ssh_host: 10.0.0.7 }',
+      '        num: { ansible_host: 5 }',
+    ].join('\n');
+    const hosts = await inventoryHostAddresses('yaml', content);
+    expect(hosts.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'app1', ansible_host: '10.0.0.5', ansible_ssh_host: '10.0.0.7' },
+      { name: 'app2', ansible_ssh_host: '10.0.0.6' },
+      { name: 'app3', ansible_ssh_host: '10.0.0.6' },
+      { name: 'lone' },
+      { name: 'num', ansible_host: '5' },
+    ]);
+    expect(await inventoryHostAddresses('ini', 'h1 ansible_host=10.0.0.1\n')).toEqual([{ name: 'h1', ansible_host: '10.0.0.1' }]);
   });
 
   test('format detection', () => {

@@ -42,10 +42,23 @@ describe('callback matching (core/callbacks.ts)', () => {
     expect(callerAddress('::1')).toBe('::1');
   });
   test('hosts at an address: by name or by inventory address, each once', () => {
-    const hosts = [{ name: '10.0.0.1' }, { name: 'web1', address: '10.0.0.2' }, { name: 'web2', address: '10.0.0.3' }, { name: 'web3', address: '10.0.0.3' }];
+    const hosts = [
+      { name: '10.0.0.1' },
+      { name: 'web1', addresses: ['10.0.0.2'] },
+      { name: 'web2', addresses: ['10.0.0.3'] },
+      { name: 'web3', addresses: ['10.0.0.3'] },
+      { name: 'old', addresses: ['10.0.0.4', '10.0.0.5'] },
+      { name: 'v6', addresses: ['FE80::1'] },
+      { name: '10.0.0.6', addresses: ['10.0.0.6'] },
+    ];
     expect(hostsAt('10.0.0.1', hosts)).toEqual(['10.0.0.1']);
     expect(hostsAt('10.0.0.2', hosts)).toEqual(['web1']);
     expect(hostsAt('10.0.0.3', hosts)).toEqual(['web2', 'web3']);
+    // ansible_host or ansible_ssh_host: either one is enough.
+    expect(hostsAt('10.0.0.4', hosts)).toEqual(['old']);
+    expect(hostsAt('10.0.0.5', hosts)).toEqual(['old']);
+    expect(hostsAt('fe80::1', hosts)).toEqual(['v6']);
+    expect(hostsAt('10.0.0.6', hosts)).toEqual(['10.0.0.6']);
     expect(hostsAt('10.0.0.9', hosts)).toEqual([]);
     expect(hostsAt('web1', hosts)).toEqual([]);
   });

@@ -1,0 +1,124 @@
+import { ApiError } from '../core/errors';
+import { getInventory, type Inventory } from '../store/inventories';
+import type { Caller } from '../store/tokens';
+import { ansibleCoreVersion } from '../tools/ansible-inventory';
+import { inventoryFile } from '../tools/ansible';
+import { requireAccess } from './access';
+import type { ServerContext } from './context';
+import { runSandboxed, SourceError } from './inventory-sources';
+
+/**
+ * Previews of composed inventories (spec part A 4.12, part B 7.3), nothing saved:
+ *
+ * - `smart`: a host filter, an Ansible host pattern (`web*:&prod:!web3`), over the hosts of its
+ *   input inventories, applied by `ansible all --list-hosts --limit=<filter>`, which connects to
+ *   nothing;
+ * - `constructed`: Ansible's `constructed` inventory plugin over its inputs, `source_vars` its
+ *   options (`groups`, `keyed_groups`, `compose`, `strict`, …), by `ansible-inventory --list`.
+ *
+ * Both run in the run sandbox (services/inventory-sources.ts runSandboxed): `compose` and `groups`
+ * are Jinja2 that Ansible evaluates, lookups included, so they never run on the server itself.
+ * Only the INI, YAML and constructed inventory plugins are enabled. Every input needs `read` by
+ * the caller. What cannot resolve is a 422 with the reason: an input that does not exist (or the
+ * caller may not read) naming `inputs[i]`, a server without Ansible, or Ansible's refusal (quoted
+ * for admins only: it may quote an input's content, which readers below admin see masked).
+ */
+
+export type ComposedDefinition =
+  | { kind: 'smart'; inputs: string[]; host_filter: string }
+  | { kind: 'constructed'; inputs: string[]; source_vars?: Record<string, unknown> };
+
+const PREVIEW_TIMEOUT_SECONDS = 60;
+const ENV = {
+  ANSIBLE_NOCOLOR: '1',
+  ANSIBLE_INVENTORY_UNPARSED_FAILED: 'true',
+  ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED: 'true',
+  ANSIBLE_LOCALHOST_WARNING: 'false',
+};
+const CONSTRUCTED_FILE = 'constructed.yml';
+
+export async function previewComposed(ctx: ServerContext, caller: Caller, definition: ComposedDefinition) {
+  const inputs: Inventory[] = [];
+  for (const [i, id] of definition.inputs.entries()) {
+    const field = `inputs[${i}]`;
+    if (definition.inputs.indexOf(id) !== i) throw new ApiError(422, `${field}: inventory ${id} is named twice`, { field });
+    const inventory = await getInventory(ctx.sql, id);
+    try {
+      if (!inventory) throw new ApiError(404, 'missing');
+      await requireAccess(ctx.sql, caller, id, 'read', { action: `previewing over inventory ${id}` });
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 404 || err.status === 400)) throw new ApiError(422, `${field}: inventory ${id} not found`, { field });
+      throw err;
+    }
+    inputs.push(inventory!);
+  }
+  const version = await ansibleCoreVersion();
+  if (!version) throw new ApiError(422, `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
+
+  const files: Record<string, { content: string }> = {};
+  const args: string[] = [];
+  inputs.forEach((inventory, i) => {
+    const name = `input-${i}-${inventoryFile(inventory.format)}`;
+    files[name] = { content: inventory.content };
+    args.push(`-i ${name}`);
+  });
+  const quotable = caller.account.role === 'admin';
+  const refuse = (err: unknown): never => {
+    if (!(err instanceof SourceError)) throw err;
+    throw new ApiError(422, quotable ? `the ${definition.kind} inventory could not be resolved: ${err.message}` : `the ${definition.kind} inventory could not be resolved by Ansible (an admin reads the reason)`);
+  };
+
+  if (definition.kind === 'smart') {
+    const out = await runSandboxed(ctx, {
+      name: 'preview-smart',
+      what: 'ansible',
+      files,
+      // The filter reaches ansible through the environment, so the shell never reads it.
+      command: `ansible all ${args.join(' ')} --list-hosts --limit="$CAIRN_HOST_FILTER"`,
+      env: { ...ENV, ANSIBLE_INVENTORY_ENABLED: 'ini,yaml', CAIRN_HOST_FILTER: definition.host_filter },
+      timeoutSeconds: PREVIEW_TIMEOUT_SECONDS,
+    }).catch((err: unknown) => {
+      if (err instanceof SourceError && /No hosts matched|no hosts to target/i.test(err.message)) return '';
+      return refuse(err);
+    });
+    const hosts = out
+      .split('\n')
+      .filter((line) => /^ {4}\S/.test(line))
+      .map((line) => line.trim());
+    return { kind: 'smart', hosts, count: hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: null };
+  }
+
+  const options = definition.source_vars ?? {};
+  if (options.plugin !== undefined && options.plugin !== 'constructed' && options.plugin !== 'ansible.builtin.constructed') {
+    throw new ApiError(422, 'source_vars.plugin: a constructed inventory uses the constructed plugin only', { field: 'source_vars.plugin' });
+  }
+  // Block YAML, one option a line as a JSON flow value: a first line `plugin: constructed` is no
+  // INI, so only the constructed plugin takes the file.
+  const lines = Object.entries(options)
+    .filter(([key]) => key !== 'plugin')
+    .map(([key, value]) => `${JSON.stringify(key)}: ${JSON.stringify(value)}`);
+  files[CONSTRUCTED_FILE] = { content: ['plugin: constructed', ...lines, ''].join('\n') };
+  const out = await runSandboxed(ctx, {
+    name: 'preview-constructed',
+    what: 'ansible-inventory',
+    files,
+    command: `ansible-inventory ${args.join(' ')} -i ${CONSTRUCTED_FILE} --list`,
+    env: { ...ENV, ANSIBLE_INVENTORY_ENABLED: 'ini,yaml,constructed' },
+    timeoutSeconds: PREVIEW_TIMEOUT_SECONDS,
+  }).catch(refuse);
+  let list: Record<string, unknown>;
+  try {
+    list = JSON.parse(out);
+  } catch {
+    throw new ApiError(422, 'ansible-inventory gave an answer that is not JSON');
+  }
+  const hosts = new Set<string>();
+  const groups: Record<string, string[]> = {};
+  for (const [name, group] of Object.entries(list)) {
+    if (name === '_meta' || !group || typeof group !== 'object') continue;
+    const members = ((group as { hosts?: unknown }).hosts as unknown[] | undefined)?.filter((h): h is string => typeof h === 'string') ?? [];
+    for (const host of members) hosts.add(host);
+    if (members.length) groups[name] = members;
+  }
+  return { kind: 'constructed', hosts: [...hosts], count: hosts.size, groups, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, inventory_id: null };
+}
