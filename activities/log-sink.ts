@@ -1,5 +1,5 @@
 /** Bytes a sink may hold (waiting and being stored) before it asks its writer to wait. */
-export const LOG_SINK_HELD_BYTES = 4 * 1024 * 1024;
+export const LOG_SINK_HELD_BYTES = 2 * 1024 * 1024;
 
 /** How soon a store that failed while its writer waits is tried again. */
 const RETRY_WHILE_WAITING_MS = 1000;

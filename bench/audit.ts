@@ -9,7 +9,7 @@ import { expectStatus, type BenchClient } from './http';
 import type { Section } from './report';
 import { submitTrue, waitSucceeded } from './run-client';
 import { seedAuditEntries } from './seed';
-import { msSince, percentile } from './stats';
+import { msSince, percentile, timed as timedAsync } from './stats';
 
 const ENTRIES = 100_000;
 const ROUNDS = 5;
@@ -54,16 +54,6 @@ function timed(rounds: number, work: () => unknown): number[] {
   return samples;
 }
 
-async function timedAsync(rounds: number, work: () => Promise<unknown>): Promise<number[]> {
-  const samples: number[] = [];
-  for (let i = 0; i < rounds; i++) {
-    const start = process.hrtime.bigint();
-    await work();
-    samples.push(msSince(start));
-  }
-  return samples;
-}
-
 /**
  * (d) The audit chain in memory, no database: `ChainVerifier` over 100,000 entries, and building a
  * full signed bundle of them as `GET /v1/audit/bundle` does (verify, leaves and Merkle root, the
@@ -102,7 +92,7 @@ export async function auditBenchmark(): Promise<Section> {
   let jws = '';
   const scanPhase: number[] = [];
   const signPhase: number[] = [];
-  const bundle = await timedAsync(ROUNDS, async () => {
+  const bundle = await timedAsync(ROUNDS, 0, async () => {
     const scanStart = process.hrtime.bigint();
     const verifier = new ChainVerifier();
     const leaves: Buffer[] = [];
@@ -183,7 +173,7 @@ export async function auditServerBenchmark(client: BenchClient, sql: postgres.Sq
   await waitSucceeded(client, run.id, 20);
   const [{ n: size }] = await sql<{ n: number }[]>`SELECT seq::int AS n FROM audit_head`;
 
-  const floor = await timedAsync(3, async () => {
+  const floor = await timedAsync(3, 0, async () => {
     for await (const rows of sql<{ canonical: string | null }[]>`SELECT canonical FROM audit_entries ORDER BY seq`.cursor(2000)) {
       for (const row of rows) if (row.canonical !== null) sha256(row.canonical);
     }
@@ -194,16 +184,16 @@ export async function auditServerBenchmark(client: BenchClient, sql: postgres.Sq
     if (!body.ok || body.count !== size) throw new Error(`the bench chain does not verify: ${JSON.stringify(body).slice(0, 300)}`);
   };
   const receipt = async () => expectStatus(await client.request('GET', `/v1/runs/${run.id}/receipt`), 200, 'GET /v1/runs/{id}/receipt');
-  const whole = await timedAsync(3, async () => {
+  const whole = await timedAsync(3, 0, async () => {
     await forgetPrefix();
     await verify();
   });
-  const resumed = await timedAsync(20, verify);
-  const receiptWhole = await timedAsync(3, async () => {
+  const resumed = await timedAsync(20, 0, verify);
+  const receiptWhole = await timedAsync(3, 0, async () => {
     await forgetPrefix();
     await receipt();
   });
-  const receiptResumed = await timedAsync(10, receipt);
+  const receiptResumed = await timedAsync(10, 0, receipt);
   const f = percentile(floor, 50);
   return {
     rows: [

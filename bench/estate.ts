@@ -2,7 +2,7 @@ import type postgres from 'postgres';
 import { estateAt, estateDiff } from '../store/estate';
 import { expectStatus, type BenchClient } from './http';
 import type { Section } from './report';
-import { msSince, percentile } from './stats';
+import { msSince, percentile, timed } from './stats';
 
 const HOSTS = 10_000;
 const READINGS = 30;
@@ -10,17 +10,6 @@ const REQUESTS = 100;
 const WARMUP = 5;
 /** One reading per host per hour, the newest an hour ago. */
 const HOUR_MS = 3600_000;
-
-async function timed(count: number, warmup: number, once: () => Promise<unknown>): Promise<number[]> {
-  for (let i = 0; i < warmup; i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const start = process.hrtime.bigint();
-    await once();
-    samples.push(msSince(start));
-  }
-  return samples;
-}
 
 /**
  * 10,000 hosts x 30 readings each, written by SQL: one reading per host an hour apart. Each

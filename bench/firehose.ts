@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { promises as fs } from 'node:fs';
+import { promises as fs, readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -94,6 +94,27 @@ function readStream(baseUrl: string, runId: string, ticket: string, ticks: boole
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 
+/** The RSS of this process's tool launcher children (activities/launcher-process.ts), from /proc; 0 where there is none. */
+function launcherRss(): number {
+  let total = 0;
+  try {
+    for (const task of readdirSync('/proc/self/task')) {
+      for (const pid of readFileSync(`/proc/self/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) {
+        try {
+          if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('launcher-process')) continue;
+          const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+          if (rss) total += Number(rss[1]) * 1024;
+        } catch {
+          /* gone meanwhile */
+        }
+      }
+    }
+  } catch {
+    /* no /proc */
+  }
+  return total;
+}
+
 /** The floor: the same command with its output going to a file, no Cairn on the way. */
 async function toFile(command: string): Promise<{ ms: number; bytes: number }> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-firehose-'));
@@ -124,9 +145,15 @@ export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, 
   let rssPeak = rssBefore;
   // What the RSS peak was made of: the V8 heap, and buffers outside it.
   let atPeak = process.memoryUsage();
+  // The tool launcher (a child process) holds what the server has not taken yet.
+  let launcherPeak = 0;
+  let launcherFirst = 0;
   const sample = setInterval(() => {
     const now = process.memoryUsage();
     if (now.rss > rssPeak) [rssPeak, atPeak] = [now.rss, now];
+    const launcher = launcherRss();
+    launcherFirst ||= launcher;
+    launcherPeak = Math.max(launcherPeak, launcher);
   }, 100);
   const cpuBefore = process.cpuUsage();
   const wallStart = process.hrtime.bigint();
@@ -149,6 +176,8 @@ export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, 
         { metric: `firehose: ${LINES / 1000}k lines stored`, value: linesPerSecond, baseline: LINES / (floor.ms / 1000), unit: 'lines/s' },
         { metric: 'firehose: log stored', value: mbps, baseline: floorMbps, unit: 'MB/s', budget: { min: 50 } },
         { metric: 'firehose: server process RSS peak', value: rssPeak / 2 ** 20, baseline: rssBefore / 2 ** 20, unit: 'MiB', budget: { max: 300 } },
+        // Baseline: its RSS when first seen (it starts with the first run unless an earlier section started it).
+        { metric: 'firehose: tool launcher RSS peak', value: launcherPeak / 2 ** 20, baseline: launcherFirst / 2 ** 20, unit: 'MiB' },
       ],
       notes: [
         `firehose: ${(floor.bytes / 2 ** 20).toFixed(0)} MiB in ${LINES} lines (\`${FIREHOSE.slice(0, 40)}... | head -n ${LINES}\`); run started to finished ${(ms / 1000).toFixed(1)} s, ` +

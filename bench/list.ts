@@ -2,23 +2,12 @@ import type postgres from 'postgres';
 import { expectStatus, type BenchClient } from './http';
 import type { Section } from './report';
 import { seedRuns } from './seed';
-import { msSince, percentile } from './stats';
+import { msSince, percentile, timed } from './stats';
 
 const STORED = 100_000;
 const REQUESTS = 200;
 const WARMUP = 10;
 const LIMIT = 200;
-
-async function timed(count: number, warmup: number, once: () => Promise<unknown>): Promise<number[]> {
-  for (let i = 0; i < warmup; i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const start = process.hrtime.bigint();
-    await once();
-    samples.push(msSince(start));
-  }
-  return samples;
-}
 
 /**
  * (c) GET /v1/runs?limit=200 with 100,000 runs stored, against the same page query run straight

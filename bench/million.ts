@@ -2,22 +2,11 @@ import type postgres from 'postgres';
 import { expectStatus, type BenchClient } from './http';
 import type { Row, Section } from './report';
 import { seedRuns } from './seed';
-import { msSince, percentile } from './stats';
+import { msSince, percentile, timed } from './stats';
 
 /** How many runs to hold; CAIRN_BENCH_RUNS scales it down (or up) for a quicker pass. */
 const TARGET = Number(process.env.CAIRN_BENCH_RUNS ?? 1_000_000);
 const LIMIT = 200;
-
-async function timed(count: number, warmup: number, once: () => Promise<unknown>): Promise<number[]> {
-  for (let i = 0; i < warmup; i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const start = process.hrtime.bigint();
-    await once();
-    samples.push(msSince(start));
-  }
-  return samples;
-}
 
 /**
  * (i) GET /v1/runs with a million runs stored: the first page, a page filtered by status and

@@ -12,6 +12,18 @@ export function msSince(start: bigint): number {
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
+/** `count` timings (ms) of `once`, after `warmup` untimed calls. */
+export async function timed(count: number, warmup: number, once: () => Promise<unknown>): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await once();
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    await once();
+    samples.push(msSince(start));
+  }
+  return samples;
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

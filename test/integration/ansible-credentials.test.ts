@@ -9,6 +9,7 @@ import { loadConfig } from '../../core/config';
 import { WORK_ROOT } from '../../workers/execution';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
+import { expectNoSecrets, runReads } from '../support/leaks';
 import { testSettings, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 
@@ -194,22 +195,10 @@ test('an ansible run reaches an sshd with its machine credential (encrypted and 
     ...(await Promise.all([encrypted, plain, vault, wrong].map((c) => api.get(`/v1/credentials/${c.id}`)))),
     await api.get('/v1/runs?limit=100'),
     await api.get('/v1/audit?limit=1000'),
-    ...(await Promise.all(
-      runIds.flatMap((id) => [
-        api.get(`/v1/runs/${id}`),
-        api.get(`/v1/runs/${id}/events?limit=1000`),
-        api.get(`/v1/runs/${id}/logs`),
-        api.get(`/v1/runs/${id}/evidence?format=json`),
-        api.get(`/v1/runs/${id}/receipt`),
-      ]),
-    )),
+    ...(await runReads(api, runIds)),
   ];
-  for (const read of reads) expect([read.status, read.text.slice(0, 200)]).toEqual([200, expect.any(String)]);
-  const everything = [...reads.map((r) => r.text), ...lines].join('\n');
   const keyBody = (key: string) => key.split('\n').slice(1, 3).join('\n');
-  for (const [name, secret] of Object.entries({ ...SECRETS, encryptedKey: keyBody(encryptedKey), plainKey: keyBody(plainKey) })) {
-    if (everything.includes(secret)) throw new Error(`the secret ${name} was found in an API read or the server log`);
-  }
+  expectNoSecrets(reads, lines, { ...SECRETS, encryptedKey: keyBody(encryptedKey), plainKey: keyBody(plainKey) });
 }, 240_000);
 
 test('a project clones over SSH with a source control credential (plain and passphrase keys); no secret anywhere', async () => {

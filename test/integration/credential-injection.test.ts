@@ -4,6 +4,7 @@ import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
+import { expectNoSecrets, runReads } from '../support/leaks';
 import { testSettings, waitForRunEnd } from '../support/server';
 
 /**
@@ -153,20 +154,8 @@ test('bash and python runs receive their credentials, masked, their files gone a
     await api.get(`/v1/templates/${template.id}`),
     await api.get('/v1/runs?limit=100'),
     await api.get('/v1/audit?limit=1000'),
-    ...(await Promise.all(
-      runIds.flatMap((id) => [
-        api.get(`/v1/runs/${id}`),
-        api.get(`/v1/runs/${id}/events?limit=1000`),
-        api.get(`/v1/runs/${id}/logs`),
-        api.get(`/v1/runs/${id}/evidence?format=json`),
-        api.get(`/v1/runs/${id}/receipt`),
-      ]),
-    )),
+    ...(await runReads(api, runIds)),
   ];
-  for (const read of reads) expect([read.status, read.text.slice(0, 200)]).toEqual([200, expect.any(String)]);
-  const everything = [...reads.map((r) => r.text), ...lines].join('\n');
-  for (const [name, secret] of Object.entries(SECRETS)) {
-    if (everything.includes(secret)) throw new Error(`the secret ${name} was found in an API read or the server log`);
-  }
+  expectNoSecrets(reads, lines, SECRETS);
   expect(lines.length).toBeGreaterThan(0);
 }, 120_000);

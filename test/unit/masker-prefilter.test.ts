@@ -106,8 +106,8 @@ describe('the masker prefilters', () => {
       for (let i = 0; i < 5; i++) expect(masker.mask(log)).toBe(log);
       return Number(process.hrtime.bigint() - start);
     };
-    time(fast);
-    time(reference);
-    expect(time(fast) * 2).toBeLessThan(time(reference));
+    // The best of five each, so a busy machine's pauses do not decide it.
+    const best = (masker: typeof fast) => Math.min(...Array.from({ length: 5 }, () => time(masker)));
+    expect(best(fast) * 2).toBeLessThan(best(reference));
   });
 });
