@@ -127,11 +127,13 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
  * YAML by PyYAML: tools/ansible-inventory.ts) for each host's `ansible_host` and
  * `ansible_ssh_host`, as its own entries set them; group variables are not read.
  */
-export type CallbackHostSource = (db: Db, inventoryId: string) => Promise<CallbackHost[] | undefined>;
+export type CallbackHostSource = (db: Db, inventoryId: string) => Promise<CallbackHost[] | { resolvedAtStart: 'smart' | 'constructed' } | undefined>;
 
+/** A smart or constructed inventory is resolved at run start: it answers `resolvedAtStart` (a 409 of spec part B 7.5). */
 export const storedInventoryHosts: CallbackHostSource = async (db, inventoryId) => {
   const inventory = await getInventory(db, inventoryId);
   if (!inventory) return undefined;
+  if (inventory.kind !== 'static') return { resolvedAtStart: inventory.kind };
   const hosts = await inventoryHostAddresses(inventory.format, inventory.content);
   return hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) }));
 };
@@ -166,8 +168,8 @@ const WRONG_KEY = 'the host config key is not valid for this template';
  * 3. The body: `extra_vars` 400; `host_config_key` missing 400 naming it.
  * 4. Callbacks off, no key, or a key that does not match: 403. A key that cannot be opened here
  *    (the install key changed) 409 naming the fix.
- * 5. The inventory: none, or gone, 409 (part B 7.3: naming, never quoting); the caller's address
- *    matching no host, or more than one, 400.
+ * 5. The inventory: none, or gone, or smart or constructed (resolved only when a run starts), 409
+ *    (part B 7.3: naming, never quoting); the caller's address matching no host, or more than one, 400.
  * 6. With `callback_limit` `intersect` and a limit the template keeps: a host outside it 403; a
  *    limit that cannot be evaluated without the inventory tool 409.
  * 7. One callback run per host at a time: 409 while one is pending or running.
@@ -199,7 +201,7 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
   if (!keysMatch(body.hostConfigKey, stored)) throw forbidden(WRONG_KEY);
 
   if (!template.inventory_id) throw conflict('this template cannot launch from a callback: it has no stored inventory to match the calling host in');
-  let hosts: CallbackHost[] | undefined;
+  let hosts: Awaited<ReturnType<CallbackHostSource>>;
   try {
     hosts = await storedInventoryHosts(ctx.sql, template.inventory_id);
   } catch (err) {
@@ -207,6 +209,11 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
     throw new ApiError(502, 'this template cannot launch: inventory content could not be read');
   }
   if (!hosts) throw conflict('this template cannot launch: inventory not found');
+  if ('resolvedAtStart' in hosts) {
+    throw conflict(`this template cannot launch from a callback: its inventory is a ${hosts.resolvedAtStart} inventory, resolved when a run starts, so the calling host cannot be matched in it`, {
+      inventory_id: template.inventory_id,
+    });
+  }
   const matched = hostsAt(request.address, hosts);
   if (matched.length !== 1) {
     throw badRequest(

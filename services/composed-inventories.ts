@@ -1,8 +1,10 @@
-import { ApiError } from '../core/errors';
-import { getInventory, type Inventory } from '../store/inventories';
+import { ApiError, conflict } from '../core/errors';
+import type { Db } from '../store/db';
+import { getInventory, missingInventories, type Inventory } from '../store/inventories';
 import type { Caller } from '../store/tokens';
 import { ansibleCoreVersion } from '../tools/ansible-inventory';
-import { inventoryFile } from '../tools/ansible';
+import { composedInputFile, CONSTRUCTED_FILE, constructedFile } from '../tools/ansible';
+import type { ComposedRunInventory } from '../tools/types';
 import { requireAccess } from './access';
 import type { ServerContext } from './context';
 import { runSandboxed, SourceError } from './inventory-sources';
@@ -22,6 +24,11 @@ import { runSandboxed, SourceError } from './inventory-sources';
  * the caller. What cannot resolve is a 422 with the reason: an input that does not exist (or the
  * caller may not read) naming `inputs[i]`, a server without Ansible, or Ansible's refusal (quoted
  * for admins only: it may quote an input's content, which readers below admin see masked).
+ *
+ * Saved (services/inventories.ts, kind `smart` or `constructed`), one is resolved by the same
+ * code at save, for its host count, and on `POST /v1/inventories/{id}/preview`; its inputs need
+ * `use` by the saver, and must be static inventories. A run resolves it again as it starts
+ * (`composedRunInventory`, tools/ansible.ts), in the run's own sandbox.
  */
 
 export type ComposedDefinition =
@@ -35,9 +42,12 @@ const ENV = {
   ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED: 'true',
   ANSIBLE_LOCALHOST_WARNING: 'false',
 };
-const CONSTRUCTED_FILE = 'constructed.yml';
 
-export async function previewComposed(ctx: ServerContext, caller: Caller, definition: ComposedDefinition) {
+/**
+ * Resolves a composed inventory for `caller`, who needs `need` on every input (read to preview,
+ * use to save). `inventoryId` names the saved inventory previewed, null for an unsaved one.
+ */
+export async function previewComposed(ctx: ServerContext, caller: Caller, definition: ComposedDefinition, need: 'read' | 'use' = 'read', inventoryId: string | null = null) {
   const inputs: Inventory[] = [];
   for (const [i, id] of definition.inputs.entries()) {
     const field = `inputs[${i}]`;
@@ -45,11 +55,12 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
     const inventory = await getInventory(ctx.sql, id);
     try {
       if (!inventory) throw new ApiError(404, 'missing');
-      await requireAccess(ctx.sql, caller, id, 'read', { action: `previewing over inventory ${id}` });
+      await requireAccess(ctx.sql, caller, id, need, { action: need === 'use' ? `composing an inventory over inventory ${id}` : `previewing over inventory ${id}` });
     } catch (err) {
       if (err instanceof ApiError && (err.status === 404 || err.status === 400)) throw new ApiError(422, `${field}: inventory ${id} not found`, { field });
       throw err;
     }
+    if (inventory!.kind !== 'static') throw new ApiError(422, `${field}: inventory ${id} is a ${inventory!.kind} inventory; the inputs of a composed inventory are static inventories`, { field });
     inputs.push(inventory!);
   }
   const version = await ansibleCoreVersion();
@@ -58,7 +69,7 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
   const files: Record<string, { content: string }> = {};
   const args: string[] = [];
   inputs.forEach((inventory, i) => {
-    const name = `input-${i}-${inventoryFile(inventory.format)}`;
+    const name = composedInputFile(i, inventory.format);
     files[name] = { content: inventory.content };
     args.push(`-i ${name}`);
   });
@@ -85,19 +96,14 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
       .split('\n')
       .filter((line) => /^ {4}\S/.test(line))
       .map((line) => line.trim());
-    return { kind: 'smart', hosts, count: hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: null };
+    return { kind: 'smart', hosts, count: hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
   }
 
   const options = definition.source_vars ?? {};
   if (options.plugin !== undefined && options.plugin !== 'constructed' && options.plugin !== 'ansible.builtin.constructed') {
     throw new ApiError(422, 'source_vars.plugin: a constructed inventory uses the constructed plugin only', { field: 'source_vars.plugin' });
   }
-  // Block YAML, one option a line as a JSON flow value: a first line `plugin: constructed` is no
-  // INI, so only the constructed plugin takes the file.
-  const lines = Object.entries(options)
-    .filter(([key]) => key !== 'plugin')
-    .map(([key, value]) => `${JSON.stringify(key)}: ${JSON.stringify(value)}`);
-  files[CONSTRUCTED_FILE] = { content: ['plugin: constructed', ...lines, ''].join('\n') };
+  files[CONSTRUCTED_FILE] = { content: constructedFile(options) };
   const out = await runSandboxed(ctx, {
     name: 'preview-constructed',
     what: 'ansible-inventory',
@@ -120,5 +126,49 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
     for (const host of members) hosts.add(host);
     if (members.length) groups[name] = members;
   }
-  return { kind: 'constructed', hosts: [...hosts], count: hosts.size, groups, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, inventory_id: null };
+  return { kind: 'constructed', hosts: [...hosts], count: hosts.size, groups, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, inventory_id: inventoryId };
+}
+
+/** A saved smart or constructed inventory's definition. */
+export function definitionOf(inventory: Pick<Inventory, 'kind' | 'inputs' | 'host_filter' | 'source_vars'>): ComposedDefinition {
+  if (inventory.kind === 'smart') return { kind: 'smart', inputs: inventory.inputs, host_filter: inventory.host_filter ?? '' };
+  return { kind: 'constructed', inputs: inventory.inputs, source_vars: inventory.source_vars ?? {} };
+}
+
+/** Why a composed inventory cannot be resolved at run start: an input gone. */
+export class ComposedInputGone extends Error {
+  constructor(
+    readonly inventoryId: string,
+    readonly missing: string[],
+  ) {
+    super(`${missing.length === 1 ? 'input inventory' : 'input inventories'} ${missing.join(', ')} of inventory ${inventoryId} no longer ${missing.length === 1 ? 'exists' : 'exist'}`);
+  }
+}
+
+/** What a run starting over a saved composed inventory is given: its inputs' contents as they are now. */
+export async function composedRunInventory(db: Db, inventory: Inventory): Promise<ComposedRunInventory> {
+  const inputs: ComposedRunInventory['inputs'] = [];
+  const missing: string[] = [];
+  for (const id of inventory.inputs) {
+    const input = await getInventory(db, id);
+    if (!input) missing.push(id);
+    else inputs.push({ format: input.format, content: input.content });
+  }
+  if (missing.length) throw new ComposedInputGone(inventory.id, missing);
+  return inventory.kind === 'smart'
+    ? { kind: 'smart', inputs, host_filter: inventory.host_filter ?? '' }
+    : { kind: 'constructed', inputs, source_vars: inventory.source_vars ?? {} };
+}
+
+/**
+ * A launch, rerun or relaunch naming a composed inventory whose input is gone cannot run: a
+ * configuration error answered 409 naming, never quoting (spec part B 7.3).
+ */
+export async function requireComposedInputs(db: Db, inventory: Pick<Inventory, 'id' | 'kind' | 'inputs'>): Promise<void> {
+  if (inventory.kind === 'static') return;
+  const missing = await missingInventories(db, inventory.inputs);
+  if (missing.length) {
+    const err = new ComposedInputGone(inventory.id, missing);
+    throw conflict(`cannot run: ${err.message}`, { inventory_id: inventory.id, missing_inputs: missing });
+  }
 }

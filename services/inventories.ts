@@ -5,6 +5,7 @@ import type { Run } from '../core/run';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
 import {
+  composedUsing,
   deleteInventory,
   getInventory,
   getInventoryForUpdate,
@@ -12,6 +13,7 @@ import {
   insertInventory,
   updateInventory,
   type Inventory,
+  type InventoryKind,
   type InventorySummary,
 } from '../store/inventories';
 import type { Caller } from '../store/tokens';
@@ -20,6 +22,7 @@ import type { ToolInputs } from '../tools/types';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
+import { ComposedInputGone, composedRunInventory, previewComposed } from './composed-inventories';
 import { suppliedFacts } from './facts';
 import { requireOrgPlacement } from './groups';
 
@@ -41,7 +44,12 @@ import { requireOrgPlacement } from './groups';
 
 export interface InventoryDraft {
   name: string;
+  /** `static` (the default) stores `content`; `smart` and `constructed` are composed over `inputs` (services/composed-inventories.ts). */
+  kind?: InventoryKind;
   content: string;
+  inputs?: string[];
+  host_filter?: string | null;
+  source_vars?: Record<string, unknown> | null;
   format?: InventoryFormat | null;
   org_id?: string | null;
   /** The `id` a body names (a read sent back carries it); an update refuses another inventory's. */
@@ -70,6 +78,10 @@ export function inventoryView(inventory: Inventory, caller: Caller): Record<stri
     org_id,
     content: caller.account.role === 'admin' ? content : maskInventory(content, inventory.format),
     content_masked: caller.account.role !== 'admin',
+    // What a smart or constructed inventory is composed of; a static one has none.
+    ...(inventory.kind === 'static' && { inputs: undefined, host_filter: undefined, source_vars: undefined }),
+    ...(inventory.kind === 'smart' && { source_vars: undefined }),
+    ...(inventory.kind === 'constructed' && { host_filter: undefined }),
   };
 }
 
@@ -100,7 +112,29 @@ export async function requireInventoryExists(db: Db, inventoryId: string): Promi
   if (!(await getInventoryHosts(db, inventoryId))) throw badRequest(`inventory_id: inventory ${inventoryId} not found`, { field: 'inventory_id' });
 }
 
-async function fieldsOf(draft: InventoryDraft) {
+/**
+ * What is stored: a static inventory's content and the hosts it names; a smart or constructed
+ * one's definition, resolved now (its inputs needing `use` by the saver) for the hosts it reaches.
+ */
+async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraft) {
+  if (draft.kind === 'smart' || draft.kind === 'constructed') {
+    const definition =
+      draft.kind === 'smart'
+        ? { kind: 'smart' as const, inputs: draft.inputs ?? [], host_filter: draft.host_filter ?? '' }
+        : { kind: 'constructed' as const, inputs: draft.inputs ?? [], source_vars: draft.source_vars ?? {} };
+    const resolved = await previewComposed(ctx, caller, definition, 'use');
+    return {
+      name: draft.name,
+      kind: draft.kind,
+      inputs: definition.inputs,
+      host_filter: draft.kind === 'smart' ? (draft.host_filter ?? '') : null,
+      source_vars: draft.kind === 'constructed' ? (draft.source_vars ?? {}) : null,
+      format: 'yaml' as const,
+      content: '',
+      hosts: resolved.hosts,
+      org_id: draft.org_id ?? null,
+    };
+  }
   const format = draft.format ?? detectFormat(draft.content);
   const hosts = await inventoryHosts(format, draft.content);
   return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null };
@@ -108,7 +142,7 @@ async function fieldsOf(draft: InventoryDraft) {
 
 /** What an inventory's chain entries record: never its content. */
 function audited(inventory: Inventory): Record<string, unknown> {
-  return { name: inventory.name, kind: inventory.kind, format: inventory.format, size_bytes: inventory.size_bytes, host_count: inventory.host_count, org_id: inventory.org_id };
+  return { name: inventory.name, kind: inventory.kind, ...(inventory.kind !== 'static' && { inputs: inventory.inputs }), format: inventory.format, size_bytes: inventory.size_bytes, host_count: inventory.host_count, org_id: inventory.org_id };
 }
 
 async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> {
@@ -122,7 +156,7 @@ async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> 
 
 export async function createInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: InventoryDraft): Promise<Inventory> {
   withholdFields(origin, ['content']);
-  const fields = await fieldsOf(draft);
+  const fields = await fieldsOf(ctx, caller, draft);
   const id = newId('inv');
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
@@ -137,11 +171,18 @@ export async function replaceInventory(ctx: ServerContext, caller: Caller, origi
   if (draft.id !== undefined && draft.id !== null && draft.id !== id) {
     throw badRequest(`id: the body names inventory ${String(draft.id)} but the path names ${id}; the id cannot change`, { field: 'id' });
   }
-  const fields = await fieldsOf(draft);
+  const before = await readableInventory(ctx.sql, caller, id);
+  if ((draft.kind ?? 'static') !== before.kind) {
+    throw badRequest(`kind: inventory ${id} is a ${before.kind} inventory; its kind cannot change (store a new one)`, { field: 'kind' });
+  }
+  const fields = await fieldsOf(ctx, caller, draft);
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getInventoryForUpdate(tx, id);
     if (!current) throw notFound(`inventory ${id}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `editing inventory ${current.id}` });
+    if (current.kind !== (fields.kind ?? 'static')) {
+      throw badRequest(`kind: inventory ${id} is a ${current.kind} inventory; its kind cannot change (store a new one)`, { field: 'kind' });
+    }
     if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
     const updated = await uniqueName(draft.name, () => updateInventory(tx, id, fields));
     if (!updated) throw notFound(`inventory ${id}`);
@@ -156,6 +197,14 @@ export async function removeInventory(ctx: ServerContext, caller: Caller, origin
     const current = await getInventoryForUpdate(tx, id);
     if (!current) throw notFound(`inventory ${id}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `deleting inventory ${current.id}` });
+    // A smart or constructed inventory composed over it would be left unable to resolve.
+    const users = await composedUsing(tx, current.id);
+    if (users.length) {
+      throw conflict(
+        `inventory ${current.id} is an input of ${users.map((u) => `${u.kind} inventory ${u.id} (${JSON.stringify(u.name)})`).join(', ')}; remove it from ${users.length === 1 ? 'that inventory' : 'those inventories'} or delete ${users.length === 1 ? 'it' : 'them'} first`,
+        { used_by: users.map((u) => u.id) },
+      );
+    }
     const grantsRemoved = await deleteGrantsOn(tx, current.id);
     if (!(await deleteInventory(tx, current.id))) throw notFound(`inventory ${id}`);
     entry.body = { kind: 'inventory.deleted', inventory_id: id, inventory: audited(current), grants_removed: grantsRemoved };
@@ -170,6 +219,16 @@ export async function runToolInputs(db: Db, run: Run): Promise<ToolInputs> {
   if (run.tool !== 'ansible' || !run.spec.inventory_id) return {};
   const inventory = await getInventory(db, run.spec.inventory_id);
   if (!inventory) throw new RunInputError(`inventory ${run.spec.inventory_id} no longer exists`);
+  if (inventory.kind !== 'static') {
+    // A smart or constructed inventory is resolved by the ansible tool as the run starts, over its inputs as they are now.
+    try {
+      const composed = await composedRunInventory(db, inventory);
+      return { inventory: { format: inventory.format, content: '', composed }, facts: await suppliedFacts(db, run) };
+    } catch (err) {
+      if (err instanceof ComposedInputGone) throw new RunInputError(`the ${inventory.kind} inventory could not be resolved: ${err.message}`);
+      throw err;
+    }
+  }
   return { inventory: { format: inventory.format, content: inventory.content }, facts: await suppliedFacts(db, run) };
 }
 

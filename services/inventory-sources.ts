@@ -7,7 +7,7 @@ import { newId } from '../core/ids';
 import { browsePath } from '../core/project-paths';
 import { detectFormat, INVENTORY_BODY_LIMIT, type InventoryFormat } from '../core/inventory';
 import { isUniqueViolation, type Db } from '../store/db';
-import { getInventoryForUpdate, updateInventory } from '../store/inventories';
+import { getInventoryForUpdate, getInventoryHosts, updateInventory } from '../store/inventories';
 import {
   deleteInventorySource,
   getInventorySource,
@@ -112,6 +112,11 @@ export async function readableInventorySource(db: Db, caller: Caller, id: string
 
 async function requireWritable(db: Db, caller: Caller, fields: InventorySourceFields, what: string): Promise<void> {
   await requireAccess(db, caller, fields.inventory_id, 'manage', { action: `${what} a source of inventory ${fields.inventory_id}`, field: 'inventory_id' });
+  // A smart or constructed inventory has no content of its own to refresh (services/composed-inventories.ts).
+  const target = await getInventoryHosts(db, fields.inventory_id);
+  if (target && target.kind !== 'static') {
+    throw badRequest(`inventory_id: inventory ${target.id} is a ${target.kind} inventory; a source writes into a static inventory`, { field: 'inventory_id' });
+  }
   if (fields.project_id) await requireAccess(db, caller, fields.project_id, 'use', { action: `reading an inventory from project ${fields.project_id}`, field: 'project_id' });
 }
 

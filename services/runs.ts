@@ -19,6 +19,7 @@ import { requireRunnableTool } from '../tools/registry';
 import { requireQueueUse, requireRunAccess } from './access';
 import { hostsToRelaunch, limitOf } from './host-results';
 import { requireInventoryExists, requireInventoryUse } from './inventories';
+import { requireComposedInputs } from './composed-inventories';
 import { getProject } from '../store/projects';
 import { getInventoryHosts } from '../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
@@ -182,6 +183,9 @@ export async function submitRun(
   for (const inventoryId of new Set(executions.map((e) => e.spec.inventory_id).filter((id): id is string => !!id))) {
     if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId);
     else await requireInventoryUse(ctx.sql, caller, inventoryId);
+    // A smart or constructed one whose input is gone cannot resolve: 409 naming it (spec part B 7.3).
+    const named = await getInventoryHosts(ctx.sql, inventoryId);
+    if (named) await requireComposedInputs(ctx.sql, named);
   }
   const verdict = await judge(ctx, caller, request, executions);
   if (verdict.verdict === 'deny') {
@@ -451,8 +455,12 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
 async function requireStillPresent(ctx: ServerContext, runId: string, spec: RunSpec): Promise<void> {
   const missing: { kind: 'project' | 'inventory'; id: string }[] = [];
   if (spec.project && !(await getProject(ctx.sql, spec.project.id))) missing.push({ kind: 'project', id: spec.project.id });
-  if (spec.inventory_id && !(await getInventoryHosts(ctx.sql, spec.inventory_id))) missing.push({ kind: 'inventory', id: spec.inventory_id });
-  if (missing.length === 0) return;
+  const inventory = spec.inventory_id ? await getInventoryHosts(ctx.sql, spec.inventory_id) : undefined;
+  if (spec.inventory_id && !inventory) missing.push({ kind: 'inventory', id: spec.inventory_id });
+  if (missing.length === 0) {
+    if (inventory) await requireComposedInputs(ctx.sql, inventory);
+    return;
+  }
   const names = missing.map((m) => `${m.kind} ${m.id}`).join(' and its ');
   throw conflict(`run ${runId} cannot run again: its ${names} no longer ${missing.length === 1 ? 'exists' : 'exist'}`, { missing });
 }

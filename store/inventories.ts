@@ -6,8 +6,17 @@ import { whereAll, type Db } from './db';
 export interface Inventory {
   id: string;
   name: string;
-  /** `static`: content stored as written. */
-  kind: 'static';
+  /**
+   * `static`: content stored as written; `smart` and `constructed`: composed over `inputs` (static
+   * inventories, in order) with no content of their own, resolved again at each run start
+   * (services/composed-inventories.ts).
+   */
+  kind: InventoryKind;
+  inputs: string[];
+  /** A smart inventory's Ansible host pattern; null otherwise. */
+  host_filter: string | null;
+  /** A constructed inventory's constructed-plugin options; null otherwise. */
+  source_vars: Record<string, unknown> | null;
   format: InventoryFormat;
   content: string;
   size_bytes: number;
@@ -21,8 +30,10 @@ export interface Inventory {
   updated_at: Date;
 }
 
+export type InventoryKind = 'static' | 'smart' | 'constructed';
+
 /** An inventory without its content or host list: what a list shows. */
-export type InventorySummary = Omit<Inventory, 'content' | 'hosts'>;
+export type InventorySummary = Omit<Inventory, 'content' | 'hosts' | 'host_filter' | 'source_vars'>;
 
 export interface InventoryFields {
   name: string;
@@ -30,14 +41,20 @@ export interface InventoryFields {
   content: string;
   hosts: string[];
   org_id: string | null;
+  /** Absent: `static` (and an update leaves the composed fields as they are). */
+  kind?: InventoryKind;
+  inputs?: string[];
+  host_filter?: string | null;
+  source_vars?: Record<string, unknown> | null;
 }
 
-const SUMMARY_COLUMNS = ['id', 'name', 'kind', 'format', 'size_bytes', 'host_count', 'owner_id', 'org_id', 'created_by', 'created_at', 'updated_at'];
+const SUMMARY_COLUMNS = ['id', 'name', 'kind', 'inputs', 'format', 'size_bytes', 'host_count', 'owner_id', 'org_id', 'created_by', 'created_at', 'updated_at'];
 
 export async function insertInventory(db: Db, id: string, fields: InventoryFields, owner: { id: string; username: string }): Promise<Inventory> {
   const [row] = await db<Inventory[]>`
-    INSERT INTO inventories (id, name, format, content, size_bytes, hosts, host_count, org_id, owner_id, created_by)
-    VALUES (${id}, ${fields.name}, ${fields.format}, ${fields.content}, ${Buffer.byteLength(fields.content)},
+    INSERT INTO inventories (id, name, kind, inputs, host_filter, source_vars, format, content, size_bytes, hosts, host_count, org_id, owner_id, created_by)
+    VALUES (${id}, ${fields.name}, ${fields.kind ?? 'static'}, ${fields.inputs ?? []}::text[], ${fields.host_filter ?? null},
+            ${fields.source_vars ? db.json(fields.source_vars as never) : null}, ${fields.format}, ${fields.content}, ${Buffer.byteLength(fields.content)},
             ${db.json(fields.hosts)}, ${fields.hosts.length}, ${fields.org_id}, ${owner.id}, ${owner.username})
     RETURNING *`;
   return row;
@@ -47,6 +64,8 @@ export async function updateInventory(db: Db, id: string, fields: InventoryField
   const [row] = await db<Inventory[]>`
     UPDATE inventories SET name = ${fields.name}, format = ${fields.format}, content = ${fields.content},
       size_bytes = ${Buffer.byteLength(fields.content)}, hosts = ${db.json(fields.hosts)}, host_count = ${fields.hosts.length},
+      ${fields.kind === undefined ? db`` : db`inputs = ${fields.inputs ?? []}::text[], host_filter = ${fields.host_filter ?? null},
+      source_vars = ${fields.source_vars ? db.json(fields.source_vars as never) : null},`}
       org_id = ${fields.org_id}, updated_at = now()
     WHERE id = ${id}
     RETURNING *`;
@@ -69,9 +88,23 @@ export async function getInventoryForUpdate(db: Db, id: string): Promise<Invento
 }
 
 /** One inventory without its content (its host list kept), for a caller that needs only its hosts. */
-export async function getInventoryHosts(db: Db, id: string): Promise<Pick<Inventory, 'id' | 'name' | 'hosts'> | undefined> {
-  const [row] = await db<Pick<Inventory, 'id' | 'name' | 'hosts'>[]>`SELECT id, name, hosts FROM inventories WHERE id = ${id}`;
+export async function getInventoryHosts(db: Db, id: string): Promise<Pick<Inventory, 'id' | 'name' | 'hosts' | 'kind' | 'inputs'> | undefined> {
+  const [row] = await db<Pick<Inventory, 'id' | 'name' | 'hosts' | 'kind' | 'inputs'>[]>`SELECT id, name, hosts, kind, inputs FROM inventories WHERE id = ${id}`;
   return row;
+}
+
+/** The smart and constructed inventories naming `inputId` among their inputs, oldest first. */
+export async function composedUsing(db: Db, inputId: string): Promise<{ id: string; name: string; kind: InventoryKind }[]> {
+  return db<{ id: string; name: string; kind: InventoryKind }[]>`
+    SELECT id, name, kind FROM inventories WHERE kind <> 'static' AND inputs @> ARRAY[${inputId}]::text[] ORDER BY created_at, id`;
+}
+
+/** Which of `ids` name no inventory. */
+export async function missingInventories(db: Db, ids: string[]): Promise<string[]> {
+  if (!ids.length) return [];
+  const found = await db<{ id: string }[]>`SELECT id FROM inventories WHERE id IN ${db(ids)}`;
+  const present = new Set(found.map((r) => r.id));
+  return ids.filter((id) => !present.has(id));
 }
 
 /**

@@ -5,7 +5,7 @@ import { MAX_VERBOSITY } from '../core/ansible-spec';
 import { factCacheInvocation } from '../core/facts';
 import { sha256Hex } from '../core/sha256';
 import type { RunSpec } from '../core/run';
-import type { MachineSecrets, Tool, ToolInputs } from './types';
+import type { ComposedRunInventory, MachineSecrets, Tool, ToolInputs } from './types';
 
 /**
  * The ansible tool (spec part A 2.1, 2.2): `ansible-playbook` from the system's packages.
@@ -31,11 +31,63 @@ export const INLINE_PLAYBOOK = 'playbook.yml';
 /** The file a stored inventory is written to: Ansible's YAML plugin needs a YAML extension. */
 export const inventoryFile = (format: 'ini' | 'yaml') => (format === 'yaml' ? 'inventory.yml' : 'inventory.ini');
 
+/** The file the i-th input of a smart or constructed inventory is written to. */
+export const composedInputFile = (i: number, format: 'ini' | 'yaml') => `input-${i}-${inventoryFile(format)}`;
+/** The constructed plugin's file of a constructed inventory. */
+export const CONSTRUCTED_FILE = 'constructed.yml';
+/** The hosts a smart inventory leaves a run (its filter, within the run's limit), one a line: the run's `--limit=@` file. */
+export const SMART_LIMIT_FILE = '.cairn-smart.limit';
+
+/**
+ * A constructed inventory's plugin file: block YAML, one option a line as a JSON flow value; a
+ * first line `plugin: constructed` is no INI, so only the constructed plugin takes the file.
+ */
+export function constructedFile(options: Record<string, unknown>): string {
+  const lines = Object.entries(options)
+    .filter(([key]) => key !== 'plugin')
+    .map(([key, value]) => `${JSON.stringify(key)}: ${JSON.stringify(value)}`);
+  return ['plugin: constructed', ...lines, ''].join('\n');
+}
+
+/** The `--inventory` files of a composed inventory, in order (inputs, then the constructed file). */
+export function composedInventoryFiles(composed: ComposedRunInventory): Record<string, string> {
+  const files: Record<string, string> = {};
+  composed.inputs.forEach((input, i) => (files[composedInputFile(i, input.format)] = input.content));
+  if (composed.kind === 'constructed') files[CONSTRUCTED_FILE] = constructedFile(composed.source_vars ?? {});
+  return files;
+}
+
+/**
+ * How a smart inventory is resolved when its run starts, inside the run's sandbox, before
+ * ansible-playbook (`exec "$@"`): `ansible all --list-hosts` lists the hosts its filter
+ * (CAIRN_HOST_FILTER) reaches over its inputs (CAIRN_SMART_INVENTORIES), then, with a run limit
+ * (CAIRN_RUN_LIMIT), those of them the limit reaches; they are the run's `--limit=@` file. No
+ * host left, or inputs Ansible cannot read, fails the run with the reason (never an empty limit
+ * file, which Ansible would read as no limit at all).
+ */
+const SMART_SCRIPT = [
+  'F=.cairn-smart',
+  'if ! ansible all $CAIRN_SMART_INVENTORIES --list-hosts --limit="$CAIRN_HOST_FILTER" >$F.out 2>$F.err; then',
+  `  if grep -qiE 'no hosts matched|no hosts to target' $F.err; then : >$F.out; else echo '[cairn] the smart inventory could not be resolved at run start:' >&2; cat $F.err >&2; exit 1; fi`,
+  'fi',
+  'sed -n "s/^    //p" $F.out >$F.hosts',
+  'if [ -n "$CAIRN_RUN_LIMIT" ] && [ -s $F.hosts ]; then',
+  '  ansible all $CAIRN_SMART_INVENTORIES --list-hosts --limit="$CAIRN_RUN_LIMIT" >$F.out 2>$F.err || : >$F.out',
+  `  sed -n "s/^    //p" $F.out | grep -Fx -f $F.hosts >${SMART_LIMIT_FILE} || :`,
+  `else cp $F.hosts ${SMART_LIMIT_FILE}; fi`,
+  `if [ ! -s ${SMART_LIMIT_FILE} ]; then echo "[cairn] the smart inventory reaches no host (host filter: $CAIRN_HOST_FILTER\${CAIRN_RUN_LIMIT:+, run limit: $CAIRN_RUN_LIMIT}); nothing was run" >&2; exit 1; fi`,
+  'rm -f $F.out $F.err $F.hosts',
+  'exec "$@"',
+].join('\n');
+
 export function ansibleArgs(spec: RunSpec, inputs?: ToolInputs): string[] {
   const argv = ['ansible-playbook'];
-  if (spec.inventory_id) argv.push(`--inventory=${inventoryFile(inputs?.inventory?.format ?? 'ini')}`);
+  const composed = spec.inventory_id ? inputs?.inventory?.composed : undefined;
+  if (composed) for (const file of Object.keys(composedInventoryFiles(composed))) argv.push(`--inventory=${file}`);
+  else if (spec.inventory_id) argv.push(`--inventory=${inventoryFile(inputs?.inventory?.format ?? 'ini')}`);
   else if (spec.inventory) argv.push(`--inventory=${spec.inventory}`);
-  if (spec.limit) argv.push(`--limit=${spec.limit}`);
+  if (composed?.kind === 'smart') argv.push(`--limit=@${SMART_LIMIT_FILE}`);
+  else if (spec.limit) argv.push(`--limit=${spec.limit}`);
   if (spec.tags?.length) argv.push(`--tags=${spec.tags.join(',')}`);
   if (spec.skip_tags?.length) argv.push(`--skip-tags=${spec.skip_tags.join(',')}`);
   if (spec.forks) argv.push(`--forks=${spec.forks}`);
@@ -61,12 +113,28 @@ export const ansibleTool: Tool = {
       ...machine.files,
     };
     if (!spec.playbook) files[INLINE_PLAYBOOK] = spec.command;
-    if (spec.inventory_id && inputs?.inventory) files[inventoryFile(inputs.inventory.format)] = inputs.inventory.content;
+    const composed = spec.inventory_id ? inputs?.inventory?.composed : undefined;
+    if (composed) Object.assign(files, composedInventoryFiles(composed));
+    else if (spec.inventory_id && inputs?.inventory) files[inventoryFile(inputs.inventory.format)] = inputs.inventory.content;
     // The fact cache (core/facts.ts): Ansible's jsonfile cache in the work dir, holding the facts supplied.
     const factCache = factCacheInvocation(spec, inputs?.facts, sha256Hex);
     Object.assign(files, factCache.files);
+    let argv = ansibleArgs(spec, inputs);
+    // A smart or constructed inventory is resolved as the run starts (see SMART_SCRIPT): only the
+    // static plugins and the constructed one read its files, and an input that does not parse fails the run.
+    const composedEnv: Record<string, string> = composed
+      ? { ANSIBLE_INVENTORY_ENABLED: composed.kind === 'constructed' ? 'ini,yaml,constructed' : 'ini,yaml', ANSIBLE_INVENTORY_UNPARSED_FAILED: 'true', ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED: 'true' }
+      : {};
+    if (composed?.kind === 'smart') {
+      argv = ['sh', '-c', SMART_SCRIPT, 'cairn-smart-inventory', ...argv];
+      Object.assign(composedEnv, {
+        CAIRN_SMART_INVENTORIES: composed.inputs.map((input, i) => `-i ${composedInputFile(i, input.format)}`).join(' '),
+        CAIRN_HOST_FILTER: composed.host_filter ?? '',
+        CAIRN_RUN_LIMIT: spec.limit ?? '',
+      });
+    }
     return {
-      argv: machine.wrap(ansibleArgs(spec, inputs)),
+      argv: machine.wrap(argv),
       files,
       env: {
         // Relative to the work dir, which is the tool's working directory and its HOME (so
@@ -77,6 +145,7 @@ export const ansibleTool: Tool = {
         ANSIBLE_RETRY_FILES_ENABLED: 'false',
         PYTHONUNBUFFERED: '1',
         ...factCache.env,
+        ...composedEnv,
       },
     };
   },

@@ -26,7 +26,7 @@ export interface Tool {
  * invocation is built only to check that it can start.
  */
 export interface ToolInputs {
-  inventory?: { format: 'ini' | 'yaml'; content: string };
+  inventory?: { format: 'ini' | 'yaml'; content: string; composed?: ComposedRunInventory };
   /** The cached facts supplied to a run with `fact_cache` (services/facts.ts suppliedFacts). */
   facts?: FactSupply;
   /**
@@ -43,4 +43,15 @@ export interface MachineSecrets {
   sshKeyPassphrase?: string;
   password?: string;
   becomePassword?: string;
+}
+
+/**
+ * A smart or constructed inventory as a run resolves it at its start (tools/ansible.ts): its input
+ * inventories' contents, in order, and its host filter or constructed-plugin options.
+ */
+export interface ComposedRunInventory {
+  kind: 'smart' | 'constructed';
+  inputs: { format: 'ini' | 'yaml'; content: string }[];
+  host_filter?: string;
+  source_vars?: Record<string, unknown>;
 }

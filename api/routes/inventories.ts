@@ -15,9 +15,10 @@ import { listInventoryPage } from '../../store/inventories';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
-import { inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
+import { composedInventoryInput, inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
 import { composedPreviewInput } from '../schemas/inventory-sources';
-import { previewComposed } from '../../services/composed-inventories';
+import { definitionOf, previewComposed } from '../../services/composed-inventories';
+import { badRequest } from '../../core/errors';
 import { parseInput } from '../validate';
 
 /**
@@ -31,6 +32,21 @@ export function inventoryRoutes(server: ServerContext): Router {
   const { sql } = server;
 
   const draftOf = (body: unknown): InventoryDraft => {
+    // A smart or constructed inventory names its `kind` (services/composed-inventories.ts).
+    const kind = body && typeof body === 'object' ? (body as Record<string, unknown>).kind : undefined;
+    if (kind !== undefined && kind !== null && kind !== 'static') {
+      const composed = parseInput(composedInventoryInput, body);
+      return {
+        name: composed.name,
+        kind: composed.kind,
+        content: '',
+        inputs: composed.inputs,
+        host_filter: composed.kind === 'smart' ? composed.host_filter : null,
+        source_vars: composed.kind === 'constructed' ? (composed.source_vars ?? null) : null,
+        org_id: composed.org_id ?? null,
+        id: composed.id,
+      };
+    }
     const input = parseInput(inventoryInput, body);
     return { name: input.name, content: input.content, format: input.format ?? null, org_id: input.org_id ?? null, id: input.id };
   };
@@ -59,6 +75,13 @@ export function inventoryRoutes(server: ServerContext): Router {
   router.post('/:id/preview', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(storedPreviewInput, ctx.request.body ?? {});
+    const inventory = await readableInventory(sql, caller, ctx.params.id);
+    if (inventory.kind !== 'static') {
+      // Resolved as a run would be now, over its inputs as they are (each needing read by the caller).
+      if (input.limit) throw badRequest(`limit: the preview of a ${inventory.kind} inventory applies no limit`, { field: 'limit' });
+      ctx.body = await previewComposed(server, caller, definitionOf(inventory), 'read', inventory.id);
+      return;
+    }
     ctx.body = await previewInventory(sql, caller, { id: ctx.params.id }, input.limit ?? undefined);
   });
 

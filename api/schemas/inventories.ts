@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { INVENTORY_FORMATS } from '../../core/inventory';
 import { namedId } from './access';
 import { fitsBytes } from './common';
+import { composedPreviewInput } from './inventory-sources';
 import { ansibleFields } from './run-fields';
 
 /**
@@ -30,6 +31,33 @@ export const inventoryInput = z.strictObject({
 });
 
 export type InventoryInput = z.output<typeof inventoryInput>;
+
+/**
+ * The body of `POST /v1/inventories` and `PUT /v1/inventories/{id}` for a smart or constructed
+ * inventory (spec part A 4.12): `kind`, `inputs` and `host_filter` or `source_vars` as a preview
+ * takes them (api/schemas/inventory-sources.ts), with `name` and `org_id`. The read-only fields of
+ * a read are accepted and ignored.
+ */
+const savedFields = {
+  name: inventoryInput.shape.name,
+  org_id: inventoryInput.shape.org_id,
+  id: z.unknown().optional(),
+  owner_id: z.unknown().optional(),
+  format: z.unknown().optional(),
+  content: z.unknown().optional(),
+  size_bytes: z.unknown().optional(),
+  host_count: z.unknown().optional(),
+  content_masked: z.unknown().optional(),
+  created_by: z.unknown().optional(),
+  created_at: z.unknown().optional(),
+  updated_at: z.unknown().optional(),
+};
+export const composedInventoryInput = z.discriminatedUnion(
+  'kind',
+  [composedPreviewInput.options[0].extend(savedFields), composedPreviewInput.options[1].extend({ ...savedFields, source_vars: composedPreviewInput.options[1].shape.source_vars.nullable() })],
+  { message: 'kind must be static, smart or constructed' },
+);
+export type ComposedInventoryInput = z.output<typeof composedInventoryInput>;
 
 /** `POST /v1/inventories/preview`: unsaved content, and the limit a launch would apply. */
 export const previewInput = z.strictObject({
