@@ -1,5 +1,6 @@
 import type postgres from 'postgres';
 import { whereAll, type Db } from './db';
+import { countRuns } from './run-counts';
 
 /**
  * What a grant may name, and the SQL of the one access check (spec part A 2.8, part B 5.2 rules
@@ -113,6 +114,24 @@ export function followerReadableBy(db: Db, accountId: string, ownerColumn: strin
  * counted from an index rather than by testing every run: the runs of each template it may read,
  * and its own runs of no such template.
  */
+/**
+ * The same count as readableRunCount for a list filtered by status and tool at most: the runs of
+ * the templates the account may read summed from the maintained counts (store/run-counts.ts), and
+ * its own runs of no such template counted from its index.
+ */
+export async function readableRunCountMaintained(db: Db, accountId: string, filter: { status?: string; tool?: string }): Promise<number> {
+  const templates = readableIds(db, 'template', accountId);
+  const [ofTemplates, [{ n: own }]] = await Promise.all([
+    countRuns(db, { ...filter, templates }),
+    db<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM runs
+      WHERE account_id = ${accountId} AND (template_id IS NULL OR template_id NOT IN (${templates}))
+        ${filter.status !== undefined ? db`AND status = ${filter.status}` : db``}
+        ${filter.tool !== undefined ? db`AND tool = ${filter.tool}` : db``}`,
+  ]);
+  return ofTemplates + own;
+}
+
 export function readableRunCount(db: Db, accountId: string, conditions: postgres.Fragment[]) {
   const and = conditions.reduce((acc, c) => db`${acc} AND ${c}`, db``);
   return db`

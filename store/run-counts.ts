@@ -1,16 +1,19 @@
+import type postgres from 'postgres';
 import type { Db, Sql } from './db';
 import { LOCKS, tryTakeLock } from './locks';
 
 /**
- * Exact run counts per (status, tool) without scanning `runs` (schema/017_scale.sql): the
- * compacted `run_counts` plus the `run_count_deltas` that triggers append in the same transaction
- * as every insert, delete and change of status or tool, read in one snapshot.
+ * Exact run counts per (status, tool, template) without scanning `runs` (schema/017_scale.sql):
+ * the compacted `run_counts` plus the `run_count_deltas` that triggers append in the same
+ * transaction as every insert, delete and change of status, tool or template, read in one
+ * snapshot. `templates` (a subquery of template ids) counts only the runs of those templates.
  */
-export async function countRuns(db: Db, filter: { status?: string; tool?: string } = {}): Promise<number> {
+export async function countRuns(db: Db, filter: { status?: string; tool?: string; templates?: postgres.Fragment } = {}): Promise<number> {
   const where = (table: string) => {
     const t = db(table);
     return db`WHERE true ${filter.status !== undefined ? db`AND ${t}.status = ${filter.status}` : db``}
-                        ${filter.tool !== undefined ? db`AND ${t}.tool = ${filter.tool}` : db``}`;
+                        ${filter.tool !== undefined ? db`AND ${t}.tool = ${filter.tool}` : db``}
+                        ${filter.templates !== undefined ? db`AND ${t}.template IN (${filter.templates})` : db``}`;
   };
   const [{ n }] = await db<{ n: string }[]>`
     SELECT coalesce((SELECT sum(n) FROM run_counts ${where('run_counts')}), 0)
@@ -37,13 +40,13 @@ export async function compactRunCounts(sql: Sql): Promise<number> {
     if (!(await tryTakeLock(tx, LOCKS.runCounts))) return 0;
     const [{ folded }] = await tx<{ folded: number }[]>`
       WITH moved AS (
-        DELETE FROM run_count_deltas RETURNING status, tool, delta
+        DELETE FROM run_count_deltas RETURNING status, tool, template, delta
       ), summed AS (
-        SELECT status, tool, sum(delta) AS delta, count(*) AS rows FROM moved GROUP BY status, tool
+        SELECT status, tool, template, sum(delta) AS delta, count(*) AS rows FROM moved GROUP BY status, tool, template
       ), applied AS (
-        INSERT INTO run_counts (status, tool, n)
-        SELECT status, tool, delta FROM summed ORDER BY status, tool
-        ON CONFLICT (status, tool) DO UPDATE SET n = run_counts.n + excluded.n
+        INSERT INTO run_counts (status, tool, template, n)
+        SELECT status, tool, template, delta FROM summed ORDER BY status, tool, template
+        ON CONFLICT (status, tool, template) DO UPDATE SET n = run_counts.n + excluded.n
       )
       SELECT coalesce(sum(rows), 0)::int AS folded FROM summed`;
     // Rows that reached zero stay: they cost nothing and the next run of that kind reuses them.

@@ -1,7 +1,7 @@
 import type { AuditEntryFields } from '../core/audit-chain';
 import type { Hold } from '../core/policy-gate';
 import { auditAppendSteps } from './audit';
-import { readableRunCount, runReadableBy } from './access';
+import { readableRunCount, readableRunCountMaintained, runReadableBy } from './access';
 import { whereAll, type Db } from './db';
 import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
@@ -173,13 +173,17 @@ export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run
   ].filter((c) => c !== null);
   const where = whereAll(db, [query.readerId !== undefined ? runReadableBy(db, query.readerId) : null, ...filters]);
   const direction = query.order === 'asc' ? db`ASC` : db`DESC`;
+  // Unfiltered, or by status and tool only: the maintained counts (store/run-counts.ts), not a scan.
+  const counted = !query.after && !query.before && !query.q && !query.task;
+  const byStatusAndTool = { status: query.status || undefined, tool: query.tool || undefined };
   const [rows, [{ n }]] = await Promise.all([
     db<Run[]>`SELECT * FROM runs ${where} ORDER BY id ${direction} LIMIT ${query.limit} OFFSET ${query.offset}`,
     query.readerId !== undefined
-      ? db<{ n: number }[]>`${readableRunCount(db, query.readerId, filters)}`
-      : // Unfiltered, or by status and tool only: the maintained counts (store/run-counts.ts), not a scan.
-        !query.after && !query.before && !query.q && !query.task
-        ? countRuns(db, { status: query.status || undefined, tool: query.tool || undefined }).then((n) => [{ n }])
+      ? counted
+        ? readableRunCountMaintained(db, query.readerId, byStatusAndTool).then((n) => [{ n }])
+        : db<{ n: number }[]>`${readableRunCount(db, query.readerId, filters)}`
+      : counted
+        ? countRuns(db, byStatusAndTool).then((n) => [{ n }])
         : db<{ n: number }[]>`SELECT count(*)::int AS n FROM runs ${where}`,
   ]);
   return { rows, total: n };

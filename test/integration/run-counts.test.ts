@@ -1,6 +1,7 @@
 import { migrate } from '../../store/migrate';
 import { connectDatabase, type Sql } from '../../store/db';
 import { compactRunCounts, countRuns, runCountsByStatusAndTool } from '../../store/run-counts';
+import { grant, person, template } from '../support/access';
 import { createTestDatabase, schemaBefore } from '../support/database';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
@@ -25,6 +26,14 @@ async function scanned(db: Sql): Promise<{ status: string; tool: string; n: numb
 
 async function expectCountsExact(db: Sql): Promise<void> {
   expect(await runCountsByStatusAndTool(db)).toEqual(await scanned(db));
+  // And per template, which readers' totals sum over.
+  const maintained = await db<{ template: string; n: number }[]>`
+    SELECT template, sum(n)::int AS n FROM (
+      SELECT template, n FROM run_counts UNION ALL SELECT template, delta FROM run_count_deltas
+    ) c GROUP BY template HAVING sum(n) <> 0 ORDER BY template`;
+  const counted = await db<{ template: string; n: number }[]>`
+    SELECT coalesce(template_id, '') AS template, count(*)::int AS n FROM runs GROUP BY 1 ORDER BY 1`;
+  expect(maintained).toEqual(counted);
 }
 
 test('maintained counts equal count(*) after submits, moves, cancels, rejections and deletes, before and after compaction', async () => {
@@ -91,8 +100,38 @@ test('maintained counts equal count(*) after submits, moves, cancels, rejections
   await expectCountsExact(sql);
 });
 
+test('a reader’s total sums the maintained counts of the templates it may read, plus its own other runs', async () => {
+  const reader = await person(t.api, 'operator');
+  const asReader = t.as(reader.token);
+  const readable = await template(t.api, { command: 'echo readable' });
+  const hidden = await template(t.api, { command: 'exit 4' });
+  await grant(t.api, readable.id, 'use', { user_id: reader.id });
+  const launched = [
+    ...(await Promise.all([1, 2, 3].map(() => asReader.post(`/v1/templates/${readable.id}/launch`, {})))),
+    ...(await Promise.all([1, 2].map(() => t.api.post(`/v1/templates/${readable.id}/launch`, {})))),
+    ...(await Promise.all([1, 2].map(() => t.api.post(`/v1/templates/${hidden.id}/launch`, {})))),
+    await asReader.post('/v1/runs', { tool: 'bash', command: 'echo own' }),
+    await asReader.post('/v1/runs', { tool: 'python', command: 'print(1)' }),
+  ];
+  for (const r of launched) expect(r.status).toBe(201);
+  for (const r of launched) await waitForRunEnd(t.api, r.body.id);
+  await expectCountsExact(sql);
+  for (const query of ['', 'status=succeeded', 'tool=bash', 'status=succeeded&tool=python', 'status=failed']) {
+    const params = new URLSearchParams(query);
+    const [{ n }] = await sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM runs
+      WHERE (template_id = ${readable.id} OR account_id = ${reader.id})
+        AND (${params.get('status')}::text IS NULL OR status = ${params.get('status')})
+        AND (${params.get('tool')}::text IS NULL OR tool = ${params.get('tool')})`;
+    expect({ query, total: (await asReader.get(`/v1/runs?limit=1&${query}`)).body.total }).toEqual({ query, total: n });
+  }
+  expect((await asReader.get('/v1/runs?limit=1')).body.total).toBe(7);
+});
+
 test('two compactions at once fold each delta once', async () => {
-  await sql`INSERT INTO run_count_deltas (status, tool, delta) SELECT 'pending', 'bash', 0 FROM generate_series(1, 500)`;
+  // Deltas of earlier tests' runs folded first, so only these 500 (and a few of the sweeper's) are left.
+  await compactRunCounts(sql);
+  await sql`INSERT INTO run_count_deltas (status, tool, template, delta) SELECT 'pending', 'bash', '', 0 FROM generate_series(1, 500)`;
   const before = await runCountsByStatusAndTool(sql);
   const folded = await Promise.all([compactRunCounts(sql), compactRunCounts(sql), compactRunCounts(sql)]);
   expect(folded.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(500 + 10);
