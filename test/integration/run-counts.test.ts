@@ -24,16 +24,19 @@ async function scanned(db: Sql): Promise<{ status: string; tool: string; n: numb
     SELECT status, tool, count(*)::int AS n FROM runs GROUP BY status, tool ORDER BY status, tool`;
 }
 
+/** Maintained counts against count(*), both read in one snapshot: runs keep moving meanwhile. */
 async function expectCountsExact(db: Sql): Promise<void> {
-  expect(await runCountsByStatusAndTool(db)).toEqual(await scanned(db));
-  // And per template, which readers' totals sum over.
-  const maintained = await db<{ template: string; n: number }[]>`
-    SELECT template, sum(n)::int AS n FROM (
-      SELECT template, n FROM run_counts UNION ALL SELECT template, delta FROM run_count_deltas
-    ) c GROUP BY template HAVING sum(n) <> 0 ORDER BY template`;
-  const counted = await db<{ template: string; n: number }[]>`
-    SELECT coalesce(template_id, '') AS template, count(*)::int AS n FROM runs GROUP BY 1 ORDER BY 1`;
-  expect(maintained).toEqual(counted);
+  await db.begin('isolation level repeatable read', async (tx) => {
+    expect(await runCountsByStatusAndTool(tx)).toEqual(await scanned(tx as unknown as Sql));
+    // And per template, which readers' totals sum over.
+    const maintained = await tx<{ template: string; n: number }[]>`
+      SELECT template, sum(n)::int AS n FROM (
+        SELECT template, n FROM run_counts UNION ALL SELECT template, delta FROM run_count_deltas
+      ) c GROUP BY template HAVING sum(n) <> 0 ORDER BY template`;
+    const counted = await tx<{ template: string; n: number }[]>`
+      SELECT coalesce(template_id, '') AS template, count(*)::int AS n FROM runs GROUP BY 1 ORDER BY 1`;
+    expect(maintained).toEqual(counted);
+  });
 }
 
 test('maintained counts equal count(*) after submits, moves, cancels, rejections and deletes, before and after compaction', async () => {

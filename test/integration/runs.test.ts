@@ -61,7 +61,9 @@ test('the tool does not see the server environment', async () => {
 
 test('cancel stops a long run, kills its whole process group and records the end once', async () => {
   const marker = `cairn-cancel-${Date.now()}`;
-  const { body: run } = await submit({ tool: 'bash', command: `sleep 300 & sleep 301; echo ${marker}` });
+  // Durations no other test's run uses, so only this run's processes match.
+  const tag = String(Date.now() % 1_000_000).padStart(6, '0');
+  const { body: run } = await submit({ tool: 'bash', command: `sleep 300.${tag} & sleep 301.${tag}; echo ${marker}` });
   await waitForRun(t.api, run.id, (r) => r.status === 'running');
   await new Promise((r) => setTimeout(r, 300));
   const cancel = await t.api.post(`/v1/runs/${run.id}/cancel`);
@@ -70,7 +72,7 @@ test('cancel stops a long run, kills its whole process group and records the end
   expect(ended.status).toBe('canceled');
   expect(ended.error).toBe('canceled by admin');
   // Both sleeps were in the run's process group; neither survives the cancel.
-  const left = execFileSync('sh', ['-c', `pgrep -f "sleep 30[01]" || true`]).toString().trim();
+  const left = execFileSync('sh', ['-c', `pgrep -f "sleep 30[01]\\.${tag}" || true`]).toString().trim();
   expect(left).toBe('');
   const kinds = (await eventsOf(run.id)).map((e) => e.event);
   expect(kinds.filter((k) => k === 'run.finished')).toHaveLength(1);
