@@ -1,3 +1,4 @@
+import type { Context } from 'koa';
 import Router from '@koa/router';
 import { z } from 'zod';
 import type { ServerContext } from '../../services/context';
@@ -36,18 +37,19 @@ export function fleetRoutes(server: ServerContext): Router {
     ctx.body = await compareRuns(sql, caller, ctx.params.id, query.with);
   });
 
+  /** The `window` a fleet or task read asks for: the default when absent, at most the cap. */
+  const windowOf = (ctx: Context) => boundedCount(parseInput(windowQuery, queryObject(ctx.query)).window, 'window', WINDOW_DEFAULT, WINDOW_CAP);
+
   router.get('/v1/fleet', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
-    const query = parseInput(windowQuery, queryObject(ctx.query));
-    const window = boundedCount(query.window, 'window', WINDOW_DEFAULT, WINDOW_CAP);
+    const window = windowOf(ctx);
     const hosts = await fleet(sql, caller, window);
     ctx.body = { window, window_cap: WINDOW_CAP, hosts, count: hosts.length, total: hosts.length };
   });
 
   router.get('/v1/tasks', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
-    const query = parseInput(windowQuery, queryObject(ctx.query));
-    const window = boundedCount(query.window, 'window', WINDOW_DEFAULT, WINDOW_CAP);
+    const window = windowOf(ctx);
     const tasks = await taskTrends(sql, caller, window);
     ctx.body = { window, window_cap: WINDOW_CAP, tasks, count: tasks.length, total: tasks.length };
   });
