@@ -66,7 +66,8 @@ describe('saving schedules', () => {
     const rrule = await createSchedule({ name: 'by rule', rrule: 'DTSTART;TZID=Asia/Tokyo:20250101T090000 RRULE:FREQ=DAILY', run: aRun });
     expect(rrule).toMatchObject({ timezone: 'Asia/Tokyo', spring_forward: 'later' });
     const { body: read } = await t.api.get(`/v1/schedules/${created.body.id}`);
-    expect(read).toEqual(created.body);
+    // The schedule's workflow may plan its next fire between the create and the read.
+    expect({ ...read, next_fire_at: null }).toEqual({ ...created.body, next_fire_at: null });
   });
 
   test('the workflow plans the next fire, shown as next_fire_at in the schedule’s zone', async () => {
