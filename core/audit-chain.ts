@@ -1,6 +1,5 @@
-import { canonicalJson, sha256Hex } from './canonical';
-import { EMPTY_ROOT, leafHash, nodeHash } from './merkle';
-import { sha256 } from './sha256';
+import { CanonicalText, canonicalJson, sha256Hex } from './canonical';
+import { EMPTY_ROOT, leafOfStoredHashBinary, nodeHashBinary } from './merkle';
 
 /**
  * The tamper-evident audit chain (spec part A 4.15, part B 6.5 and 7.4). Every mutation appends an
@@ -250,7 +249,6 @@ export class ChainVerifier {
   push(entry: unknown): void {
     this.position++;
     const stored = storedHash(entry);
-    let storedIsHex = false;
     if (this.broken === undefined) {
       const detail = this.check(entry);
       if (detail !== undefined) {
@@ -258,13 +256,12 @@ export class ChainVerifier {
       } else {
         this.lastSeq = (entry as AuditEntry).seq;
         this.lastHash = stored;
-        storedIsHex = true;
       }
     }
     this.lastStoredHash = stored;
     // Built from the hashes as stored, also past a break, so anchors are judged on what is there;
     // a hash that is not hex still makes a leaf (of its text), which no honest anchor covers.
-    this.tree.push(storedIsHex || HEX64.test(stored) ? leafOfHexHash(stored) : leafHash(Buffer.from(stored, 'utf8')));
+    this.tree.push(leafOfStoredHashBinary(stored));
     while (this.nextAnchor < this.anchors.length && this.anchors[this.nextAnchor].size === this.position) {
       this.checkAnchor(this.anchors[this.nextAnchor++]);
     }
@@ -413,6 +410,27 @@ export function entryCanonicalPrefix(fields: Omit<UnhashedAuditEntry, 'seq' | 'p
   return whole.slice(0, -1);
 }
 
+/**
+ * A stored entry with its `hash`, in canonical JSON, as a bundle carries it: made from the text
+ * the hash covers by inserting `"hash"` where it sorts (after `fingerprint`, before `id`), rather
+ * than by serializing the entry again. The entry as {@link entryOf} gives it when `canonical` is
+ * missing or is not the text of this entry's hash.
+ */
+export function entryForBundle(entry: AuditEntry & { canonical?: string | null }): AuditEntry | CanonicalText {
+  const { canonical, hash, id, method, outcome, path, prev_hash, seq } = entry;
+  if (typeof canonical === 'string' && sha256Hex(canonical) === hash) {
+    const tail = [id, method, outcome, path, prev_hash, seq].every((value) => value !== undefined)
+      ? `"id":${canonicalJson(id)},"method":${canonicalJson(method)},"outcome":${canonicalJson(outcome)},"path":${canonicalJson(path)},` +
+        `"prev_hash":${canonicalJson(prev_hash)},"seq":${canonicalJson(seq)}}`
+      : undefined;
+    const at = tail === undefined ? -1 : canonical.length - tail.length;
+    if (tail !== undefined && at > 0 && canonical[at - 1] === ',' && canonical.endsWith(tail)) {
+      return new CanonicalText(`${canonical.slice(0, at)}"hash":${canonicalJson(hash)},${canonical.slice(at)}`);
+    }
+  }
+  return entryOf(entry);
+}
+
 /** The end of an entry's canonical JSON after {@link entryCanonicalPrefix}. */
 export function chainLinkSuffix(prevHash: string, seq: number): string {
   return `,"prev_hash":"${prevHash}","seq":${seq}}`;
@@ -543,15 +561,6 @@ function sameJson(a: unknown, b: unknown): boolean {
   return count === 0;
 }
 
-// One reused leaf input, 0x00 || the 32 hash bytes: hashing is synchronous, so nothing else touches it mid-hash.
-const leafInput = Buffer.alloc(33);
-
-/** RFC 9162 leaf of a 64-hex hash's bytes, as `leafHash(Buffer.from(hash, 'hex'))` without the copies. */
-function leafOfHexHash(hash: string): Buffer {
-  leafInput.write(hash, 1, 'hex');
-  return sha256(leafInput);
-}
-
 function storedHash(entry: unknown): string {
   const hash = typeof entry === 'object' && entry !== null ? (entry as { hash?: unknown }).hash : undefined;
   return typeof hash === 'string' ? hash : '';
@@ -588,24 +597,25 @@ function describe(value: unknown): string {
  * any size folds the stack from the right (MTH splits at the largest power of two below n).
  */
 class MerkleAccumulator {
-  private stack: Buffer[] = [];
+  // Subtree roots as 32-character latin1 strings: a Buffer per node costs more than its hash.
+  private stack: string[] = [];
   private leaves = 0;
 
   /** The accumulator after `size` leaves whose perfect subtrees have these roots (hex, largest first). */
   static resume(size: number, frontier: readonly string[]): MerkleAccumulator {
     const resumed = new MerkleAccumulator();
-    resumed.stack = frontier.map((hash) => Buffer.from(hash, 'hex'));
+    resumed.stack = frontier.map((hash) => Buffer.from(hash, 'hex').toString('latin1'));
     resumed.leaves = size;
     return resumed;
   }
 
   frontier(): string[] {
-    return this.stack.map((hash) => hash.toString('hex'));
+    return this.stack.map((hash) => Buffer.from(hash, 'latin1').toString('hex'));
   }
 
-  push(leaf: Buffer): void {
+  push(leaf: string): void {
     let hash = leaf;
-    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHash(this.stack.pop()!, hash);
+    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHashBinary(this.stack.pop()!, hash);
     this.stack.push(hash);
     this.leaves++;
   }
@@ -613,7 +623,7 @@ class MerkleAccumulator {
   root(): Buffer {
     if (this.stack.length === 0) return Buffer.from(EMPTY_ROOT);
     let root = this.stack[this.stack.length - 1];
-    for (let i = this.stack.length - 2; i >= 0; i--) root = nodeHash(this.stack[i], root);
-    return root;
+    for (let i = this.stack.length - 2; i >= 0; i--) root = nodeHashBinary(this.stack[i], root);
+    return Buffer.from(root, 'latin1');
   }
 }

@@ -70,6 +70,15 @@ export function canonicalJson(value: unknown): string {
 
 export { sha256Hex } from './sha256';
 
+/**
+ * Text already in RFC 8785 form, written as it is wherever it sits in a value. A large document
+ * (an audit bundle) can then carry the canonical text its parts were stored as instead of
+ * serializing them again. Whoever makes one vouches that `text` is canonical JSON.
+ */
+export class CanonicalText {
+  constructor(readonly text: string) {}
+}
+
 // `path` and `open` (the objects being serialized, outermost first) are stacks pushed and popped
 // around each child, so nothing is allocated per node unless a value is refused; a refusal
 // abandons the whole call, so they need no unwinding.
@@ -94,6 +103,7 @@ function serialize(value: unknown, path: PropertyKey[], open: object[]): string 
 function serializeObject(value: object, path: PropertyKey[], open: object[]): string {
   // A linear scan: JSON data is shallow, and for a few levels this beats a Set.
   if (open.includes(value)) throw refusal('a circular reference', 'circular', path);
+  if (value instanceof CanonicalText) return value.text;
   open.push(value);
   let text: string;
   const toJSON = (value as { toJSON?: unknown }).toJSON;

@@ -1,4 +1,4 @@
-import { sha256 } from './sha256';
+import { sha256, sha256Binary } from './sha256';
 
 /**
  * The audit chain seen as a Merkle tree, hashed as RFC 9162 section 2.1 (the same tree hashing as
@@ -55,6 +55,38 @@ nodeInput[0] = 0x01;
 export function leafHash(data: Uint8Array): Buffer {
   if (!(data instanceof Uint8Array)) throw new MerkleError('leaf data must be bytes', {});
   return sha256(Buffer.concat([LEAF_PREFIX, data]));
+}
+
+/**
+ * The leaf of an audit entry's stored hash: over its 32 bytes when it is 64 hex digits, else over
+ * its UTF-8 text (a leaf no honest anchor covers, so a mangled hash still takes its place).
+ */
+export function leafOfStoredHash(hash: string): Buffer {
+  return Buffer.from(leafOfStoredHashBinary(hash), 'latin1');
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+// Reused inputs for the binary forms below: hashing is synchronous, so nothing else touches them mid-hash.
+const leafInput = Buffer.alloc(1 + HASH_SIZE);
+const nodeInputBinary = Buffer.alloc(1 + 2 * HASH_SIZE);
+nodeInputBinary[0] = 0x01;
+
+/** {@link leafOfStoredHash} as a binary (latin1) string, for {@link nodeHashBinary}. */
+export function leafOfStoredHashBinary(hash: string): string {
+  if (!HEX64.test(hash)) return sha256Binary(Buffer.concat([LEAF_PREFIX, Buffer.from(hash, 'utf8')]));
+  leafInput.write(hash, 1, 'hex');
+  return sha256Binary(leafInput);
+}
+
+/**
+ * {@link nodeHash} over binary (latin1) strings of 32 characters, for trees built in bulk (the
+ * audit chain's accumulator): no Buffer is made per node. Precondition: both are 32-character
+ * latin1 strings.
+ */
+export function nodeHashBinary(left: string, right: string): string {
+  nodeInputBinary.write(left, 1, 'latin1');
+  nodeInputBinary.write(right, 1 + HASH_SIZE, 'latin1');
+  return sha256Binary(nodeInputBinary);
 }
 
 /** Interior node hash per RFC 9162 2.1.1: SHA-256(0x01 || left || right); both children are 32-byte hashes. */

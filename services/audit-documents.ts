@@ -1,8 +1,8 @@
-import { entryHash, entryOf, GENESIS_HASH } from '../core/audit-chain';
+import { entryForBundle, entryHash, entryOf, GENESIS_HASH } from '../core/audit-chain';
 import { BUNDLE_TYPE, RECEIPT_TYPE, SPARSE_WITHHELD_KINDS } from '../core/audit-offline';
 import { decisionView } from '../core/decision-view';
 import { ApiError, badRequest, notFound } from '../core/errors';
-import { consistencyProof, inclusionProof, leafHash, rootFromLeafHashes, subtreeHashes } from '../core/merkle';
+import { consistencyProof, inclusionProof, leafOfStoredHash, rootFromLeafHashes, subtreeHashes } from '../core/merkle';
 import { runView } from '../core/run-view';
 import { auditEntriesOfRun, type StoredAuditEntry } from '../store/audit';
 import { listDecisionRecords } from '../store/decisions';
@@ -72,7 +72,7 @@ export async function signBundle(server: ServerContext, window: { after: number;
     merkle_root: report.merkle_root,
     anchors: anchors.map((anchor) => anchor.signed),
     window: { after, prev_hash: prevHash },
-    entries: entries.map(entryOf),
+    entries: entries.map(entryForBundle),
     last_inclusion: last ? hex(inclusionProof(last.seq - 1, report.count, leaves)) : [],
   });
 }
@@ -92,7 +92,7 @@ async function runEntriesInPrefix(server: ServerContext, runId: string, prefixSi
       // no canonical form: refused below
     }
     const leaf = leaves[entry.seq - 1];
-    if (recomputed !== entry.hash || !leaf || !leaf.equals(leafHash(Buffer.from(entry.hash, 'hex')))) {
+    if (recomputed !== entry.hash || !leaf || !leaf.equals(leafOfStoredHash(entry.hash))) {
       throw chainRefusal({
         ok: false,
         reason: 'chain_break',

@@ -1,6 +1,6 @@
-import { ChainVerifier, type AnchorProblem, type ChainCheckpoint, type AuditAnchor, type AuditEntry, type ChainBreak } from '../core/audit-chain';
+import { ChainVerifier, type AnchorProblem, type ChainCheckpoint, type AuditAnchor, type ChainBreak } from '../core/audit-chain';
 import { ANCHOR_TYPE } from '../core/audit-offline';
-import { leafHash } from '../core/merkle';
+import { leafOfStoredHash, leafOfStoredHashBinary } from '../core/merkle';
 import { verifyDocument } from '../core/signing';
 import type { Db } from '../store/db';
 import {
@@ -138,7 +138,7 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
     position++;
     verifier.push(entry);
     if (position === head.seq) hashAtHead = entry.hash;
-    if (options.leaves) leaves.push(leafOf(entry));
+    if (options.leaves) leaves.push(leafOfStoredHash(typeof entry.hash === 'string' ? entry.hash : ''));
     options.onEntry?.(entry, position);
   }
 
@@ -189,7 +189,7 @@ async function leavesOfPrefix(ctx: Ctx, db: Db, generation: number, prefix: { si
   const last = hashes.length > 0 ? hashes[hashes.length - 1] : kept?.lastHash;
   if (from + hashes.length !== prefix.size || last !== prefix.head_hash) return null;
   const added = Buffer.alloc(hashes.length * 32);
-  hashes.forEach((hash, i) => leafOf({ hash } as AuditEntry).copy(added, i * 32));
+  hashes.forEach((hash, i) => added.write(leafOfStoredHashBinary(hash), i * 32, 'latin1'));
   const all = kept ? Buffer.concat([kept.leaves, added]) : added;
   if (prefix.size <= LEAF_CACHE_ENTRIES) leafCache.set(ctx.sql, { generation, size: prefix.size, lastHash: prefix.head_hash, leaves: all });
   const leaves: Buffer[] = new Array(prefix.size);
@@ -201,12 +201,6 @@ async function leavesOfPrefix(ctx: Ctx, db: Db, generation: number, prefix: { si
 const LEAF_CACHE_ENTRIES = 1_000_000;
 // Per database pool: a process holding several installs (tests, the benchmark) keeps each apart.
 const leafCache = new WeakMap<object, { generation: number; size: number; lastHash: string; leaves: Buffer }>();
-
-/** RFC 9162 leaf of an entry: over the bytes of its hash (its text when not hex, as the verifier does). */
-function leafOf(entry: AuditEntry): Buffer {
-  const hash = typeof entry.hash === 'string' ? entry.hash : '';
-  return leafHash(/^[0-9a-f]{64}$/.test(hash) ? Buffer.from(hash, 'hex') : Buffer.from(hash, 'utf8'));
-}
 
 /**
  * Each anchor's JWS must verify with the install key and sign exactly the row's values; the

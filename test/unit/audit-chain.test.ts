@@ -6,6 +6,7 @@ import {
   ChainVerifier,
   chainLinkSuffix,
   entryCanonicalPrefix,
+  entryForBundle,
   GENESIS_HASH,
   anchorOf,
   chainEntry,
@@ -16,7 +17,7 @@ import {
   type AuditEntry,
   type AuditEntryFields,
 } from '../../core/audit-chain';
-import { CanonicalJsonError, canonicalJson, findLoneSurrogate, sha256Hex } from '../../core/canonical';
+import { CanonicalJsonError, CanonicalText, canonicalJson, findLoneSurrogate, sha256Hex } from '../../core/canonical';
 import { EMPTY_ROOT, leafHash, rootFromLeafHashes } from '../../core/merkle';
 
 const repoRoot = path.resolve(__dirname, '../..');
@@ -763,5 +764,18 @@ test('an entry hashes as its canonical prefix plus the link suffix, the form the
   const chain = buildChain(12, (i) => ({ ...fieldsFor(i), body: { kind: 'x', text: 'héllo "quoted" \u2028', n: i, nested: { b: [1, 2], a: null } } }));
   for (const entry of chain) {
     expect(sha256(entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq))).toBe(entry.hash);
+  }
+});
+
+test('a bundle entry spliced from the stored canonical text is the canonical JSON of the whole entry', () => {
+  const chain = buildChain(6, (i) => ({ ...fieldsFor(i), path: `/v1/runs?id=${i}`, body: { kind: 'x', id: 'decoy', seq: 9, text: 'héllo "q" \u2028', n: i } }));
+  for (const entry of chain) {
+    const canonical = entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq);
+    const spliced = entryForBundle({ ...entry, canonical });
+    expect(spliced).toBeInstanceOf(CanonicalText);
+    expect(canonicalJson({ entries: [spliced] })).toBe(canonicalJson({ entries: [entry] }));
+    // Text that is not what the hash covers is never carried: the entry's own fields are.
+    expect(entryForBundle({ ...entry, canonical: canonical.replace('"kind":"x"', '"kind":"y"') })).toEqual(entry);
+    expect(entryForBundle({ ...entry, canonical: null })).toEqual(entry);
   }
 });

@@ -7,7 +7,10 @@ import {
   inclusionProof,
   inclusionProofIndices,
   leafHash,
+  leafOfStoredHash,
+  leafOfStoredHashBinary,
   nodeHash,
+  nodeHashBinary,
   rootFromLeafHashes,
   subtreeHashes,
   verifyConsistency,
@@ -119,6 +122,16 @@ function flipBit(bytes: Buffer, byte: number, bit: number): Buffer {
 }
 
 describe('hashing', () => {
+  test('the binary-string forms hash exactly as leafHash and nodeHash do', () => {
+    const [a, b] = [randomBytes(32), randomBytes(32)];
+    expect(leafOfStoredHash(a.toString('hex'))).toEqual(leafHash(a));
+    expect(Buffer.from(leafOfStoredHashBinary(a.toString('hex')), 'latin1')).toEqual(leafHash(a));
+    // A stored hash that is not 64 hex digits is a leaf of its text.
+    expect(leafOfStoredHash('not a hash')).toEqual(leafHash(Buffer.from('not a hash', 'utf8')));
+    expect(leafOfStoredHash(a.toString('hex').toUpperCase())).toEqual(leafHash(Buffer.from(a.toString('hex').toUpperCase(), 'utf8')));
+    expect(Buffer.from(nodeHashBinary(a.toString('latin1'), b.toString('latin1')), 'latin1')).toEqual(nodeHash(a, b));
+  });
+
   test('the empty tree has the SHA-256 of nothing as its root', () => {
     expect(rootFromLeafHashes([]).toString('hex')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
     expect(EMPTY_ROOT.toString('hex')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
