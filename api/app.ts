@@ -36,6 +36,7 @@ import { inventorySourceRoutes } from './routes/inventory-sources';
 import { fleetRoutes } from './routes/fleet';
 import { factRoutes } from './routes/facts';
 import { estateRoutes } from './routes/estate';
+import { doctorRoutes } from './routes/doctor';
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
 export function createApp(server: ServerContext): Koa {
@@ -97,6 +98,7 @@ export function createApp(server: ServerContext): Koa {
     fleetRoutes(server),
     factRoutes(server),
     estateRoutes(server),
+    doctorRoutes(server),
     federationRoutes(),
   ];
   for (const router of routers) {

@@ -90,6 +90,16 @@ export async function readInstallId(sql: Sql): Promise<string | undefined> {
   return (await getSetting<StoredIdentity>(sql, SETTING))?.install_id;
 }
 
+/**
+ * How the install's signing key is kept, without opening it: `sealed` under the encryption key,
+ * `clear` (an install without one), or `missing` before a server has started once.
+ */
+export async function signingKeyStorage(sql: Sql): Promise<'sealed' | 'clear' | 'missing'> {
+  const stored = await getSetting<StoredIdentity>(sql, SETTING);
+  if (!stored) return 'missing';
+  return stored.private_jwk_sealed !== undefined && stored.private_jwk === undefined ? 'sealed' : 'clear';
+}
+
 /** The public seal document (spec part A 1.1 rule 3): what a relying party pins to verify offline. */
 export function sealDocument(identity: InstallIdentity) {
   return {

@@ -185,6 +185,15 @@ export class UnattendedSurveyRefusal extends ApiError {
 }
 
 /**
+ * The required questions of a template's survey that an unattended fill leaves unanswered (no
+ * default; for a secret question, no sealed default): what refuses an unattended launch, and what
+ * the diagnostics check reports on an enabled schedule before it fires. Empty when it can fire.
+ */
+export function unattendedGaps(template: Pick<Template, 'survey'>): string[] {
+  return unansweredRequired(surveyFieldsOf(template.survey), { secretDefaults: sealedDefaultsOf(template.survey).keys() });
+}
+
+/**
  * Fires a template unattended, through the one launch function and the approval gate like any
  * launch: the survey is filled from its defaults (a required question with no default refuses
  * the fire with UnattendedSurveyRefusal, and no run exists), the run records what fired it.
@@ -196,7 +205,7 @@ export async function launchUnattended(
   fire: UnattendedFire,
   options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit'> = {},
 ): Promise<{ run: Run; created: boolean }> {
-  const missing = unansweredRequired(surveyFieldsOf(template.survey), { secretDefaults: sealedDefaultsOf(template.survey).keys() });
+  const missing = unattendedGaps(template);
   if (missing.length) throw new UnattendedSurveyRefusal(missing);
   return launchTemplate(ctx, unattendedCaller(fire), origin, template, { ...options, answers: {}, source: { kind: fire.kind, id: fire.id } });
 }

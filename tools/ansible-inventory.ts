@@ -108,6 +108,13 @@ function run(args: string[], cwd: string, home: string): Promise<{ code: number 
   });
 }
 
+/**
+ * The ansible-core release series the inventory engine (and the ansible tool) is tested against:
+ * the one Debian 12 ships, which the image and CI install. The diagnostics check reports it beside
+ * the version this server has (spec part B 9.5).
+ */
+export const ANSIBLE_CORE_TESTED_RELEASES: readonly string[] = ['2.14'];
+
 /** The `ansible_core` version `ansible-inventory --version` reports, or null without the tool. */
 export function ansibleCoreVersion(): Promise<string | null> {
   coreVersion ??= run(['ansible-inventory', '--version'], os.tmpdir(), os.tmpdir()).then((r) => /\[core ([^\]]+)\]/.exec(r.stdout)?.[1] ?? null);
