@@ -1,5 +1,5 @@
 import { CanonicalText, canonicalJson, sha256Hex } from './canonical';
-import { EMPTY_ROOT, leafOfStoredHashBinary, nodeHashBinary } from './merkle';
+import { MerkleAccumulator, leafOfStoredHashBinary } from './merkle';
 
 /**
  * The tamper-evident audit chain (spec part A 4.15, part B 6.5 and 7.4). Every mutation appends an
@@ -241,10 +241,9 @@ export class ChainVerifier {
 
   /**
    * Checks the next entry. An entry may carry `canonical`, the text its hash was made over as a
-   * store keeps it: when that text ends with this entry's `prev_hash` and `seq`, hashes to its
-   * hash and parses back to exactly its fields, the entry verifies without its canonical JSON being
-   * recomputed (parsing is native and several times cheaper). An entry without it, or whose text
-   * fails any of that, is recomputed from its fields, which names what is wrong.
+   * store keeps it (`{ seq, hash, canonical }` is enough): that text is the entry, checked by its
+   * bytes alone (see `check`). An entry without it is recomputed from its fields, which names
+   * what is wrong.
    */
   push(entry: unknown): void {
     this.position++;
@@ -307,20 +306,22 @@ export class ChainVerifier {
         ? `seq is ${record.seq}, expected 1 for the first entry`
         : `seq is ${record.seq}, expected ${expectedSeq}, one more than the previous entry's ${this.lastSeq}`;
     }
+    // A stored entry that carries the text its hash covers is that text: it continues the chain
+    // when it ends by naming this place (the previous hash and this seq) and hashes to its hash.
+    // Its other fields are read from the text by the store, never beside it, so nothing is
+    // compared and nothing parsed: verification is hashing the bytes as they are kept.
+    const canonical = record.canonical;
+    if (typeof canonical === 'string') {
+      if (!canonical.endsWith(chainLinkSuffix(this.lastHash, expectedSeq))) {
+        const whose = this.position === 1 ? 'the genesis hash' : "the previous entry's hash";
+        return `the stored text does not end with prev_hash ${whose} ${this.lastHash} and seq ${expectedSeq}`;
+      }
+      const hashed = sha256Hex(canonical);
+      return hashed === record.hash ? undefined : `hash is ${describe(record.hash)} but the stored text hashes to ${hashed}`;
+    }
     if (record.prev_hash !== this.lastHash) {
       const whose = this.position === 1 ? 'the genesis hash' : "the previous entry's hash";
       return `prev_hash is ${describe(record.prev_hash)}, expected ${whose} ${this.lastHash}`;
-    }
-    // The stored canonical text: hashed as it is once it names this entry's place in the chain and
-    // reads back as exactly the entry's fields. Anything else takes the whole check below.
-    const canonical = record.canonical;
-    if (
-      typeof canonical === 'string' &&
-      canonical.endsWith(chainLinkSuffix(this.lastHash, expectedSeq)) &&
-      sha256Hex(canonical) === record.hash &&
-      canonicalHolds(canonical, record)
-    ) {
-      return undefined;
     }
     const problem = shapeProblem(record, true);
     if (problem !== undefined) return problem;
@@ -410,25 +411,42 @@ export function entryCanonicalPrefix(fields: Omit<UnhashedAuditEntry, 'seq' | 'p
   return whole.slice(0, -1);
 }
 
+/** The hashed fields that sort after `hash`, in order: where a bundle entry's text takes it. */
+const FIELDS_AFTER_HASH = ['id', 'method', 'outcome', 'path', 'prev_hash', 'seq'];
+
 /**
  * A stored entry with its `hash`, in canonical JSON, as a bundle carries it: made from the text
  * the hash covers by inserting `"hash"` where it sorts (after `fingerprint`, before `id`), rather
- * than by serializing the entry again. The entry as {@link entryOf} gives it when `canonical` is
- * missing or is not the text of this entry's hash.
+ * than by parsing and serializing the entry again. The place is the last `,"id":"` of the text,
+ * taken only once what follows it is, byte for byte, the canonical JSON of exactly the fields
+ * that sort after `hash`. A row without the text is its fields ({@link entryOf}); a text that is
+ * not the one its hash covers is never carried.
  */
-export function entryForBundle(entry: AuditEntry & { canonical?: string | null }): AuditEntry | CanonicalText {
-  const { canonical, hash, id, method, outcome, path, prev_hash, seq } = entry;
-  if (typeof canonical === 'string' && sha256Hex(canonical) === hash) {
-    const tail = [id, method, outcome, path, prev_hash, seq].every((value) => value !== undefined)
-      ? `"id":${canonicalJson(id)},"method":${canonicalJson(method)},"outcome":${canonicalJson(outcome)},"path":${canonicalJson(path)},` +
-        `"prev_hash":${canonicalJson(prev_hash)},"seq":${canonicalJson(seq)}}`
-      : undefined;
-    const at = tail === undefined ? -1 : canonical.length - tail.length;
-    if (tail !== undefined && at > 0 && canonical[at - 1] === ',' && canonical.endsWith(tail)) {
-      return new CanonicalText(`${canonical.slice(0, at)}"hash":${canonicalJson(hash)},${canonical.slice(at)}`);
-    }
+export function entryForBundle(row: { hash: string; canonical?: string | null } & Partial<AuditEntry>): AuditEntry | CanonicalText {
+  const { canonical, hash } = row;
+  if (typeof canonical !== 'string') return entryOf(row as AuditEntry);
+  if (sha256Hex(canonical) !== hash) throw new AuditChainError('an entry\'s stored text is not the text its hash covers', { seq: row.seq ?? 0 });
+  const at = canonical.lastIndexOf(',"id":"') + 1;
+  if (at > 0 && tailIsCanonical(canonical.slice(at))) {
+    return new CanonicalText(`${canonical.slice(0, at)}"hash":"${hash}",${canonical.slice(at)}`);
   }
+  const entry = entryFromStoredText(canonical, hash);
+  if (!entry) throw new AuditChainError('an entry\'s stored text is not an entry', { seq: row.seq ?? 0 });
   return entryOf(entry);
+}
+
+/** Whether `tail` (`"id":…}`) is the canonical JSON of exactly {@link FIELDS_AFTER_HASH}, once made an object. */
+function tailIsCanonical(tail: string): boolean {
+  const text = `{${tail}`;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return false;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return false;
+  const keys = Object.keys(parsed);
+  return keys.length === FIELDS_AFTER_HASH.length && keys.every((key, i) => key === FIELDS_AFTER_HASH[i]) && canonicalJson(parsed) === text;
 }
 
 /** The end of an entry's canonical JSON after {@link entryCanonicalPrefix}. */
@@ -514,51 +532,21 @@ function checkCheckpointShape(from: ChainCheckpoint): void {
   }
 }
 
-const hasOwn = Object.prototype.hasOwnProperty;
-const parseJson = JSON.parse;
-
 /**
- * Whether `canonical` parses to exactly the entry's hashed fields (ten of them, no more). Values
- * compare as JSON data: a number as its double, as canonicalization would read it.
+ * The entry a store keeps as the text its hash covers: the hashed fields read from that text, and
+ * the hash beside them. Whatever else the row holds (columns written beside the text) is not the
+ * entry. Undefined when the text is not a JSON object, which verification reports as a break.
  */
-function canonicalHolds(canonical: string, entry: Record<string, unknown>): boolean {
-  let parsed: Record<string, unknown>;
+export function entryFromStoredText(canonical: string, hash: string): AuditEntry | undefined {
+  let parsed: unknown;
   try {
-    parsed = parseJson(canonical) as Record<string, unknown>;
+    parsed = JSON.parse(canonical);
   } catch {
-    return false;
+    return undefined;
   }
-  if (typeof parsed !== 'object' || parsed === null) return false;
-  let fields = 0;
-  for (const key in parsed) {
-    if (!hasOwn.call(parsed, key)) continue;
-    fields++;
-    if (key === 'body') continue;
-    if (!(HASHED_FIELDS as readonly string[]).includes(key) || parsed[key] !== entry[key]) return false;
-  }
-  return fields === HASHED_FIELDS.length && sameJson(parsed.body, entry.body);
-}
-
-/** Deep equality of JSON data; `undefined` object properties count as absent, as in JSON. */
-function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i] === undefined ? null : b[i])) return false;
-    return true;
-  }
-  if (Array.isArray(b)) return false;
-  const left = a as Record<string, unknown>;
-  const right = b as Record<string, unknown>;
-  let count = 0;
-  for (const key in left) {
-    if (!hasOwn.call(left, key)) continue;
-    count++;
-    if (!hasOwn.call(right, key) || !sameJson(left[key], right[key])) return false;
-  }
-  for (const key in right) if (hasOwn.call(right, key) && right[key] !== undefined) count--;
-  return count === 0;
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+  const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash } = parsed as AuditEntry;
+  return { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash };
 }
 
 function storedHash(entry: unknown): string {
@@ -589,41 +577,4 @@ function describe(value: unknown): string {
   if (typeof value === 'number' || value === undefined || value === null) return String(value);
   if (Array.isArray(value)) return 'an array';
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
-}
-
-/**
- * RFC 9162 roots of a growing list of leaves: a stack of perfect subtrees whose sizes are the
- * bits of the count, so each leaf costs one hash plus a merge per trailing one bit, and a root at
- * any size folds the stack from the right (MTH splits at the largest power of two below n).
- */
-class MerkleAccumulator {
-  // Subtree roots as 32-character latin1 strings: a Buffer per node costs more than its hash.
-  private stack: string[] = [];
-  private leaves = 0;
-
-  /** The accumulator after `size` leaves whose perfect subtrees have these roots (hex, largest first). */
-  static resume(size: number, frontier: readonly string[]): MerkleAccumulator {
-    const resumed = new MerkleAccumulator();
-    resumed.stack = frontier.map((hash) => Buffer.from(hash, 'hex').toString('latin1'));
-    resumed.leaves = size;
-    return resumed;
-  }
-
-  frontier(): string[] {
-    return this.stack.map((hash) => Buffer.from(hash, 'latin1').toString('hex'));
-  }
-
-  push(leaf: string): void {
-    let hash = leaf;
-    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHashBinary(this.stack.pop()!, hash);
-    this.stack.push(hash);
-    this.leaves++;
-  }
-
-  root(): Buffer {
-    if (this.stack.length === 0) return Buffer.from(EMPTY_ROOT);
-    let root = this.stack[this.stack.length - 1];
-    for (let i = this.stack.length - 2; i >= 0; i--) root = nodeHashBinary(this.stack[i], root);
-    return Buffer.from(root, 'latin1');
-  }
 }

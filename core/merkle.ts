@@ -145,26 +145,28 @@ export function subtreeHashes(leafHashes: readonly Uint8Array[], size: number = 
     });
   }
   checkLeafHashes(leafHashes, size);
-  // levels[h][i] = MTH of the perfect subtree of 2^h leaves starting at leaf i * 2^h.
-  const levels: Uint8Array[][] = [leafHashes.slice(0, size)];
+  // levels[h][i] = MTH of the perfect subtree of 2^h leaves starting at leaf i * 2^h, as binary
+  // (latin1) strings: a tree of a million leaves makes a million node hashes, and a Buffer each
+  // would cost more than hashing them.
+  const levels: string[][] = [leafHashes.slice(0, size).map((leaf) => Buffer.from(leaf.buffer, leaf.byteOffset, leaf.byteLength).toString('latin1'))];
   for (let below = levels[0]; below.length > 1; ) {
-    const level: Uint8Array[] = new Array(below.length >>> 1);
-    for (let i = 0; i < level.length; i++) level[i] = hashChildren(below[2 * i], below[2 * i + 1]);
+    const level: string[] = new Array(below.length >>> 1);
+    for (let i = 0; i < level.length; i++) level[i] = nodeHashBinary(below[2 * i], below[2 * i + 1]);
     levels.push(level);
     below = level;
   }
 
-  const hashRange = (start: number, end: number): Buffer => {
+  const hashRange = (start: number, end: number): string => {
     const count = end - start;
-    if (isPowerOfTwo(count) && start % count === 0) return Buffer.from(levels[Math.log2(count)][start / count]);
+    if (isPowerOfTwo(count) && start % count === 0) return levels[Math.log2(count)][start / count];
     // Ranges from the RFC's recursion start on a multiple of k, so the left part is a lookup.
     const k = largestPowerOfTwoBelow(count);
-    return hashChildren(hashRange(start, start + k), hashRange(start + k, end));
+    return nodeHashBinary(hashRange(start, start + k), hashRange(start + k, end));
   };
 
   return (start: number, end: number): Buffer => {
     checkRange(start, end, size);
-    return hashRange(start, end);
+    return Buffer.from(hashRange(start, end), 'latin1');
   };
 }
 
@@ -352,6 +354,44 @@ export function verifyConsistency(
     sn = half(sn);
   }
   return sn === 0 && fr.equals(oldRoot) && sr.equals(newRoot);
+}
+
+/**
+ * RFC 9162 roots of a growing list of leaves: a stack of perfect subtrees whose sizes are the
+ * bits of the count, so each leaf costs one hash plus a merge per trailing one bit, and a root at
+ * any size folds the stack from the right (MTH splits at the largest power of two below n).
+ */
+export class MerkleAccumulator {
+  // Subtree roots as 32-character latin1 strings: a Buffer per node costs more than its hash.
+  private stack: string[] = [];
+  private leaves = 0;
+
+  /** The accumulator after `size` leaves whose perfect subtrees have these roots (hex, largest first). */
+  static resume(size: number, frontier: readonly string[]): MerkleAccumulator {
+    const resumed = new MerkleAccumulator();
+    resumed.stack = frontier.map((hash) => Buffer.from(hash, 'hex').toString('latin1'));
+    resumed.leaves = size;
+    return resumed;
+  }
+
+  frontier(): string[] {
+    return this.stack.map((hash) => Buffer.from(hash, 'latin1').toString('hex'));
+  }
+
+  /** Adds the next leaf, a binary (latin1) string as {@link leafOfStoredHashBinary} makes. */
+  push(leaf: string): void {
+    let hash = leaf;
+    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHashBinary(this.stack.pop()!, hash);
+    this.stack.push(hash);
+    this.leaves++;
+  }
+
+  root(): Buffer {
+    if (this.stack.length === 0) return Buffer.from(EMPTY_ROOT);
+    let root = this.stack[this.stack.length - 1];
+    for (let i = this.stack.length - 2; i >= 0; i--) root = nodeHashBinary(this.stack[i], root);
+    return Buffer.from(root, 'latin1');
+  }
 }
 
 // Arithmetic rather than bit operators: sizes may pass 2^32, where JavaScript's bit operators wrap.

@@ -4,7 +4,7 @@ import { decisionView } from '../core/decision-view';
 import { ApiError, badRequest, notFound } from '../core/errors';
 import { consistencyProof, inclusionProof, leafOfStoredHash, rootFromLeafHashes, subtreeHashes } from '../core/merkle';
 import { runView } from '../core/run-view';
-import { auditEntriesOfRun, type StoredAuditEntry } from '../store/audit';
+import { auditEntriesOfRun, entryOfChainRow, type ChainRow, type StoredAuditEntry } from '../store/audit';
 import { listDecisionRecords } from '../store/decisions';
 import { getRun } from '../store/runs';
 import type { Caller } from '../store/tokens';
@@ -48,7 +48,7 @@ const hex = (hashes: Buffer[]) => hashes.map((h) => h.toString('hex'));
  */
 export async function signBundle(server: ServerContext, window: { after: number; limit?: number }): Promise<string> {
   const { after, limit } = window;
-  const entries: StoredAuditEntry[] = [];
+  const entries: ChainRow[] = [];
   let prevHash = GENESIS_HASH;
   const { report, anchors, leaves } = await scanWholeChain(server, {
     leaves: true,
@@ -128,7 +128,7 @@ export async function signReceipt(server: ServerContext, caller: Caller, runId: 
     leaves: true,
     resumeVerified: true,
     onEntry(entry) {
-      if (entry.run_id === run.id) ofRun.push(entry);
+      if (entry.run_id === run.id) ofRun.push(entryOfChainRow(entry));
     },
   });
   if (!report.ok) throw chainRefusal(report);

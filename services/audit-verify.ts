@@ -12,7 +12,7 @@ import {
   streamAuditEntries,
   verifiedPrefix,
   type StoredAnchor,
-  type StoredAuditEntry,
+  type ChainRow,
 } from '../store/audit';
 import type { ServerContext } from './context';
 
@@ -60,7 +60,7 @@ export interface ScanOptions {
   /** Keep every leaf hash, in order, for Merkle proofs over the chain just checked. */
   leaves?: boolean;
   /** Sees each entry as read (1-based position), e.g. to keep a window or a run's entries. */
-  onEntry?: (entry: StoredAuditEntry, position: number) => void;
+  onEntry?: (entry: ChainRow, position: number) => void;
   /**
    * Check only what follows this verified prefix (the anchorer's rounds between whole scans);
    * anchors within the prefix are checked by signature only.
@@ -134,11 +134,11 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
   let hashAtHead: string | undefined = from && head.seq === from.size ? from.head_hash : undefined;
   let position = from?.size ?? 0;
   const resumedFrom = position;
-  for await (const entry of streamAuditEntries(db, undefined, position, { canonical: true })) {
+  for await (const entry of streamAuditEntries(db, undefined, position)) {
     position++;
     verifier.push(entry);
     if (position === head.seq) hashAtHead = entry.hash;
-    if (options.leaves) leaves.push(leafOfStoredHash(typeof entry.hash === 'string' ? entry.hash : ''));
+    if (options.leaves) leaves.push(leafOfStoredHash(entry.hash));
     options.onEntry?.(entry, position);
   }
 

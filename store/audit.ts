@@ -1,22 +1,53 @@
-import { entryCanonicalPrefix, normalizedEntryFields, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit-chain';
+import { entryCanonicalPrefix, entryFromStoredText, normalizedEntryFields, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit-chain';
 import type { Db } from './db';
 
 /** An entry as a row: `at` is read back as a Date and turned into the hashed string form here. */
 interface AuditRow extends Omit<AuditEntry, 'at'> {
   at: Date;
   run_id: string | null;
-  canonical?: string | null;
+  canonical: string | null;
 }
 
 export type StoredAuditEntry = AuditEntry & { run_id: string | null; canonical?: string | null };
 
 type NormalizedEntry = ReturnType<typeof normalizedEntryFields>;
 
+/**
+ * An entry as read. A row appended since schema/017_scale.sql keeps the text its hash covers, and
+ * that text is the entry: its fields are read from it, and the columns beside it (written for
+ * indexes and SQL) are never shown, so a column edited by hand changes nothing anyone reads. A
+ * row appended before has only its columns. A text that does not parse is returned with the
+ * columns and the text, for verification to report.
+ */
 function fromRow(row: AuditRow): StoredAuditEntry {
-  return { ...row, at: row.at.toISOString() };
+  if (row.canonical !== null) {
+    const entry = entryFromStoredText(row.canonical, row.hash);
+    if (entry) return { ...entry, run_id: row.run_id, canonical: row.canonical };
+    return { ...row, at: row.at.toISOString() };
+  }
+  const { canonical: _none, ...columns } = row;
+  return { ...columns, at: row.at.toISOString() };
 }
 
-const COLUMNS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'outcome', 'body', 'prev_hash', 'hash', 'run_id'];
+const COLUMNS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'outcome', 'body', 'prev_hash', 'hash', 'run_id', 'canonical'];
+
+/**
+ * A row as the chain stream yields it: `{ seq, hash, run_id, canonical }` when it keeps the text
+ * its hash covers (verification hashes that text and needs nothing else), else the entry from its
+ * columns. {@link entryOfChainRow} reads the entry either way.
+ */
+export type ChainRow = { seq: number; hash: string; run_id: string | null; canonical: string } | StoredAuditEntry;
+
+/**
+ * The entry of a streamed row, read from its text when it has one. Precondition: the row verified
+ * (a text that hashes to its entry's hash was written by the store, and parses).
+ */
+export function entryOfChainRow(row: ChainRow): StoredAuditEntry {
+  if ('body' in row) return row;
+  const entry = entryFromStoredText(row.canonical, row.hash);
+  if (!entry) throw new Error(`audit entry ${row.seq} keeps a text that is not an entry`);
+  return { ...entry, run_id: row.run_id, canonical: row.canonical };
+}
 
 /**
  * The SQL that appends one entry to the chain, as common table expressions to put in a statement's
@@ -86,14 +117,18 @@ export async function listAuditEntries(db: Db, query: AuditPageQuery): Promise<{
  * Ordered by seq as stored: a row whose seq was tampered with shows up out of place, which is
  * what verification should see.
  */
-export async function* streamAuditEntries(db: Db, batch = 2000, afterSeq = 0, options: { canonical?: boolean } = {}): AsyncGenerator<StoredAuditEntry> {
-  // The text each hash covers, for the verifier to hash as is (core/audit-chain.ts ChainVerifier.push).
-  const canonical = options.canonical ? db`, canonical` : db``;
-  for await (const rows of db<AuditRow[]>`SELECT ${db(COLUMNS)} ${canonical} FROM audit_entries WHERE seq > ${afterSeq} ORDER BY seq`.cursor(batch)) {
+export async function* streamAuditEntries(db: Db, batch = 2000, afterSeq = 0): AsyncGenerator<ChainRow> {
+  // The columns only for rows without their text (appended before schema/017_scale.sql).
+  for await (const rows of db<AuditRow[]>`
+    SELECT seq, hash, run_id, canonical,
+           CASE WHEN canonical IS NULL THEN id END AS id, CASE WHEN canonical IS NULL THEN at END AS at,
+           CASE WHEN canonical IS NULL THEN actor END AS actor, CASE WHEN canonical IS NULL THEN method END AS method,
+           CASE WHEN canonical IS NULL THEN path END AS path, CASE WHEN canonical IS NULL THEN fingerprint END AS fingerprint,
+           CASE WHEN canonical IS NULL THEN outcome END AS outcome, CASE WHEN canonical IS NULL THEN body END AS body,
+           CASE WHEN canonical IS NULL THEN prev_hash END AS prev_hash
+    FROM audit_entries WHERE seq > ${afterSeq} ORDER BY seq`.cursor(batch)) {
     for (const row of rows) {
-      const entry = fromRow(row);
-      if (entry.canonical === null) delete entry.canonical;
-      yield entry;
+      yield row.canonical !== null ? { seq: row.seq, hash: row.hash, run_id: row.run_id, canonical: row.canonical } : fromRow(row);
     }
   }
 }
@@ -179,13 +214,17 @@ export async function chainHead(db: Db): Promise<{ seq: number; hash: string }> 
  * approved it.
  */
 export async function recordedRelease(db: Db, runId: string): Promise<{ root: string; submittedStatus: string | null; approved: boolean } | undefined> {
+  // The hashed body (schema/021), naming the run too: neither a column edited by hand nor an
+  // entry moved to another run by its run_id column can release a run.
   const [row] = await db<{ root: string; submitted_status: string | null; approved: boolean }[]>`
     WITH root AS (SELECT coalesce(parent_run_id, id) AS id FROM runs WHERE id = ${runId})
     SELECT root.id AS root,
-      (SELECT body->>'status' FROM audit_entries
-        WHERE run_id = root.id AND body->>'kind' = 'run.submitted' ORDER BY seq LIMIT 1) AS submitted_status,
+      (SELECT audit_body(canonical, body)->>'status' FROM audit_entries
+        WHERE run_id = root.id AND audit_body(canonical, body)->>'run_id' = root.id
+          AND audit_body(canonical, body)->>'kind' = 'run.submitted' ORDER BY seq LIMIT 1) AS submitted_status,
       EXISTS (SELECT 1 FROM audit_entries
-        WHERE run_id = root.id AND body->>'kind' = 'run.decision' AND body->>'decision' = 'approve') AS approved
+        WHERE run_id = root.id AND audit_body(canonical, body)->>'run_id' = root.id
+          AND audit_body(canonical, body)->>'kind' = 'run.decision' AND audit_body(canonical, body)->>'decision' = 'approve') AS approved
     FROM root`;
   return row && { root: row.root, submittedStatus: row.submitted_status, approved: row.approved };
 }
@@ -197,9 +236,12 @@ export async function recordedRelease(db: Db, runId: string): Promise<{ root: st
 export async function runsReleasedWithoutDecision(db: Db, limit: number): Promise<{ id: string; status: string }[]> {
   return db<{ id: string; status: string }[]>`
     SELECT r.id, r.status FROM audit_entries s JOIN runs r ON r.id = s.run_id
-    WHERE s.body->>'kind' = 'run.submitted' AND s.body->>'status' = 'held' AND r.status <> 'held'
-      AND NOT EXISTS (SELECT 1 FROM audit_entries d WHERE d.run_id = s.run_id AND d.body->>'kind' = 'run.decision')
+    WHERE audit_body(s.canonical, s.body)->>'kind' = 'run.submitted' AND audit_body(s.canonical, s.body)->>'status' = 'held'
+      AND r.status <> 'held'
+      AND NOT EXISTS (SELECT 1 FROM audit_entries d WHERE d.run_id = s.run_id
+        AND audit_body(d.canonical, d.body)->>'run_id' = s.run_id AND audit_body(d.canonical, d.body)->>'kind' = 'run.decision')
       AND NOT (r.status = 'canceled' AND EXISTS (
-        SELECT 1 FROM audit_entries c WHERE c.run_id = s.run_id AND c.body->>'kind' = 'run.cancel_requested'))
+        SELECT 1 FROM audit_entries c WHERE c.run_id = s.run_id
+          AND audit_body(c.canonical, c.body)->>'run_id' = s.run_id AND audit_body(c.canonical, c.body)->>'kind' = 'run.cancel_requested'))
     ORDER BY s.seq LIMIT ${limit}`;
 }

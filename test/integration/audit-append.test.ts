@@ -1,5 +1,5 @@
 import { verifyChain } from '../../core/audit-chain';
-import { appendAuditEntry, streamAuditEntries, type StoredAuditEntry } from '../../store/audit';
+import { appendAuditEntry, entryOfChainRow, streamAuditEntries, type StoredAuditEntry } from '../../store/audit';
 import { connectDatabase } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createTestDatabase } from '../support/database';
@@ -33,7 +33,7 @@ test('appends racing on many connections link into one chain in commit order, an
     await expect(failed).rejects.toThrow('the change failed');
 
     const stored: StoredAuditEntry[] = [];
-    for await (const entry of streamAuditEntries(sql)) stored.push(entry);
+    for await (const row of streamAuditEntries(sql)) stored.push(entryOfChainRow(row));
     expect(stored.map((e) => e.seq)).toEqual([...Array(120).keys()].map((i) => i + 1));
     expect(stored.find((e) => e.id === 'aud_rolled_back')).toBeUndefined();
     const report = verifyChain(stored);

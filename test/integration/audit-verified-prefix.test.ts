@@ -59,8 +59,8 @@ test('a rewritten entry drops the prefix, so verify and receipts read the whole 
   await waitForRunEnd(t.api, run.body.id);
   expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
   const before = await prefix();
-  const [row] = await sql<{ body: unknown }[]>`SELECT body FROM audit_entries WHERE seq = 2`;
-  await sql`UPDATE audit_entries SET body = jsonb_set(body, '{kind}', '"forged"') WHERE seq = 2`;
+  const [row] = await sql<{ canonical: string }[]>`SELECT canonical FROM audit_entries WHERE seq = 2`;
+  await sql`UPDATE audit_entries SET canonical = replace(canonical, '"kind":', '"kind":"forged","was":') WHERE seq = 2`;
   try {
     expect(await prefix()).toEqual({ generation: before.generation + 1, size: 0 });
     const verify = await t.api.get('/v1/audit/verify');
@@ -70,17 +70,17 @@ test('a rewritten entry drops the prefix, so verify and receipts read the whole 
     // A broken chain records no prefix.
     expect((await prefix()).size).toBe(0);
   } finally {
-    await sql`UPDATE audit_entries SET body = ${sql.json(row.body as never)} WHERE seq = 2`;
+    await sql`UPDATE audit_entries SET canonical = ${row.canonical} WHERE seq = 2`;
   }
   expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
 });
 
 test('a rewrite made with triggers off stands until the prefix is older than a whole-read interval', async () => {
   expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
-  const [row] = await sql<{ actor: string }[]>`SELECT actor FROM audit_entries WHERE seq = 3`;
+  const [row] = await sql<{ canonical: string }[]>`SELECT canonical FROM audit_entries WHERE seq = 3`;
   await sql.begin(async (tx) => {
     await tx`SET LOCAL session_replication_role = replica`;
-    await tx`UPDATE audit_entries SET actor = 'mallory' WHERE seq = 3`;
+    await tx`UPDATE audit_entries SET canonical = regexp_replace(canonical, '"actor":"[^"]*"', '"actor":"mallory"') WHERE seq = 3`;
   });
   try {
     // Documented limit (docs/operations.md): the prefix is trusted until the next whole read.
@@ -88,7 +88,7 @@ test('a rewrite made with triggers off stands until the prefix is older than a w
     await sql`UPDATE audit_verified SET verified_at = now() - interval '16 minutes'`;
     expect((await t.api.get('/v1/audit/verify')).body).toMatchObject({ ok: false, reason: 'chain_break', broke_at: 3 });
   } finally {
-    await sql`UPDATE audit_entries SET actor = ${row.actor} WHERE seq = 3`;
+    await sql`UPDATE audit_entries SET canonical = ${row.canonical} WHERE seq = 3`;
   }
   expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
 });

@@ -260,16 +260,20 @@ describe('receipts', () => {
   });
 });
 
+/** Rewrites who an entry says acted, in the text its hash covers (the entry itself), as an intruder with the database would. */
+const forgeActor = (seq: number) =>
+  db`UPDATE audit_entries SET canonical = regexp_replace(canonical, '"actor":"[^"]*"', '"actor":"mallory"') WHERE seq = ${seq}`;
+
 describe('tampering', () => {
   test('one row changed in PostgreSQL: verify names it, bundles (windowed too) and receipts answer 409', async () => {
-    const [row] = await db`SELECT actor FROM audit_entries WHERE seq = 3`;
-    await db`UPDATE audit_entries SET actor = 'mallory' WHERE seq = 3`;
+    const [row] = await db`SELECT canonical FROM audit_entries WHERE seq = 3`;
+    await forgeActor(3);
     try {
       const size = await chainSize();
       const verify = await t.api.get('/v1/audit/verify');
       expect(verify.status).toBe(200);
       expect(verify.body).toMatchObject({ ok: false, reason: 'chain_break', broke_at: 3, broke_seq: 3, count: size });
-      expect(verify.body.detail).toMatch(/recomputes to/);
+      expect(verify.body.detail).toMatch(/stored text hashes to/);
 
       const bundle = await t.api.get('/v1/audit/bundle');
       expect(bundle.status).toBe(409);
@@ -287,9 +291,21 @@ describe('tampering', () => {
 
       expect(await takeAnchor(t.server.context)).toMatchObject({ anchored: false, why: 'chain_does_not_verify' });
     } finally {
-      await db`UPDATE audit_entries SET actor = ${row.actor} WHERE seq = 3`;
+      await db`UPDATE audit_entries SET canonical = ${row.canonical} WHERE seq = 3`;
     }
     expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
+  });
+
+  test('a column edited beside the entry\'s text is neither shown nor counted: the text is the entry', async () => {
+    const [row] = await db`SELECT actor, body FROM audit_entries WHERE seq = 3`;
+    await db`UPDATE audit_entries SET actor = 'mallory', body = jsonb_set(body, '{kind}', '"forged"') WHERE seq = 3`;
+    try {
+      expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
+      const page = await t.api.get('/v1/audit?order=asc&limit=3');
+      expect(page.body.entries[2]).toMatchObject({ seq: 3, actor: row.actor, body: row.body });
+    } finally {
+      await db`UPDATE audit_entries SET actor = ${row.actor}, body = ${db.json(row.body)} WHERE seq = 3`;
+    }
   });
 
   test('a resumed round checks only what followed the last anchor and reaches the whole chain\'s root', async () => {
@@ -306,23 +322,23 @@ describe('tampering', () => {
 
     // Tampering before the last anchor is not what a resumed round reads; the whole scan sees it.
     await t.api.post('/v1/users', { username: unique('resume'), role: 'viewer' });
-    const [row] = await db`SELECT actor FROM audit_entries WHERE seq = 2`;
-    await db`UPDATE audit_entries SET actor = 'mallory' WHERE seq = 2`;
+    const [row] = await db`SELECT canonical FROM audit_entries WHERE seq = 2`;
+    await forgeActor(2);
     try {
       expect(await takeAnchor(ctx)).toMatchObject({ anchored: false, why: 'chain_does_not_verify', report: { broke_at: 2 } });
       expect((await takeAnchor(ctx, { resume: true })).anchored).toBe(true);
     } finally {
-      await db`UPDATE audit_entries SET actor = ${row.actor} WHERE seq = 2`;
+      await db`UPDATE audit_entries SET canonical = ${row.canonical} WHERE seq = 2`;
     }
     // Tampering after it is.
     await t.api.post('/v1/users', { username: unique('resume'), role: 'viewer' });
     const last = await chainSize();
-    const [tail] = await db`SELECT actor FROM audit_entries WHERE seq = ${last}`;
-    await db`UPDATE audit_entries SET actor = 'mallory' WHERE seq = ${last}`;
+    const [tail] = await db`SELECT canonical FROM audit_entries WHERE seq = ${last}`;
+    await forgeActor(last);
     try {
       expect(await takeAnchor(ctx, { resume: true })).toMatchObject({ anchored: false, why: 'chain_does_not_verify', report: { broke_at: last } });
     } finally {
-      await db`UPDATE audit_entries SET actor = ${tail.actor} WHERE seq = ${last}`;
+      await db`UPDATE audit_entries SET canonical = ${tail.canonical} WHERE seq = ${last}`;
     }
   });
 

@@ -51,3 +51,16 @@ test('an approved run still executes', async () => {
   const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
   expect(ended.status).toBe('succeeded');
 });
+
+test('another run’s approval moved onto a held run by its run_id column, or a body column forged, releases nothing', async () => {
+  const approved = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo HOLD-ME first' });
+  await t.api.post(`/v1/runs/${approved.body.id}/approve`, {});
+  await waitForRunEnd(t.api, approved.body.id, 30_000);
+  const held = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo HOLD-ME second' });
+  // The chain's text is the entry: the columns beside it are what an intruder can edit unnoticed.
+  await db`UPDATE audit_entries SET run_id = ${held.body.id} WHERE run_id = ${approved.body.id} AND body->>'kind' = 'run.decision'`;
+  await db`UPDATE audit_entries SET body = jsonb_set(body, '{status}', '"pending"') WHERE run_id = ${held.body.id} AND body->>'kind' = 'run.submitted'`;
+  await db`UPDATE runs SET status = 'pending', hold = NULL WHERE id = ${held.body.id}`;
+  const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
+  expect(ended.error).toBe(`not executed: run ${held.body.id} was held for approval and no recorded decision released it`);
+});

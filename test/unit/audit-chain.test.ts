@@ -7,6 +7,7 @@ import {
   chainLinkSuffix,
   entryCanonicalPrefix,
   entryForBundle,
+  entryFromStoredText,
   GENESIS_HASH,
   anchorOf,
   chainEntry,
@@ -768,14 +769,32 @@ test('an entry hashes as its canonical prefix plus the link suffix, the form the
 });
 
 test('a bundle entry spliced from the stored canonical text is the canonical JSON of the whole entry', () => {
-  const chain = buildChain(6, (i) => ({ ...fieldsFor(i), path: `/v1/runs?id=${i}`, body: { kind: 'x', id: 'decoy', seq: 9, text: 'héllo "q" \u2028', n: i } }));
+  const decoys = { kind: 'x', id: 'decoy', seq: 9, nested: { id: 'deeper' }, text: 'héllo ,"id":"q" \u2028' };
+  const chain = buildChain(6, (i) => ({ ...fieldsFor(i), path: `/v1/runs?id=${i}&x=","id":"`, body: { ...decoys, n: i } }));
   for (const entry of chain) {
     const canonical = entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq);
-    const spliced = entryForBundle({ ...entry, canonical });
-    expect(spliced).toBeInstanceOf(CanonicalText);
-    expect(canonicalJson({ entries: [spliced] })).toBe(canonicalJson({ entries: [entry] }));
-    // Text that is not what the hash covers is never carried: the entry's own fields are.
-    expect(entryForBundle({ ...entry, canonical: canonical.replace('"kind":"x"', '"kind":"y"') })).toEqual(entry);
+    // As the store streams it (the text and its hash), and as it reads it (with the fields).
+    for (const row of [{ seq: entry.seq, hash: entry.hash, canonical }, { ...entry, canonical }]) {
+      const spliced = entryForBundle(row);
+      expect(spliced).toBeInstanceOf(CanonicalText);
+      expect(canonicalJson({ entries: [spliced] })).toBe(canonicalJson({ entries: [entry] }));
+    }
+    // Text that is not what the hash covers is never carried.
+    expect(() => entryForBundle({ ...entry, canonical: canonical.replace('"kind":"x"', '"kind":"y"') })).toThrow(AuditChainError);
     expect(entryForBundle({ ...entry, canonical: null })).toEqual(entry);
   }
+});
+
+test('a stored entry that carries its text is that text: verified by its bytes alone, read back by entryFromStoredText', () => {
+  const chain = buildChain(5, fieldsFor);
+  const rows = chain.map((entry) => ({ seq: entry.seq, hash: entry.hash, canonical: entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq) }));
+  expect(verifyChain(rows)).toEqual(verifyChain(chain));
+  expect(rows.map((row) => entryFromStoredText(row.canonical, row.hash))).toEqual(chain);
+
+  const edited = rows.map((row, i) => (i === 2 ? { ...row, canonical: row.canonical.replace('"actor":', '"actor":"mallory","was":') } : row));
+  expect(verifyChain(edited)).toMatchObject({ ok: false, broke_at: 3, detail: expect.stringMatching(/stored text hashes to/) });
+  // A text moved to another place in the chain names the wrong previous hash and seq.
+  const moved = rows.map((row, i) => (i === 3 ? { ...row, canonical: rows[1].canonical, hash: rows[1].hash } : row));
+  expect(verifyChain(moved)).toMatchObject({ ok: false, broke_at: 4, detail: expect.stringMatching(/does not end with prev_hash/) });
+  expect(entryFromStoredText('not json', rows[0].hash)).toBeUndefined();
 });
