@@ -16,6 +16,7 @@ import { msSince } from './stats';
 import { throughputBenchmark } from './throughput';
 import { scheduleBenchmark } from './schedules';
 import { notificationBenchmark } from './notifications';
+import { structuredEventsBenchmark } from './structured-events';
 import { webhookBenchmark } from './webhooks';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -115,6 +116,10 @@ async function main(): Promise<void> {
       } else {
         log('(n) ansible per-host result ingestion: skipped, ansible-playbook is not installed on this machine');
       }
+    }
+    if (wanted('o')) {
+      log('(o) structured events: an ansible run\'s 100,000 per-host task results read, parsed and stored...');
+      sections.push(await structuredEventsBenchmark(client, env.server.context.sql));
     }
     if (process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');
