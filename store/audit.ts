@@ -8,7 +8,7 @@ interface AuditRow extends Omit<AuditEntry, 'at'> {
   canonical: string | null;
 }
 
-export type StoredAuditEntry = AuditEntry & { run_id: string | null; canonical?: string | null };
+export type StoredAuditEntry = AuditEntry & { run_id: string | null };
 
 type NormalizedEntry = ReturnType<typeof normalizedEntryFields>;
 
@@ -16,17 +16,13 @@ type NormalizedEntry = ReturnType<typeof normalizedEntryFields>;
  * An entry as read. A row appended since schema/017_scale.sql keeps the text its hash covers, and
  * that text is the entry: its fields are read from it, and the columns beside it (written for
  * indexes and SQL) are never shown, so a column edited by hand changes nothing anyone reads. A
- * row appended before has only its columns. A text that does not parse is returned with the
- * columns and the text, for verification to report.
+ * row appended before has only its columns. A text that does not parse (verification reports it)
+ * leaves the columns to show.
  */
 function fromRow(row: AuditRow): StoredAuditEntry {
-  if (row.canonical !== null) {
-    const entry = entryFromStoredText(row.canonical, row.hash);
-    if (entry) return { ...entry, run_id: row.run_id, canonical: row.canonical };
-    return { ...row, at: row.at.toISOString() };
-  }
-  const { canonical: _none, ...columns } = row;
-  return { ...columns, at: row.at.toISOString() };
+  const { canonical, ...columns } = row;
+  const entry = canonical === null ? undefined : entryFromStoredText(canonical, row.hash);
+  return entry ? { ...entry, run_id: row.run_id } : { ...columns, at: row.at.toISOString() };
 }
 
 const COLUMNS = ['seq', 'id', 'at', 'actor', 'method', 'path', 'fingerprint', 'outcome', 'body', 'prev_hash', 'hash', 'run_id', 'canonical'];
@@ -46,7 +42,7 @@ export function entryOfChainRow(row: ChainRow): StoredAuditEntry {
   if ('body' in row) return row;
   const entry = entryFromStoredText(row.canonical, row.hash);
   if (!entry) throw new Error(`audit entry ${row.seq} keeps a text that is not an entry`);
-  return { ...entry, run_id: row.run_id, canonical: row.canonical };
+  return { ...entry, run_id: row.run_id };
 }
 
 /**

@@ -303,6 +303,7 @@ describe('tampering', () => {
       expect((await t.api.get('/v1/audit/verify')).body.ok).toBe(true);
       const page = await t.api.get('/v1/audit?order=asc&limit=3');
       expect(page.body.entries[2]).toMatchObject({ seq: 3, actor: row.actor, body: row.body });
+      expect(page.body.entries[2]).not.toHaveProperty('canonical');
     } finally {
       await db`UPDATE audit_entries SET actor = ${row.actor}, body = ${db.json(row.body)} WHERE seq = 3`;
     }
