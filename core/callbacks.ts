@@ -40,8 +40,8 @@ export function callerAddress(remote: string | undefined): string {
 
 /**
  * A host of a stored inventory as a callback matches it: its name, and the addresses it is reached
- * at when its inventory entry says (`ansible_host`, `ansible_ssh_host`: core/inventory.ts
- * InventoryHost).
+ * at when its inventory says (`ansible_host`, `ansible_ssh_host`, its own or its groups':
+ * core/inventory.ts InventoryHost).
  */
 export interface CallbackHost {
   name: string;

@@ -54,6 +54,8 @@ export function runView(run: Run, mode: RunViewMode = 'full') {
     step_name: run.step_name,
     step_index: run.step_index,
     template_id: run.template_id,
+    // The credentials the run is given, in order: ids only, never a value (spec part A 2.9).
+    credentials: run.credentials,
     // The git project and commit the run works in (spec part A 4.5); null for none.
     project: run.spec.project ?? null,
     // The change label (spec part A 2.1, 2.13) and the fact cache setting (2.1), null for none.

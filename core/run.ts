@@ -89,6 +89,8 @@ export interface Run {
   signal_delivered_at: Date | null;
   /** The run's own notification entries (spec part A 2.11), secrets sealed; see services/notifications.ts. */
   notifications: unknown[];
+  /** The credential ids the run is given (spec part A 2.9), in order, opened and injected at execution; empty for none. */
+  credentials: string[];
 }
 
 /** A plain run; a parent (pipeline, workflow, split); or a child: a step, an approval step, a shard. */

@@ -125,7 +125,8 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
  * The hosts of a stored inventory a callback can match, or undefined when the inventory is gone.
  * The stored host list keeps names only, so the content is read on demand (INI by Cairn's parser,
  * YAML by PyYAML: tools/ansible-inventory.ts) for each host's `ansible_host` and
- * `ansible_ssh_host`, as its own entries set them; group variables are not read.
+ * `ansible_ssh_host` as Ansible resolves them: its own entries over its groups' variables, a child
+ * group's over its parent's, `all`'s lowest (core/inventory.ts resolveHostAddresses).
  */
 export type CallbackHostSource = (db: Db, inventoryId: string) => Promise<CallbackHost[] | { resolvedAtStart: 'smart' | 'constructed' } | undefined>;
 

@@ -391,19 +391,20 @@ export async function replaceCredential(
   });
 }
 
-/** Deletes a credential, for a caller who manages it; 409 naming what still uses it (templates, runs not yet ended). */
+/** Deletes a credential, for a caller who manages it; 409 naming what still uses it (templates, schedules, runs not yet ended). */
 export async function removeCredential(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string): Promise<void> {
   await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await lockCredential(tx, id, 'update');
     if (!current) throw notFound(`credential ${id}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `deleting credential ${current.id}` });
     const users = await credentialUsers(tx, id);
-    if (users.templates.length || users.runs.length) {
+    if (users.templates.length || users.schedules.length || users.runs.length) {
       const named = [
         ...(users.templates.length ? [`template ${users.templates.join(', ')}`] : []),
+        ...(users.schedules.length ? [`schedule ${users.schedules.join(', ')}`] : []),
         ...(users.runs.length ? [`run ${users.runs.join(', ')} (not yet ended)`] : []),
       ];
-      throw conflict(`credential ${id} is still used by ${named.join(' and ')}; remove it from those first`, { templates: users.templates, runs: users.runs });
+      throw conflict(`credential ${id} is still used by ${named.join(' and ')}; remove it from those first`, users);
     }
     const type = current.type_id ? ((await getCredentialType(tx, current.type_id)) ?? null) : null;
     const grantsRemoved = await deleteGrantsOn(tx, id);

@@ -1,6 +1,6 @@
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { detectFormat, InventoryError, maskInventory, type InventoryFormat } from '../core/inventory';
+import { detectFormat, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat } from '../core/inventory';
 import type { Run } from '../core/run';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
@@ -32,14 +32,17 @@ import { requireOrgPlacement } from './groups';
  * (services/access.ts): the account that stores one manages it; below admin, reading one needs
  * read, running against it (`inventory_id`) use, editing and deleting manage.
  *
- * The content is never in a list, a chain entry or a request fingerprint (it may hold
- * passwords); a read below admin shows secret-looking values masked (core/inventory.ts).
+ * The content, and a constructed inventory's `source_vars`, are never in a list, a chain entry or
+ * a request fingerprint (they may hold passwords); a read below admin shows secret-looking values
+ * in either masked (core/inventory.ts), and an edit sending a masked `source_vars` value back
+ * keeps the stored one.
  *
  * Other modules use: `getInventory` / `getInventoryHosts` (store/inventories.ts) for a stored
  * inventory, `inventoryHosts(format, content)` for the hosts any content names,
  * `inventoryHostAddresses` (tools/ansible-inventory.ts) for each host with the `ansible_host` and
- * `ansible_ssh_host` its own entries set (read from the content on demand: the stored host list
- * keeps names only), and `requireInventoryUse` before a run or template names one.
+ * `ansible_ssh_host` it resolves to, its own entries over its groups' variables (read from the
+ * content on demand: the stored host list keeps names only), and `requireInventoryUse` before a
+ * run or template names one.
  */
 
 export interface InventoryDraft {
@@ -69,15 +72,17 @@ export async function inventoryHosts(format: InventoryFormat, content: string): 
   }
 }
 
-/** What a read shows: content masked below admin. */
+/** What a read shows: content and `source_vars` masked below admin (`content_masked` says so). */
 export function inventoryView(inventory: Inventory, caller: Caller): Record<string, unknown> {
-  const { owner_id, org_id, hosts: _hosts, content, ...rest } = inventory;
+  const { owner_id, org_id, hosts: _hosts, content, source_vars, ...rest } = inventory;
+  const admin = caller.account.role === 'admin';
   return {
     ...rest,
     owner_id,
     org_id,
-    content: caller.account.role === 'admin' ? content : maskInventory(content, inventory.format),
-    content_masked: caller.account.role !== 'admin',
+    content: admin ? content : maskInventory(content, inventory.format),
+    source_vars: admin || !source_vars ? source_vars : maskSourceVars(source_vars),
+    content_masked: !admin,
     // What a smart or constructed inventory is composed of; a static one has none.
     ...(inventory.kind === 'static' && { inputs: undefined, host_filter: undefined, source_vars: undefined }),
     ...(inventory.kind === 'smart' && { source_vars: undefined }),
@@ -116,19 +121,20 @@ export async function requireInventoryExists(db: Db, inventoryId: string): Promi
  * What is stored: a static inventory's content and the hosts it names; a smart or constructed
  * one's definition, resolved now (its inputs needing `use` by the saver) for the hosts it reaches.
  */
-async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraft) {
+async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraft, stored?: Inventory) {
   if (draft.kind === 'smart' || draft.kind === 'constructed') {
+    const sourceVars = draft.kind === 'constructed' ? sourceVarsOf(draft, stored) : null;
     const definition =
       draft.kind === 'smart'
         ? { kind: 'smart' as const, inputs: draft.inputs ?? [], host_filter: draft.host_filter ?? '' }
-        : { kind: 'constructed' as const, inputs: draft.inputs ?? [], source_vars: draft.source_vars ?? {} };
+        : { kind: 'constructed' as const, inputs: draft.inputs ?? [], source_vars: sourceVars ?? {} };
     const resolved = await previewComposed(ctx, caller, definition, 'use');
     return {
       name: draft.name,
       kind: draft.kind,
       inputs: definition.inputs,
       host_filter: draft.kind === 'smart' ? (draft.host_filter ?? '') : null,
-      source_vars: draft.kind === 'constructed' ? (draft.source_vars ?? {}) : null,
+      source_vars: sourceVars,
       format: 'yaml' as const,
       content: '',
       hosts: resolved.hosts,
@@ -138,6 +144,19 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraf
   const format = draft.format ?? detectFormat(draft.content);
   const hosts = await inventoryHosts(format, draft.content);
   return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null };
+}
+
+/**
+ * The `source_vars` a constructed inventory's draft stores: a masked value sent back (a read below
+ * admin shows them) keeps the stored one; the mask where `stored` holds nothing is a 400 naming
+ * where it is.
+ */
+function sourceVarsOf(draft: InventoryDraft, stored: Inventory | undefined): Record<string, unknown> {
+  const kept = keepMaskedSourceVars(draft.source_vars ?? {}, stored?.source_vars);
+  if ('unknown' in kept) {
+    throw badRequest(`${kept.unknown}: [masked] keeps a stored value, but ${stored ? `inventory ${stored.id}` : 'a new inventory'} has none there; send the value`, { field: kept.unknown });
+  }
+  return kept.vars;
 }
 
 /** What an inventory's chain entries record: never its content. */
@@ -155,7 +174,7 @@ async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> 
 }
 
 export async function createInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: InventoryDraft): Promise<Inventory> {
-  withholdFields(origin, ['content']);
+  withholdFields(origin, ['content', 'source_vars']);
   const fields = await fieldsOf(ctx, caller, draft);
   const id = newId('inv');
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
@@ -167,7 +186,7 @@ export async function createInventory(ctx: ServerContext, caller: Caller, origin
 }
 
 export async function replaceInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string, draft: InventoryDraft): Promise<Inventory> {
-  withholdFields(origin, ['content']);
+  withholdFields(origin, ['content', 'source_vars']);
   if (draft.id !== undefined && draft.id !== null && draft.id !== id) {
     throw badRequest(`id: the body names inventory ${String(draft.id)} but the path names ${id}; the id cannot change`, { field: 'id' });
   }
@@ -175,13 +194,17 @@ export async function replaceInventory(ctx: ServerContext, caller: Caller, origi
   if ((draft.kind ?? 'static') !== before.kind) {
     throw badRequest(`kind: inventory ${id} is a ${before.kind} inventory; its kind cannot change (store a new one)`, { field: 'kind' });
   }
-  const fields = await fieldsOf(ctx, caller, draft);
+  const fields = await fieldsOf(ctx, caller, draft, before);
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getInventoryForUpdate(tx, id);
     if (!current) throw notFound(`inventory ${id}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `editing inventory ${current.id}` });
     if (current.kind !== (fields.kind ?? 'static')) {
       throw badRequest(`kind: inventory ${id} is a ${current.kind} inventory; its kind cannot change (store a new one)`, { field: 'kind' });
+    }
+    // A masked value kept from the read before the lock must still be the stored one.
+    if (current.kind === 'constructed' && JSON.stringify(sourceVarsOf(draft, current)) !== JSON.stringify(fields.source_vars)) {
+      throw conflict(`inventory ${id} changed while this edit was made; read it again and send the edit again`);
     }
     if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
     const updated = await uniqueName(draft.name, () => updateInventory(tx, id, fields));

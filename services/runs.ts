@@ -24,7 +24,6 @@ import { getProject } from '../store/projects';
 import { getInventoryHosts } from '../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { requireCredentialsReady, rerunCredentials } from './credentials';
-import { insertRunCredentials } from '../store/credentials';
 import { executionTaskQueue, runWorkflowId } from '../workers/names';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
@@ -225,6 +224,7 @@ export async function submitRun(
     state_digest: parentDigest,
     sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
     notifications,
+    credentials: request.credentials ?? [],
   };
   const created = { kind: 'run.created', body: (row: Run) => ({ run: runView(row, 'preview') }) };
   const submitted = (row: Run): EntryDraft => ({
@@ -251,13 +251,12 @@ export async function submitRun(
 
   let run: Run;
   try {
-    if (children.length === 0 && !hold && !request.credentials?.length) {
+    if (children.length === 0 && !hold) {
       // The common case, one run to start now: the run, its event and its chain entry in one statement.
       run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)));
     } else {
       run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
         const inserted = await insertRunWithEvent(tx, parent, created);
-        await insertRunCredentials(tx, inserted.id, request.credentials ?? []);
         if (hold) {
           // The hold is owed to the run's notification targets from the transaction that makes it.
           const seq = await appendEvent(tx, inserted.id, 'run.held', { run: runView(inserted, 'preview'), blocker: 'approval_needed', hold });
@@ -284,10 +283,11 @@ export async function submitRun(
               state_digest: childDigest,
               // Every step and shard that runs a tool receives the secrets; an approval step runs nothing.
               sealed_vars: child.step.type === 'approval' ? null : sealRunSecrets(ctx.sealer, childId, childDigest, request.secrets),
+              // And the credentials, likewise.
+              credentials: child.step.type === 'approval' ? [] : (request.credentials ?? []),
             },
             created,
           );
-          if (child.step.type !== 'approval') await insertRunCredentials(tx, childId, request.credentials ?? []);
         }
         Object.assign(entry, submitted(inserted));
         return inserted;

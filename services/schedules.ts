@@ -28,6 +28,7 @@ import { SCHEDULE_WORKFLOW, scheduleChanged, scheduleWorkflowId, type ScheduleWo
 import { requireAccess, requireFollowerAccess, requireQueueUse } from './access';
 import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
+import { requireCredentialsUsable } from './credentials';
 import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
 import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
 
@@ -120,7 +121,10 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft
   };
 }
 
-/** The saver may launch the template, or the submission's tools run here and the saver may use its queue. */
+/**
+ * The saver may launch the template, or the submission's tools run here and the saver may use its
+ * queue and each credential it names (400 or 403 naming `run.credentials[i]` or `pipeline.credentials[i]`).
+ */
 async function requireFireable(ctx: ServerContext, caller: Caller, draft: ScheduleDraft): Promise<void> {
   if (draft.template_id !== null) {
     // Its fires launch as the saver, who must be able to launch the template now (and again at each fire).
@@ -128,7 +132,7 @@ async function requireFireable(ctx: ServerContext, caller: Caller, draft: Schedu
     return;
   }
   const { kind, request } = draft.submission!;
-  const { queue, tool, steps } = request as unknown as RunRequest;
+  const { queue, tool, steps, credentials } = request as unknown as RunRequest;
   try {
     requireQueueAllowed(queue, ctx.licensing.tier);
     await requireQueueUse(ctx.sql, caller, queue ?? '');
@@ -145,6 +149,7 @@ async function requireFireable(ctx: ServerContext, caller: Caller, draft: Schedu
       throw err;
     }
   }
+  await requireCredentialsUsable(ctx.sql, caller, credentials ?? [], `${kind}.credentials`);
 }
 
 /** What a schedule's chain entries record of it: everything it is, nothing of what its fires did. */
@@ -302,9 +307,9 @@ export const fireKey = (scheduleId: string, fireAt: Date) => `schedule/${schedul
  * 3. Otherwise the template is launched unattended, or the run, split or pipeline submitted, as
  *    the schedule's owner. A survey with a required question and no default refuses the fire:
  *    `last_error` and the chain entry `SCHEDULE /schedules/{id}/refused/survey/{questions}`, in one
- *    transaction. Any other refusal (the template deleted, a deny policy, a configuration error)
- *    is recorded on `last_error`. A failure of the server or its stores is thrown, and the fire
- *    is retried.
+ *    transaction. Any other refusal (the template deleted, a deny policy, a configuration error,
+ *    a credential not ready or no longer usable by the owner) is recorded on `last_error`. A
+ *    failure of the server or its stores is thrown, and the fire is retried.
  */
 export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fireAtMs: number, revision: number): Promise<FireOutcome> {
   const fireAt = new Date(fireAtMs);
@@ -362,8 +367,12 @@ async function launch(ctx: ServerContext, schedule: Schedule, owner: UnattendedF
     if (!template) throw new ApiError(409, `template ${schedule.template_id}, which this schedule fires, no longer exists`);
     return (await launchUnattended(ctx, origin, template, fire, { idempotencyKey: key })).run;
   }
-  const request = { ...(schedule.submission!.request as unknown as RunRequest), source: { kind: 'schedule' as const, id: schedule.id } };
-  return (await submitRun(ctx, unattendedCaller(fire), origin, request, key)).run;
+  const { kind, request: stored } = schedule.submission!;
+  const request = { ...(stored as unknown as RunRequest), source: { kind: 'schedule' as const, id: schedule.id } };
+  const caller = unattendedCaller(fire);
+  // The owner's use of each credential is checked again at each fire, as a template's fire checks use of the template.
+  await requireCredentialsUsable(ctx.sql, caller, request.credentials ?? [], `${kind}.credentials`);
+  return (await submitRun(ctx, caller, origin, request, key)).run;
 }
 
 /** A refused fire on `last_error`; a survey refusal with its chain entry, in the same transaction. */

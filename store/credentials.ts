@@ -151,29 +151,27 @@ export async function listCredentialPage(
   return { rows, total: n };
 }
 
-/** What still uses a credential: the templates naming it and the runs not yet ended that were given it (up to 10 of each). */
-export async function credentialUsers(db: Db, id: string): Promise<{ templates: string[]; runs: string[] }> {
-  const [templates, runs] = await Promise.all([
+/**
+ * What still uses a credential (up to 10 of each): the templates naming it, the schedules whose run
+ * or pipeline names it, and the runs not yet ended that were given it.
+ */
+export async function credentialUsers(db: Db, id: string): Promise<{ templates: string[]; schedules: string[]; runs: string[] }> {
+  const [templates, schedules, runs] = await Promise.all([
     db<{ id: string }[]>`
       SELECT id FROM templates WHERE ${id} = ANY (credentials) OR ${id} = ANY (selectable_credentials) ORDER BY id LIMIT 10`,
     db<{ id: string }[]>`
-      SELECT r.id FROM run_credentials rc JOIN runs r ON r.id = rc.run_id
-      WHERE rc.credential_id = ${id} AND r.finished_at IS NULL ORDER BY r.id LIMIT 10`,
+      SELECT id FROM schedules WHERE submission -> 'request' -> 'credentials' @> ${db.json([id])} ORDER BY id LIMIT 10`,
+    db<{ id: string }[]>`SELECT id FROM runs WHERE finished_at IS NULL AND ${id} = ANY (credentials) ORDER BY id LIMIT 10`,
   ]);
-  return { templates: templates.map((r) => r.id), runs: runs.map((r) => r.id) };
+  return { templates: templates.map((r) => r.id), schedules: schedules.map((r) => r.id), runs: runs.map((r) => r.id) };
 }
 
 // --- runs
 
-export async function insertRunCredentials(db: Db, runId: string, credentialIds: readonly string[]): Promise<void> {
-  if (credentialIds.length === 0) return;
-  const rows = credentialIds.map((credential_id, position) => ({ run_id: runId, position, credential_id }));
-  await db`INSERT INTO run_credentials ${db(rows)}`;
-}
-
-/** The credential ids a run was given, in order. */
+/** The credential ids a run was given, in order (runs.credentials, written with the run). */
 export async function runCredentialIds(db: Db, runId: string): Promise<string[]> {
-  return (await db<{ credential_id: string }[]>`SELECT credential_id FROM run_credentials WHERE run_id = ${runId} ORDER BY position`).map((r) => r.credential_id);
+  const [row] = await db<{ credentials: string[] }[]>`SELECT credentials FROM runs WHERE id = ${runId}`;
+  return row?.credentials ?? [];
 }
 
 // --- templates

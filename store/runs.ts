@@ -9,7 +9,9 @@ import { NOTIFY_OWED_CHANNEL } from './notifications';
 import { isAnnounced } from '../core/notification-kinds';
 import type { Run } from '../core/run';
 
-type OptionalRunFields = 'kind' | 'parent_run_id' | 'step_name' | 'step_index' | 'template_id' | 'graph' | 'sealed_vars' | 'source_kind' | 'source_id' | 'notifications';
+type OptionalRunFields =
+  | 'kind' | 'parent_run_id' | 'step_name' | 'step_index' | 'template_id' | 'graph' | 'sealed_vars' | 'source_kind' | 'source_id' | 'notifications'
+  | 'credentials';
 
 export type NewRun = Pick<
   Run,
@@ -31,6 +33,7 @@ function newRunRow(run: NewRun, now: Date): Run {
     source_kind: 'api',
     source_id: null,
     notifications: [],
+    credentials: [],
     ...run,
     error: null,
     exit_code: null,
@@ -66,12 +69,13 @@ export async function insertRunWithEvent(
     WITH inserted AS (
       INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
                         rerun_of, idempotency_key, hold, state_digest, kind, parent_run_id, step_name, step_index,
-                        template_id, graph, sealed_vars, source_kind, source_id, notifications, created_at, next_event_seq)
+                        template_id, graph, sealed_vars, source_kind, source_id, notifications, credentials, created_at, next_event_seq)
       VALUES (${row.id}, ${row.tool}, ${row.status}, ${db.json(row.spec as never)}, ${row.queue}, ${row.timeout_seconds},
               ${row.requested_by}, ${row.account_id}, ${row.token_id}, ${row.actor_kind}, ${row.rerun_of},
               ${row.idempotency_key}, ${jsonOrNull(db, row.hold)}, ${row.state_digest}, ${row.kind}, ${row.parent_run_id},
               ${row.step_name}, ${row.step_index}, ${row.template_id}, ${jsonOrNull(db, row.graph)}, ${jsonOrNull(db, row.sealed_vars)},
-              ${row.source_kind}, ${row.source_id}, ${db.json(row.notifications as never)}, ${row.created_at}, 2)
+              ${row.source_kind}, ${row.source_id}, ${db.json(row.notifications as never)}, ${db.array(row.credentials)}::text[],
+              ${row.created_at}, 2)
       RETURNING *
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)

@@ -1,8 +1,21 @@
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { promises as fs, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { expandHostPattern, iniHostEntries, iniHosts, InventoryError, MAX_INVENTORY_HOSTS, type InventoryFormat, type InventoryHost } from '../core/inventory';
+import {
+  emptyLayout,
+  expandHostPattern,
+  iniHostEntries,
+  iniHosts,
+  InventoryError,
+  layoutGroup,
+  layoutHost,
+  MAX_INVENTORY_HOSTS,
+  resolveHostAddresses,
+  type InventoryFormat,
+  type InventoryHost,
+} from '../core/inventory';
 
 /**
  * The host names a stored inventory names (spec part A 4.12): INI by Cairn's parser
@@ -25,31 +38,71 @@ export async function inventoryHostNames(format: InventoryFormat, content: strin
 }
 
 /**
- * The hosts a stored inventory names, each with the `ansible_host` and `ansible_ssh_host` its own
- * entries set (core/inventory.ts InventoryHost), ranges expanded: what a provisioning callback
- * matches its caller against. INI by Cairn's parser, YAML by PyYAML as for the names.
+ * The hosts a stored inventory names, each with the `ansible_host` and `ansible_ssh_host` it
+ * resolves to, its own entries over its groups' variables as Ansible merges them (core/inventory.ts
+ * resolveHostAddresses), ranges expanded: what a provisioning callback matches its caller against.
+ * INI by Cairn's parser, YAML's layout read by PyYAML as for the names. The answer is shared
+ * (kept for the next call with the same content): it is not to be changed.
  */
-export async function inventoryHostAddresses(format: InventoryFormat, content: string): Promise<InventoryHost[]> {
-  if (format === 'ini') return iniHostEntries(content);
-  const entries = (await yamlHostNames(content, true)) as unknown as [unknown, unknown, unknown][];
-  const hosts = new Map<string, InventoryHost>();
-  for (const [name, ansibleHost, sshHost] of entries) {
-    for (const host of expandHostPattern(String(name), MAX_INVENTORY_HOSTS - hosts.size)) {
-      const entry: InventoryHost = hosts.get(host) ?? { name: host };
-      if (typeof ansibleHost === 'string') entry.ansible_host = ansibleHost;
-      if (typeof sshHost === 'string') entry.ansible_ssh_host = sshHost;
-      hosts.set(host, entry);
-    }
-    if (hosts.size > MAX_INVENTORY_HOSTS) throw new InventoryError(`the inventory names more than ${MAX_INVENTORY_HOSTS} hosts`);
+export async function inventoryHostAddresses(format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
+  const key = createHash('sha256').update(format).update('\0').update(content).digest('base64');
+  let resolved = addressCache.get(key);
+  if (resolved) {
+    // The most recently used last.
+    addressCache.delete(key);
+  } else {
+    resolved = readHostAddresses(format, content);
+    resolved.catch(() => addressCache.delete(key));
+    if (addressCache.size >= ADDRESS_CACHE_SIZE) addressCache.delete(addressCache.keys().next().value!);
   }
-  return [...hosts.values()];
+  addressCache.set(key, resolved);
+  return resolved;
 }
 
-function yamlHostNames(content: string, addresses = false): Promise<string[]> {
+/**
+ * The few contents resolved last, by hash, so callbacks from many hosts of one inventory (a fleet
+ * booting) read it once; a content that cannot be read is not kept.
+ */
+const ADDRESS_CACHE_SIZE = 4;
+const addressCache = new Map<string, Promise<readonly Readonly<InventoryHost>[]>>();
+
+async function readHostAddresses(format: InventoryFormat, content: string): Promise<InventoryHost[]> {
+  if (format === 'ini') return iniHostEntries(content);
+  const read = ((await readYaml(content, ['--layout'])) ?? {}) as { groups?: unknown; hosts?: unknown; error?: unknown };
+  if (!Array.isArray(read.groups) || !Array.isArray(read.hosts)) throw new InventoryError(`the YAML inventory is not valid: ${typeof read.error === 'string' ? read.error : 'unreadable'}`);
+  const layout = emptyLayout();
+  const expand = (pattern: unknown) => expandHostPattern(String(pattern), MAX_INVENTORY_HOSTS - layout.hosts.size);
+  for (const [name, hosts, children, vars] of read.groups as [string, string[], string[], Record<string, unknown>][]) {
+    const group = layoutGroup(layout, name);
+    for (const pattern of hosts) {
+      for (const host of expand(pattern)) {
+        layoutHost(layout, host, {});
+        group.hosts.add(host);
+      }
+    }
+    for (const child of children) {
+      group.children.add(child);
+      layoutGroup(layout, child);
+    }
+    for (const key of ['ansible_host', 'ansible_ssh_host'] as const) if (typeof vars[key] === 'string') group.vars[key] = vars[key];
+    if (typeof vars.ansible_group_priority === 'number') group.priority = vars.ansible_group_priority;
+  }
+  for (const [pattern, vars] of read.hosts as [string, Record<string, string>][]) for (const host of expand(pattern)) layoutHost(layout, host, vars);
+  return resolveHostAddresses(layout);
+}
+
+async function yamlHostNames(content: string): Promise<string[]> {
+  const answer = await readYaml(content, []);
+  if (Array.isArray(answer)) return answer.map(String);
+  throw new InventoryError(`the YAML inventory is not valid: ${(answer as { error?: string } | null)?.error ?? 'unreadable'}`);
+}
+
+/** What tools/ansible/yaml_hosts.py answers for `content`, parsed. */
+function readYaml(content: string, args: string[]): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       'python3',
-      ['-I', '-c', YAML_HOSTS, ...(addresses ? ['--addresses'] : [])],
+      ['-I', '-c', YAML_HOSTS, ...args],
       { env: { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8' }, timeout: YAML_TIMEOUT_MS, maxBuffer: 256 * 1024 * 1024 },
       (err, stdout) => {
         if (err) return reject(new InventoryError(`the YAML inventory could not be read: ${(err as Error).message.split('\n')[0]}`));
@@ -59,8 +112,7 @@ function yamlHostNames(content: string, addresses = false): Promise<string[]> {
         } catch {
           return reject(new InventoryError('the YAML inventory could not be read'));
         }
-        if (Array.isArray(answer)) return resolve(addresses ? answer : answer.map(String));
-        reject(new InventoryError(`the YAML inventory is not valid: ${(answer as { error?: string }).error ?? 'unreadable'}`));
+        resolve(answer);
       },
     );
     child.stdin?.on('error', () => undefined);

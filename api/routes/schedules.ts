@@ -83,11 +83,20 @@ function submissionOf(input: ScheduleInput): ScheduleSubmission | null {
       timeout: run.timeout,
       shards: run.shards,
     });
+    if (run.credentials?.length) request.credentials = run.credentials;
     return { kind: 'run', body: run, request: request as unknown as Record<string, unknown> };
   }
   if (input.pipeline) {
-    const { steps, extra_vars, queue, timeout } = input.pipeline;
-    const request = { kind: 'pipeline', tool: 'pipeline', spec: { command: '', extra_vars }, queue, timeout, steps: pipelineToGraph(steps) };
+    const { steps, extra_vars, queue, timeout, credentials } = input.pipeline;
+    const request = {
+      kind: 'pipeline',
+      tool: 'pipeline',
+      spec: { command: '', extra_vars },
+      queue,
+      timeout,
+      steps: pipelineToGraph(steps),
+      ...(credentials?.length ? { credentials } : {}),
+    };
     return { kind: 'pipeline', body: input.pipeline, request };
   }
   return null;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SPRING_FORWARD } from '../../core/schedule-calendar';
 import { fitsBytes } from './common';
+import { credentialIds } from './credentials';
 import { command, extraVars, queue, shards, timeout, tool } from './run-fields';
 import { pipelineSteps } from './steps';
 
@@ -33,6 +34,8 @@ const scheduledRun = z.strictObject({
   queue: queue.default(''),
   dry_run: z.boolean({ message: 'dry_run must be true or false' }).default(false),
   shards: shards.optional(),
+  // Credentials each fire's run is given (spec part A 2.9): the saver needs use on each.
+  credentials: credentialIds('credentials').optional(),
 });
 
 /** A pipeline a schedule fires: the body of `POST /v1/pipelines`. */
@@ -41,6 +44,7 @@ const scheduledPipeline = z.strictObject({
   extra_vars: extraVars.default({}),
   timeout: timeout.optional(),
   queue: queue.default(''),
+  credentials: credentialIds('credentials').optional(),
 });
 
 const READ_ONLY = [

@@ -214,7 +214,7 @@ const ROWS: Row[] = [
 ];
 
 /** Every table a call could write, and the audit chain's length. */
-const TABLES = ['accounts', 'tokens', 'runs', 'run_events', 'stream_tickets', 'rate_limit_windows', 'templates', 'policies', 'decision_records', 'teams', 'team_members', 'orgs', 'org_members', 'grants', 'schedules', 'triggers', 'credentials', 'credential_types', 'run_credentials'];
+const TABLES = ['accounts', 'tokens', 'runs', 'run_events', 'stream_tickets', 'rate_limit_windows', 'templates', 'policies', 'decision_records', 'teams', 'team_members', 'orgs', 'org_members', 'grants', 'schedules', 'triggers', 'credentials', 'credential_types'];
 
 async function writes(): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};

@@ -164,7 +164,7 @@ test('400: no host at the address, extra_vars in the body, a missing key, a surv
   expect((await sql`SELECT count(*)::int AS n FROM runs WHERE template_id = ${surveyed.id}`)[0].n).toBe(0);
 });
 
-test('a host named otherwise is matched by its ansible_host or ansible_ssh_host (INI and YAML); two hosts at one address are refused (400)', async () => {
+test('a host named otherwise is matched by its ansible_host or ansible_ssh_host, its own or its group\'s (INI and YAML); two hosts at one address are refused (400)', async () => {
   const ini = await t.api.post('/v1/inventories', {
     name: 'named hosts',
     content:
@@ -191,15 +191,19 @@ test('a host named otherwise is matched by its ansible_host or ansible_ssh_host 
     name: 'named hosts yaml',
     content:
       'all:\n  children:\n    app:\n      hosts:\n        app1:\n          ansible_host: 127.0.0.23\n        app2: { ansible_host: 127.0.0.25 }\n' +
-      '    other:\n      hosts:\n        app3:\n          ansible_ssh_host: 127.0.0.25\n',
+      '    other:\n      hosts:\n        app3:\n          ansible_ssh_host: 127.0.0.25\n' +
+      '    cache:\n      vars:\n        ansible_host: 127.0.0.26\n      hosts:\n        cache1:\n',
   });
-  expect([yaml.status, yaml.body.format, yaml.body.host_count]).toEqual([201, 'yaml', 3]);
+  expect([yaml.status, yaml.body.format, yaml.body.host_count]).toEqual([201, 'yaml', 4]);
   const fromYaml = await callbackTemplate('by address yaml', {}, yaml.body.id);
   const app1 = await call('127.0.0.23', `/v1/templates/${fromYaml.id}/callback`, { host_config_key: fromYaml.key });
   expect([app1.status, app1.body.host]).toEqual([201, 'app1']);
   const shared = await call('127.0.0.25', `/v1/templates/${fromYaml.id}/callback`, { host_config_key: fromYaml.key });
   expect([shared.status, shared.body.matched]).toEqual([400, 2]);
-  for (const id of [web1.body.run_id, web2.body.run_id, app1.body.run_id]) await waitForRunEnd(t.api, id);
+  // Only its group's vars set this host's ansible_host.
+  const cache1 = await call('127.0.0.26', `/v1/templates/${fromYaml.id}/callback`, { host_config_key: fromYaml.key });
+  expect([cache1.status, cache1.body.host]).toEqual([201, 'cache1']);
+  for (const id of [web1.body.run_id, web2.body.run_id, app1.body.run_id, cache1.body.run_id]) await waitForRunEnd(t.api, id);
 });
 
 test('403: a wrong, rotated or revoked key; callbacks off; a deny rule; an unknown template', async () => {

@@ -5,12 +5,15 @@ import { requestFingerprint } from '../../services/audit';
 import { everyPage, grant, person, template, tokenOf, type Person } from '../support/access';
 import { forgeHeaders, PUSH_PAYLOADS } from '../support/forge-deliveries';
 import type { ApiClient } from '../support/http';
+import { createTestDatabase, schemaBefore } from '../support/database';
+import { migrate } from '../../store/migrate';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
 /**
  * Credentials and custom credential types (spec part A 2.9, 4.9; part B 5.2, 5.3, 7.2): CRUD,
  * masked reads, roles and grants (persons and agents alike), 409s for what still uses one, for a
- * missing key, for a credential with no secret and for one sealed under another key.
+ * missing key, for a credential with no secret and for one sealed under another key; the
+ * credentials runs, splits and pipelines are given, and show on every read of them.
  */
 
 const keys = () => ({
@@ -291,16 +294,17 @@ describe('launching with credentials', () => {
     expect([notOffered.status, notOffered.body.field]).toEqual([400, 'credentials[0]']);
     const launched = await as(alice).post(`/v1/templates/${tpl.id}/launch`, { credentials: [offered.id] });
     expect(launched.status).toBe(201);
-    expect((await sql`SELECT credential_id FROM run_credentials WHERE run_id = ${launched.body.id} ORDER BY position`).map((r) => r.credential_id)).toEqual([
-      fixed.id,
-      offered.id,
-    ]);
+    // The run shows them in order, the template's first; ids only.
+    expect(launched.body.credentials).toEqual([fixed.id, offered.id]);
+    expect((await as(alice).get(`/v1/runs/${launched.body.id}`)).body.credentials).toEqual([fixed.id, offered.id]);
     await waitForRunEnd(t.api, launched.body.id);
 
     // Bob may use the template, so its own credential goes with his launch; the offered one needs his use grant.
     await grant(as(alice), tpl.id, 'use', { user_id: bob.id });
     const plain = await as(bob).post(`/v1/templates/${tpl.id}/launch`, {});
     expect(plain.status).toBe(201);
+    // Bob may not read that credential; his run still names it: an id is not a secret.
+    expect((await as(bob).get(`/v1/runs/${plain.body.id}`)).body.credentials).toEqual([fixed.id]);
     const picked = await as(bob).post(`/v1/templates/${tpl.id}/launch`, { credentials: [offered.id] });
     expect([picked.status, picked.body.field]).toEqual([400, 'credentials[0]']);
     await waitForRunEnd(t.api, plain.body.id);
@@ -308,6 +312,47 @@ describe('launching with credentials', () => {
     const entries = (await t.api.get('/v1/audit?limit=1000')).body.entries as any[];
     const submitted = entries.find((e) => e.body?.kind === 'run.submitted' && e.body.run_id === launched.body.id);
     expect(submitted.body.credentials).toEqual([fixed.id, offered.id]);
+  });
+
+  test('runs, splits and pipelines show their credentials in order on every read; a pipeline is checked as a run is', async () => {
+    const aws = await awsCredential(as(alice));
+    const oidc = await as(alice).post('/v1/credentials', { name: 'sts', kind: 'oidc_token', inputs: { audience: 'sts' } });
+    const ids = [oidc.body.id, aws.id];
+    const marker = `creds-${randomBytes(4).toString('hex')}`;
+
+    const run = await as(alice).post('/v1/runs', { tool: 'bash', command: `echo ${marker}`, credentials: ids });
+    expect([run.status, run.body.credentials]).toEqual([201, ids]);
+    expect((await as(alice).get(`/v1/runs/${run.body.id}`)).body.credentials).toEqual(ids);
+    const listed = await as(alice).get(`/v1/runs?q=${marker}`);
+    expect(listed.body.runs.map((r: any) => [r.id, r.credentials])).toEqual([[run.body.id, ids]]);
+    const none = await as(alice).post('/v1/runs', { tool: 'bash', command: 'true' });
+    expect(none.body.credentials).toEqual([]);
+
+    const split = await as(alice).post('/v1/runs', { tool: 'bash', command: 'true', shards: 2, credentials: [aws.id] });
+    expect(split.body.credentials).toEqual([aws.id]);
+    expect((await as(alice).get(`/v1/runs/${split.body.id}/shards`)).body.shards.map((s: any) => s.credentials)).toEqual([[aws.id], [aws.id]]);
+
+    const steps = [{ tool: 'bash', command: 'test -n "$CAIRN_OIDC_AUDIENCE"' }, { tool: 'bash', command: 'true' }];
+    const pipeline = await as(alice).post('/v1/pipelines', { steps, credentials: ids });
+    expect([pipeline.status, pipeline.body.credentials]).toEqual([201, ids]);
+    expect((await as(alice).get(`/v1/runs/${pipeline.body.id}/steps`)).body.steps.map((s: any) => s.credentials)).toEqual([ids, ids]);
+    // Each step is given them at execution: the first step fails without the injected variable.
+    expect((await waitForRunEnd(t.api, pipeline.body.id)).status).toBe('succeeded');
+    const rerun = await as(alice).post(`/v1/runs/${pipeline.body.id}/rerun`);
+    expect([rerun.status, rerun.body.credentials]).toEqual([201, ids]);
+
+    // Bob reads neither: 400 naming the field; with read and not use, 403; an id named twice, 400.
+    const refused = await as(bob).post('/v1/pipelines', { steps, credentials: [aws.id] });
+    expect([refused.status, refused.body.field]).toEqual([400, 'credentials[0]']);
+    await grant(as(alice), aws.id, 'read', { user_id: bob.id });
+    const readOnly = await as(bob).post('/v1/pipelines', { steps, credentials: [aws.id] });
+    expect([readOnly.status, readOnly.body.field]).toEqual([403, 'credentials[0]']);
+    const twice = await as(alice).post('/v1/pipelines', { steps, credentials: [aws.id, aws.id] });
+    expect([twice.status, twice.body.field]).toEqual([400, 'credentials[1]']);
+    const waiting = await as(alice).post('/v1/credentials', { name: 'no secret', kind: 'machine', inputs: { username: 'deploy' } });
+    const notReady = await as(alice).post('/v1/pipelines', { steps, credentials: [waiting.body.id] });
+    expect([notReady.status, notReady.body.credential, notReady.body.reason]).toEqual([409, waiting.body.id, 'needs_secret']);
+    for (const id of [run.body.id, none.body.id, split.body.id, rerun.body.id]) await waitForRunEnd(t.api, id);
   });
 
   test('a credential with no secret yet makes launch and rerun answer 409 naming it and the fix', async () => {
@@ -410,4 +455,25 @@ describe('launching with credentials', () => {
       await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
     }
   });
+});
+
+test('migration 022 moves the credentials each run was given onto the run, in order', async () => {
+  const database = await createTestDatabase();
+  const old = postgres(database.url, { max: 1, onnotice: () => undefined });
+  try {
+    await schemaBefore(old, '022');
+    await old`
+      INSERT INTO runs (id, tool, status, spec, timeout_seconds, requested_by, actor_kind)
+      VALUES ('run_given', 'bash', 'succeeded', '{}', 60, 'admin', 'user'), ('run_none', 'bash', 'succeeded', '{}', 60, 'admin', 'user')`;
+    await old`INSERT INTO run_credentials (run_id, position, credential_id) VALUES ('run_given', 1, 'cred_b'), ('run_given', 0, 'cred_a')`;
+    await migrate(old);
+    const rows = await old`SELECT id, credentials FROM runs ORDER BY id`;
+    expect(rows.map((r) => [r.id, r.credentials])).toEqual([
+      ['run_given', ['cred_a', 'cred_b']],
+      ['run_none', []],
+    ]);
+  } finally {
+    await old.end();
+    await database.drop();
+  }
 });

@@ -185,6 +185,62 @@ describe('saving schedules', () => {
   });
 });
 
+describe('credentials', () => {
+  test('a run or pipeline names credentials its saver may use; reads show them; a credential a schedule names is not deleted', async () => {
+    const owner = await person(t.api, 'operator');
+    const other = await person(t.api, 'operator');
+    const cred = (await t.as(owner.token).post('/v1/credentials', { name: 'sts', kind: 'oidc_token', inputs: { audience: 'sts' } })).body;
+    const schedule = await createSchedule({ name: 'with credentials', cron: '0 6 * * *', run: { ...aRun, credentials: [cred.id] } }, t.as(owner.token));
+    expect(schedule.run.credentials).toEqual([cred.id]);
+    expect((await t.as(owner.token).get(`/v1/schedules/${schedule.id}`)).body.run.credentials).toEqual([cred.id]);
+
+    // One the saver may not read is 400 naming the field; read without use, 403.
+    const body = { name: 'not theirs', cron: '0 6 * * *' };
+    const unreadable = await t.as(other.token).post('/v1/schedules', { ...body, run: { ...aRun, credentials: [cred.id] } });
+    expect([unreadable.status, unreadable.body.field]).toEqual([400, 'run.credentials[0]']);
+    await grant(t.as(owner.token), cred.id, 'read', { user_id: other.id });
+    const readOnly = await t.as(other.token).post('/v1/schedules', { ...body, pipeline: { steps: [aRun], credentials: [cred.id] } });
+    expect([readOnly.status, readOnly.body.field]).toEqual([403, 'pipeline.credentials[0]']);
+    const malformed = await t.api.post('/v1/schedules', { ...body, run: { ...aRun, credentials: cred.id } });
+    expect([malformed.status, malformed.body.field]).toEqual([400, 'run.credentials']);
+
+    const inUse = await t.as(owner.token).request('DELETE', `/v1/credentials/${cred.id}`);
+    expect([inUse.status, inUse.body.schedules]).toEqual([409, [schedule.id]]);
+    expect((await del(schedule.id, t.as(owner.token))).status).toBe(204);
+    expect((await t.as(owner.token).request('DELETE', `/v1/credentials/${cred.id}`)).status).toBe(204);
+  });
+
+  test('each fire’s run is given them; one not ready, or no longer usable by the saver, refuses the fire on last_error', async () => {
+    const ready = (await t.api.post('/v1/credentials', { name: 'sts', kind: 'oidc_token', inputs: { audience: 'fired' } })).body;
+    const waiting = (await t.api.post('/v1/credentials', { name: 'no secret', kind: 'machine', inputs: { username: 'deploy' } })).body;
+    const saver = await person(t.api, 'operator');
+    const withdrawn = await grant(t.api, ready.id, 'use', { user_id: saver.id });
+    const rule = soon('FREQ=SECONDLY;COUNT=1');
+    const given = await createSchedule({ name: 'given', rrule: rule, run: { tool: 'bash', command: 'echo "$CAIRN_OIDC_AUDIENCE"', credentials: [ready.id] } });
+    const notReady = await createSchedule({ name: 'not ready', rrule: rule, run: { ...aRun, credentials: [waiting.id] } });
+    const noLongerUsable = await createSchedule({ name: 'grant withdrawn', rrule: rule, run: { ...aRun, credentials: [ready.id] } }, t.as(saver.token));
+    expect((await t.api.request('DELETE', `/v1/grants/${withdrawn}`)).status).toBe(204);
+
+    const [run] = await waitUntil('the fire', async () => {
+      const rows = await runsOf(given.id);
+      return rows.length >= 1 && rows;
+    });
+    expect(await waitForRunEnd(t.api, run.id)).toMatchObject({ status: 'succeeded', credentials: [ready.id] });
+    expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('fired\n');
+    for (const [schedule, named] of [
+      [notReady, waiting.id],
+      [noLongerUsable, 'run.credentials[0]'],
+    ] as const) {
+      const refused = await waitUntil('the refusal', async () => {
+        const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
+        return body.last_outcome === 'did_not_run' && body;
+      });
+      expect(refused.last_error).toContain(named);
+      expect(await runsOf(schedule.id)).toHaveLength(0);
+    }
+  });
+});
+
 describe('preview', () => {
   test('the next five fires, the zone, the next spring gap that matters; nothing saved', async () => {
     const before = (await t.api.get('/v1/schedules')).body.total;

@@ -1,7 +1,7 @@
 import { loadConfig } from '../../core/config';
 import { hostVerdict, noHostFailure, parseAnsibleResults } from '../../core/ansible-results';
 import { ansibleSpecOf } from '../../core/ansible-spec';
-import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, maskInventory } from '../../core/inventory';
+import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars } from '../../core/inventory';
 import { finalStateOf } from '../../core/run-outcome';
 import { ansibleArgs } from '../../tools/ansible';
 import { inventoryHostAddresses } from '../../tools/ansible-inventory';
@@ -23,7 +23,7 @@ describe('inventory rules', () => {
     expect(() => iniHosts('[web]\na=1\n')).toThrow(InventoryError);
   });
 
-  test('INI host addresses: ansible_host and ansible_ssh_host from host lines, quoted or not, merged per host; comments and group vars read as none', () => {
+  test('INI host addresses: ansible_host and ansible_ssh_host from host lines, quoted or not, merged per host, over group vars; comments read as none', () => {
     const content = [
       '[web]',
       'web1 ansible_host=10.0.0.5 ansible_user=deploy',
@@ -49,7 +49,44 @@ describe('inventory rules', () => {
     expect({ ...iniHostVars(' __proto__=1 ansible_host=1.2.3.4') }).toMatchObject({ ansible_host: '1.2.3.4' });
   });
 
-  test('YAML host addresses: from each host entry, ranges expanded, a later entry overriding', async () => {
+  test('INI group vars resolve as Ansible merges them: all lowest, a child group over its parent, priority then name at one depth, the host over all', () => {
+    const content = [
+      'lone',
+      '[all:vars]',
+      'ansible_host=10.0.0.1',
+      '[prod:children]',
+      'web',
+      '[prod:vars]',
+      'ansible_host = "10.0.0.2"',
+      '[web]',
+      'w1',
+      'w2 ansible_host=10.0.0.9',
+      '[web:vars]',
+      'ansible_host=10.0.0.3',
+      '[b]',
+      'x',
+      '[a]',
+      'x',
+      '[b:vars]',
+      'ansible_ssh_host=10.0.0.5',
+      '[a:vars]',
+      'ansible_ssh_host=10.0.0.4',
+      'ansible_group_priority=5',
+      '[db]',
+      'd1',
+      '[db:children]',
+      'prod',
+    ].join('\n');
+    expect(iniHostEntries(content)).toEqual([
+      { name: 'lone', ansible_host: '10.0.0.1' },
+      { name: 'w1', ansible_host: '10.0.0.3' },
+      { name: 'w2', ansible_host: '10.0.0.9' },
+      { name: 'x', ansible_host: '10.0.0.1', ansible_ssh_host: '10.0.0.4' },
+      { name: 'd1', ansible_host: '10.0.0.1' },
+    ]);
+  });
+
+  test('YAML host addresses: from each host entry over its groups\' vars, ranges expanded, a later entry overriding', async () => {
     const content = [
       'all:',
       '  hosts:',
@@ -67,15 +104,31 @@ describe('inventory rules', () => {
       '        app1: { ansible_ssh_host: 10.0.0.7 }',
       '        num: { ansible_host: 5 }',
     ].join('\n');
-    const hosts = await inventoryHostAddresses('yaml', content);
+    const hosts = [...(await inventoryHostAddresses('yaml', content))];
     expect(hosts.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
       { name: 'app1', ansible_host: '10.0.0.5', ansible_ssh_host: '10.0.0.7' },
-      { name: 'app2', ansible_ssh_host: '10.0.0.6' },
-      { name: 'app3', ansible_ssh_host: '10.0.0.6' },
+      { name: 'app2', ansible_host: '10.9.9.9', ansible_ssh_host: '10.0.0.6' },
+      { name: 'app3', ansible_host: '10.9.9.9', ansible_ssh_host: '10.0.0.6' },
       { name: 'lone' },
       { name: 'num', ansible_host: '5' },
     ]);
+    // `all` lowest, a nested child group over its parent; a group aliased under another name is that group too.
+    const nested = 'all:\n  vars: { ansible_host: 10.0.0.1 }\n  hosts: { lone: }\n  children:\n    prod: &prod\n      vars: { ansible_host: 10.0.0.2 }\n      children:\n        web:\n          vars: { ansible_host: 10.0.0.3 }\n          hosts: { w1: }\n      hosts: { p1: }\n    again: *prod\n';
+    expect([...(await inventoryHostAddresses('yaml', nested))].sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'lone', ansible_host: '10.0.0.1' },
+      { name: 'p1', ansible_host: '10.0.0.2' },
+      { name: 'w1', ansible_host: '10.0.0.3' },
+    ]);
     expect(await inventoryHostAddresses('ini', 'h1 ansible_host=10.0.0.1\n')).toEqual([{ name: 'h1', ansible_host: '10.0.0.1' }]);
+  });
+
+  test('source_vars masking: secret-looking keys at any depth, keyed_groups keys kept; a masked value sent back keeps the stored one', () => {
+    const stored = { compose: { ansible_become_password: "'hunter2'", tier: 'x' }, keyed_groups: [{ key: 'tags', prefix: 't' }], vault: { api_token: 'abc' } };
+    const masked = maskSourceVars(stored);
+    expect(masked).toEqual({ compose: { ansible_become_password: '[masked]', tier: 'x' }, keyed_groups: [{ key: 'tags', prefix: 't' }], vault: { api_token: '[masked]' } });
+    expect(keepMaskedSourceVars({ ...masked, compose: { ...(masked.compose as object), tier: 'y' } }, stored)).toEqual({ vars: { ...stored, compose: { ansible_become_password: "'hunter2'", tier: 'y' } } });
+    expect(keepMaskedSourceVars({ compose: { db_secret: '[masked]' } }, stored)).toEqual({ unknown: 'source_vars.compose.db_secret' });
+    expect(keepMaskedSourceVars({ note: '[masked]' }, null)).toEqual({ vars: { note: '[masked]' } });
   });
 
   test('format detection', () => {
