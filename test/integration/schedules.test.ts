@@ -450,7 +450,8 @@ describe('durable fires', () => {
     ['still has that time: the fire is made', false],
     ['no longer has that time: the fire is not made, and the next is planned by the new rule', true],
   ])('a save whose signal was lost, when the rule %s', async (_name, moved) => {
-    const rrule = soon('FREQ=SECONDLY;COUNT=1', 4);
+    // Far enough out that the plan and the save land before the fire on a busy machine.
+    const rrule = soon('FREQ=SECONDLY;COUNT=1', 8);
     const schedule = await createSchedule({ name: 'lost signal', rrule, run: aRun });
     const fireAt = await waitUntil('the plan', async () => (await t.api.get(`/v1/schedules/${schedule.id}`)).body.next_fire_at);
     const later = soon('FREQ=SECONDLY;COUNT=1', 120);
