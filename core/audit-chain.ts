@@ -438,13 +438,8 @@ export function entryForBundle(row: { hash: string; canonical?: string | null } 
 /** Whether `tail` (`"id":…}`) is the canonical JSON of exactly {@link FIELDS_AFTER_HASH}, once made an object. */
 function tailIsCanonical(tail: string): boolean {
   const text = `{${tail}`;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return false;
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return false;
+  const parsed = parseJsonObject(text);
+  if (!parsed) return false;
   const keys = Object.keys(parsed);
   return keys.length === FIELDS_AFTER_HASH.length && keys.every((key, i) => key === FIELDS_AFTER_HASH[i]) && canonicalJson(parsed) === text;
 }
@@ -538,15 +533,21 @@ function checkCheckpointShape(from: ChainCheckpoint): void {
  * entry. Undefined when the text is not a JSON object, which verification reports as a break.
  */
 export function entryFromStoredText(canonical: string, hash: string): AuditEntry | undefined {
+  const parsed = parseJsonObject(canonical);
+  if (!parsed) return undefined;
+  const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash } = parsed as unknown as AuditEntry;
+  return { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash };
+}
+
+/** The JSON object `text` holds, or undefined when it holds something else or is not JSON. */
+function parseJsonObject(text: string): Record<string, unknown> | undefined {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(canonical);
+    parsed = JSON.parse(text);
   } catch {
     return undefined;
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
-  const { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash } = parsed as AuditEntry;
-  return { seq, id, at, actor, method, path, fingerprint, outcome, body, prev_hash, hash };
+  return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
 }
 
 function storedHash(entry: unknown): string {
