@@ -84,6 +84,11 @@ export interface InventoryHost {
 /** The host variables that name the address a host is reached at. */
 export const HOST_ADDRESS_VARS = ['ansible_host', 'ansible_ssh_host'] as const;
 
+/** Whether `key` is one of HOST_ADDRESS_VARS. */
+export function isAddressVar(key: string): key is (typeof HOST_ADDRESS_VARS)[number] {
+  return (HOST_ADDRESS_VARS as readonly string[]).includes(key);
+}
+
 /** The address variables a host entry or a group's vars set. */
 export type AddressVars = Partial<Record<(typeof HOST_ADDRESS_VARS)[number], string>>;
 
@@ -257,12 +262,12 @@ export function iniLayout(content: string, groups = true): InventoryLayout {
       const eq = line.indexOf('=');
       if (!groups || eq <= 0) continue;
       const key = line.slice(0, eq).trim();
-      if (key === 'ansible_host' || key === 'ansible_ssh_host') {
-        const value = iniVarValue(line.slice(eq + 1));
+      const value = iniVarValue(line.slice(eq + 1));
+      if (isAddressVar(key)) {
         if (value === '') delete group.vars[key];
         else group.vars[key] = value;
-      } else if (key === 'ansible_group_priority' && /^-?[0-9]+$/.test(iniVarValue(line.slice(eq + 1)))) {
-        group.priority = Number(iniVarValue(line.slice(eq + 1)));
+      } else if (key === 'ansible_group_priority' && /^-?[0-9]+$/.test(value)) {
+        group.priority = Number(value);
       }
       continue;
     }

@@ -55,21 +55,20 @@ export async function runDoctor(ctx: ServerContext): Promise<DoctorAnswer> {
       ctx.logger.warn({ err, check: name }, 'a diagnostics check could not be made');
       return { name, ok: false, severity, detail: 'the check could not be made; the server log says why' };
     });
-  const [checks, coreVersion] = await Promise.all([
-    Promise.all([
-      guarded('database', 'error', () => databaseCheck(ctx)),
-      guarded('temporal', 'error', () => temporalCheck(ctx)),
-      guarded('workers', 'error', () => workersCheck(ctx)),
-      guarded('encryption_key', 'warning', async () => encryptionKeyCheck(ctx)),
-      guarded('signing_key', 'warning', () => signingKeyCheck(ctx)),
-      guarded('audit_chain', 'info', () => auditChainCheck(ctx)),
-      guarded('ansible', 'warning', () => ansibleCheck()),
-      guarded('attention_alerting', 'warning', () => attentionCheck(ctx)),
-      guarded('notification_deliveries_failed', 'warning', () => failedDeliveriesCheck(ctx)),
-      guarded('notification_attachments_orphaned', 'warning', () => orphanedAttachmentsCheck(ctx)),
-      guarded('schedules_broken', 'warning', () => brokenSchedulesCheck(ctx)),
-    ]),
-    ansibleCoreVersion().catch(() => null),
+  // One probe of the ansible-core version (cached by the tool module), for the check and the answer.
+  const coreVersion = await ansibleCoreVersion().catch(() => null);
+  const checks = await Promise.all([
+    guarded('database', 'error', () => databaseCheck(ctx)),
+    guarded('temporal', 'error', () => temporalCheck(ctx)),
+    guarded('workers', 'error', () => workersCheck(ctx)),
+    guarded('encryption_key', 'warning', async () => encryptionKeyCheck(ctx)),
+    guarded('signing_key', 'warning', () => signingKeyCheck(ctx)),
+    guarded('audit_chain', 'info', () => auditChainCheck(ctx)),
+    guarded('ansible', 'warning', async () => ansibleCheck(coreVersion)),
+    guarded('attention_alerting', 'warning', () => attentionCheck(ctx)),
+    guarded('notification_deliveries_failed', 'warning', () => failedDeliveriesCheck(ctx)),
+    guarded('notification_attachments_orphaned', 'warning', () => orphanedAttachmentsCheck(ctx)),
+    guarded('schedules_broken', 'warning', () => brokenSchedulesCheck(ctx)),
   ]);
   return {
     ok: checks.every((c) => c.ok || c.severity !== 'error'),
@@ -158,8 +157,7 @@ async function auditChainCheck(ctx: ServerContext): Promise<DoctorCheck> {
   };
 }
 
-async function ansibleCheck(): Promise<DoctorCheck> {
-  const version = await ansibleCoreVersion();
+function ansibleCheck(version: string | null): DoctorCheck {
   const tested = version !== null && ANSIBLE_CORE_TESTED_RELEASES.some((r) => version === r || version.startsWith(`${r}.`));
   const detail =
     version === null

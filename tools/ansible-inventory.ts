@@ -6,6 +6,7 @@ import path from 'node:path';
 import {
   emptyLayout,
   expandHostPattern,
+  HOST_ADDRESS_VARS,
   iniHostEntries,
   iniHosts,
   InventoryError,
@@ -84,7 +85,7 @@ async function readHostAddresses(format: InventoryFormat, content: string): Prom
       group.children.add(child);
       layoutGroup(layout, child);
     }
-    for (const key of ['ansible_host', 'ansible_ssh_host'] as const) if (typeof vars[key] === 'string') group.vars[key] = vars[key];
+    for (const key of HOST_ADDRESS_VARS) if (typeof vars[key] === 'string') group.vars[key] = vars[key];
     if (typeof vars.ansible_group_priority === 'number') group.priority = vars.ansible_group_priority;
   }
   for (const [pattern, vars] of read.hosts as [string, Record<string, string>][]) for (const host of expand(pattern)) layoutHost(layout, host, vars);
