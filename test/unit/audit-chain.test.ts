@@ -769,7 +769,8 @@ test('an entry hashes as its canonical prefix plus the link suffix, the form the
 });
 
 test('a bundle entry spliced from the stored canonical text is the canonical JSON of the whole entry', () => {
-  const decoys = { kind: 'x', id: 'decoy', seq: 9, nested: { id: 'deeper' }, text: 'héllo ,"id":"q" \u2028' };
+  // Keys sorting before `id` put a structural `,"id":"` inside the body, before the entry's own.
+  const decoys = { aardvark: 0, kind: 'x', id: 'decoy', seq: 9, nested: { a: 1, id: 'deeper' }, text: 'héllo ,"id":"q" \u2028' };
   const chain = buildChain(6, (i) => ({ ...fieldsFor(i), path: `/v1/runs?id=${i}&x=","id":"`, body: { ...decoys, n: i } }));
   for (const entry of chain) {
     const canonical = entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq);
