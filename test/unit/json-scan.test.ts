@@ -107,11 +107,16 @@ describe('scanJsonText', () => {
     }
     const text = `{"hosts":[${hosts.join(',')}],"blob":"${'y'.repeat(2 * 1024 * 1024)}"}`;
     expect(text.length).toBeGreaterThan(20 * 1024 * 1024);
-    const started = performance.now();
-    expect(scanJsonText(text)).toBeUndefined();
-    const ms = performance.now() - started;
+    // The best of three: the bound is on the scan's cost, not on a moment when the other test
+    // workers of a 2-core machine had the CPU.
+    const times: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const started = performance.now();
+      expect(scanJsonText(text)).toBeUndefined();
+      times.push(performance.now() - started);
+    }
     // Typically a tenth of a second, about what JSON.parse takes for the same text.
-    expect(ms).toBeLessThan(750);
+    expect(Math.min(...times)).toBeLessThan(750);
   });
 });
 
