@@ -1,5 +1,3 @@
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { ansibleCredentialsOf, BUILT_IN_KINDS, injectionOf, type AnsibleCredentials, type Injection, type OpenedCredential } from '../core/credential-kinds';
 import type { Sealer } from '../core/seal';
 import { CredentialOpenError, openRunCredentials } from '../services/credentials';
@@ -38,24 +36,10 @@ export function scriptToolInjection(credentials: readonly OpenedCredential[], wo
 /**
  * What the ansible tool receives: the machine credential's user, key file, become settings and
  * passwords for ansible's own options, and every other credential injected as for a script tool.
- * `files` are to be written into the work dir before the tool starts (writeCredentialFiles).
+ * `files` are written into the work dir with the tool's own before the tool starts (activities/runs.ts).
  */
 export function ansibleToolCredentials(credentials: readonly OpenedCredential[], workDir: string): AnsibleCredentials {
   const result = ansibleCredentialsOf(credentials, workDir);
   for (const name of Object.keys(result.env)) if (refused(name)) delete result.env[name];
   return result;
-}
-
-/** Writes credential files into the work dir, each 0600 and owned by the account the tool runs as. */
-export async function writeCredentialFiles(workDir: string, files: Record<string, string>, owner?: { uid: number; gid: number }): Promise<void> {
-  for (const [name, content] of Object.entries(files)) {
-    const file = path.join(workDir, name);
-    await fs.writeFile(file, content, { mode: 0o600 });
-    if (owner) await fs.chown(file, owner.uid, owner.gid);
-  }
-}
-
-/** Removes credential files as soon as the tool has ended, before the work dir itself goes. */
-export async function removeCredentialFiles(workDir: string, files: Record<string, string>): Promise<void> {
-  for (const name of Object.keys(files)) await fs.rm(path.join(workDir, name), { force: true }).catch(() => undefined);
 }

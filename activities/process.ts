@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, promises as fs, readdirSync, readlinkSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
-import { BLOCK_FD, INFO_FD, sandboxArgs, type SandboxSettings } from './sandbox';
+import { BLOCK_FD, INFO_FD, sandboxArgs, type SandboxBind, type SandboxSettings } from './sandbox';
 
 export interface ProcessExit {
   exitCode: number | null;
@@ -24,6 +24,8 @@ export interface SpawnOptions {
   onOutput: (chunk: Buffer) => void;
   /** Runs the tool in this sandbox; absent runs it directly (only with --run-isolation none). */
   sandbox?: SandboxSettings;
+  /** Host paths the sandbox shows besides the work dir (activities/sandbox.ts). */
+  binds?: SandboxBind[];
 }
 
 /** How long the isolated network may take to come up before the start is given up. */
@@ -60,7 +62,7 @@ function plainTool(argv: string[], options: SpawnOptions): SpawnedTool {
 }
 
 async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: SandboxSettings): Promise<SpawnedTool> {
-  const child = spawn(sandbox.bwrap, sandboxArgs(sandbox, options.cwd, argv), {
+  const child = spawn(sandbox.bwrap, sandboxArgs(sandbox, options.cwd, argv, options.binds), {
     cwd: options.cwd,
     env: options.env,
     detached: true,

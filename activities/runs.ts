@@ -1,8 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
-import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -14,7 +11,7 @@ import { moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifec
 import { getTool } from '../tools/registry';
 import type { ToolInputs } from '../tools/types';
 import type { Injection } from '../core/credential-kinds';
-import { ansibleToolCredentials, CredentialOpenError, openCredentialsOfRun, removeCredentialFiles, scriptToolInjection } from './credential-injection';
+import { ansibleToolCredentials, CredentialOpenError, openCredentialsOfRun, scriptToolInjection } from './credential-injection';
 import { recordToolResults } from '../services/host-results';
 import { RunInputError, runToolInputs } from '../services/inventories';
 import { LogSink } from './log-sink';
@@ -24,27 +21,24 @@ import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/run-
 import type { Sealer } from '../core/seal';
 import { LauncherStopped, type ToolLauncher } from './launcher';
 import { killLeftoverProcess, type SpawnedTool } from './process';
-import type { SandboxSettings } from './sandbox';
 import { toolPath } from '../tools/registry';
 import type { Run } from '../core/run';
 import { checkoutDir } from '../core/project-paths';
-import { copyCommitTree, GitError } from './projects';
+import { extractCommit, GitError } from './git';
+import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from './work-dir';
+import type { JobSandbox } from './sandboxed-job';
 
-/** How long copying a project's commit into a run's work dir may take. */
+/** How long unpacking a project's commit into a run's work dir may take. */
 const PROJECT_COPY_TIMEOUT_MS = 300_000;
 
 export interface RunActivityDeps {
   sql: Sql;
   logger: Logger;
-  /** Where runs get their scratch work dirs. */
-  workRoot: string;
-  /** Where git projects' checkouts are (`<data dir>/projects`); a run of a project works in a copy of its commit. */
-  projectsDir?: string;
+  /** Where runs get their work dirs and project trees, and the sandbox they run in (undefined only with --run-isolation none). */
+  site: JobSandbox;
   launcher: ToolLauncher;
   /** Opens the secrets sealed to a run (core/run-secrets.ts); undefined without the install's key. */
   sealer?: Sealer;
-  /** The sandbox tools run in (its account owns the work dir); undefined only with --run-isolation none. */
-  sandbox?: SandboxSettings;
   /**
    * The server's own secrets (the install key and salt, the database password): no tool is given
    * them, and the output masker hides them should one ever find its way into a log.
@@ -55,7 +49,6 @@ export interface RunActivityDeps {
 }
 
 const HOST = os.hostname();
-const execFileAsync = promisify(execFile);
 
 /** What an attempt's heartbeats carry, so the attempt after a lost one can find its tool. */
 interface LeaseDetails {
@@ -150,7 +143,7 @@ export function createRunActivities(deps: RunActivityDeps) {
       throw err;
     }
     // Its credentials, opened only here too: injected into the tool, every secret joining the masker.
-    const workDir = path.join(deps.workRoot, `${runId}-${run.attempts}`);
+    const workDir = path.join(deps.site.workRoot, `${runId}-${run.attempts}`);
     let injection: Injection;
     // The ansible tool takes a machine credential its own way (tools/ansible.ts): user and key file
     // as extra vars, the passwords and the key's passphrase through its inputs.
@@ -198,12 +191,12 @@ export function createRunActivities(deps: RunActivityDeps) {
       inputs,
     );
     try {
-      await prepareWorkDir(workDir, { ...invocation.files, ...injection.files }, deps.sandbox?.user, run.spec.project && { ...run.spec.project, projectsDir: deps.projectsDir });
+      await prepareWorkDir(deps.site, workDir, { ...invocation.files, ...injection.files }, run.spec.project);
     } catch (err) {
-      if (err instanceof GitError) {
-        await removeWorkDir(workDir);
-        return { kind: 'spawn_failed', message: `the project's checkout could not be copied: ${err.message}` };
-      }
+      // Nothing of the run is left behind, its credential files least of all, whatever failed.
+      await removeWorkDir(workDir);
+      if (err instanceof GitError) return { kind: 'spawn_failed', message: `the project's tree could not be placed in the run's work dir: ${err.message}` };
+      if (err instanceof WorkDirError) return { kind: 'spawn_failed', message: err.message };
       throw err;
     }
 
@@ -244,7 +237,6 @@ export function createRunActivities(deps: RunActivityDeps) {
     } finally {
       clearInterval(heartbeat);
       deps.onExecutionChange?.(-1);
-      await removeCredentialFiles(workDir, injection.files);
       await removeWorkDir(workDir);
     }
   }
@@ -261,36 +253,19 @@ export function createRunActivities(deps: RunActivityDeps) {
 export type RunActivities = ReturnType<typeof createRunActivities>;
 
 /**
- * A fresh work dir holding the tool's files, private to the account the tool runs as: the
- * sandbox's run account when the server is root, else the server's own.
+ * A fresh work dir for the run (activities/work-dir.ts): the tool's files written first, by the
+ * server into a dir nothing else has touched; then the dir handed to the account the tool runs
+ * as; then a project's tree at the run's commit unpacked into it in the sandbox, as that account,
+ * refusing to replace any of the tool's files (activities/git.ts).
  */
 async function prepareWorkDir(
+  where: JobSandbox,
   workDir: string,
   files: Record<string, string>,
-  owner: SandboxSettings['user'],
-  project?: { id: string; commit: string; projectsDir?: string },
+  project?: { id: string; commit: string },
 ): Promise<void> {
-  await removeWorkDir(workDir);
-  await fs.mkdir(workDir, { recursive: true, mode: 0o700 });
-  // A project's tree at the run's commit first (activities/projects.ts); the tool's own files over it.
-  if (project) {
-    if (!project.projectsDir) throw new GitError('this worker has no projects directory');
-    await copyCommitTree(checkoutDir(project.projectsDir, project.id), project.commit, workDir, { timeoutMs: PROJECT_COPY_TIMEOUT_MS });
-    if (owner) await execFileAsync('chown', ['-R', `${owner.uid}:${owner.gid}`, workDir]);
-  }
-  for (const [name, content] of Object.entries(files)) {
-    await fs.writeFile(path.join(workDir, name), content, { mode: 0o600 });
-    if (owner) await fs.chown(path.join(workDir, name), owner.uid, owner.gid);
-  }
-  if (owner) await fs.chown(workDir, owner.uid, owner.gid);
-}
-
-/** Removes a work dir, even one whose tool left directories it may not read. */
-async function removeWorkDir(workDir: string): Promise<void> {
-  try {
-    await fs.rm(workDir, { recursive: true, force: true });
-  } catch {
-    await execFileAsync('chmod', ['-R', 'u+rwx', workDir]).catch(() => undefined);
-    await fs.rm(workDir, { recursive: true, force: true }).catch(() => undefined);
-  }
+  await createWorkDir(workDir);
+  await writeWorkFiles(workDir, files, where.sandbox?.user);
+  await handOverWorkDir(workDir, where.sandbox?.user);
+  if (project) await extractCommit(where, checkoutDir(where.projectsDir, project.id), project.commit, workDir, PROJECT_COPY_TIMEOUT_MS);
 }

@@ -37,8 +37,17 @@ export const ISOLATED_NAMESERVER = '10.0.2.3';
 export const INFO_FD = 3;
 export const BLOCK_FD = 4;
 
-/** The bwrap arguments that start `argv` in the sandbox with `workDir` as its only writable place. */
-export function sandboxArgs(settings: SandboxSettings, workDir: string, argv: string[]): string[] {
+/**
+ * A host path shown inside the sandbox at the same place: read-only unless `writable`. A job on a
+ * project's repository binds it (activities/git.ts); a run binds nothing beyond its work dir.
+ */
+export interface SandboxBind {
+  path: string;
+  writable?: boolean;
+}
+
+/** The bwrap arguments that start `argv` in the sandbox with `workDir` (and writable `binds`) as its only writable places. */
+export function sandboxArgs(settings: SandboxSettings, workDir: string, argv: string[], binds: SandboxBind[] = []): string[] {
   const args = ['--unshare-user', '--unshare-ipc', '--unshare-pid', '--unshare-uts', '--unshare-cgroup-try'];
   if (settings.network !== 'host') args.push('--unshare-net');
   args.push('--die-with-parent', '--hostname', 'cairn-run', '--info-fd', String(INFO_FD));
@@ -47,7 +56,9 @@ export function sandboxArgs(settings: SandboxSettings, workDir: string, argv: st
   for (const root of settings.readOnlyRoots) args.push('--ro-bind', root, root);
   for (const [target, link] of settings.symlinks) args.push('--symlink', target, link);
   if (settings.resolvConf) args.push('--ro-bind', settings.resolvConf.source, settings.resolvConf.target);
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--bind', workDir, workDir, '--chdir', workDir);
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  for (const bind of binds) args.push(bind.writable ? '--bind' : '--ro-bind', bind.path, bind.path);
+  args.push('--bind', workDir, workDir, '--chdir', workDir);
   // sh joins stdout and stderr into one pipe, so the log keeps the order the tool wrote in.
   args.push('--', '/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', ...argv);
   return args;

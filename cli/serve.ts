@@ -1,5 +1,4 @@
 import { Client } from '@temporalio/client';
-import { projectsDirOf } from '../core/project-paths';
 import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
@@ -191,7 +190,6 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       sealer,
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
-      projectsDir: projectsDirOf(config.dataDir),
       delivery: config.delivery,
       schedules: context,
     });

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { projectsDirOf } from '../core/project-paths';
 import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/license';
 import { fitsBytes } from '../api/schemas/common';
 import { stopOnSignal } from './signals';
@@ -100,7 +99,6 @@ export async function startWorkerProcess(
       sealer,
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
-      projectsDir: projectsDirOf(config.dataDir),
       delivery: config.delivery,
     };
     const worker: RunningWorker = queue ? await startQueueWorker(options, queue) : await startPoolWorker(options);

@@ -34,6 +34,11 @@ export const SETTINGS = {
   runUser: { flag: '--run-user', env: 'CAIRN_RUN_USER', help: 'the account tools run as when the server is root (default cairn-run, created when missing)' },
   callbackRateLimit: { flag: '--callback-rate-limit', env: 'CAIRN_CALLBACK_RATE_LIMIT', help: 'provisioning callbacks (and wrong keys) one source address may send a minute (default 20)' },
   gitTimeout: { flag: '--git-timeout', env: 'CAIRN_GIT_TIMEOUT', help: "how long one git command of a project's update may take, seconds or 30s/5m (default 5m)" },
+  projectLocalRoots: {
+    flag: '--project-local-roots',
+    env: 'CAIRN_PROJECT_LOCAL_ROOTS',
+    help: 'comma-separated directories on this server whose git repositories projects may name by path or file:// (default: none; projects fetch over https or ssh only)',
+  },
   factCacheAdminOnly: {
     flag: '--fact-cache-admin-only',
     env: 'CAIRN_FACT_CACHE_ADMIN_ONLY',
@@ -93,6 +98,19 @@ const configSchema = z.object({
     .default('cairn-run'),
   callbackRateLimit: z.coerce.number().int().min(1).max(100000).default(20),
   gitTimeout: secondsAtLeastOne('5m'),
+  projectLocalRoots: z
+    .string()
+    .default('')
+    .transform((value, ctx) => {
+      const roots = value.split(',').map((r) => r.trim()).filter((r) => r !== '');
+      for (const root of roots) {
+        if (!path.isAbsolute(root)) {
+          ctx.addIssue({ code: 'custom', message: `"${root}" is not an absolute directory` });
+          return z.NEVER;
+        }
+      }
+      return roots.map((r) => path.normalize(r));
+    }),
   // Spec part B 8: never below 500.
   retainHistory: z.coerce
     .number({ message: 'expected a whole number' })

@@ -6,27 +6,62 @@ import path from 'node:path';
  * services/projects.ts; the rules it applies are these.
  */
 
-/** Why a repository address is refused; undefined when it is one `git` may be given. */
-export function gitUrlFault(url: string): string | undefined {
-  if (url.length === 0) return 'must not be empty';
-  if (/[\u0000-\u001f\u007f]/.test(url)) return 'must not hold control characters';
+/**
+ * Where a repository address leads: a remote host git reaches over https or ssh (`ssh://` or the
+ * scp-like `user@host:path`), or a path on the server's own disk (an absolute path or `file://`),
+ * which only an install that names local roots accepts (services/projects.ts).
+ */
+export type RepositoryTarget =
+  | { kind: 'remote'; scheme: 'https' | 'ssh'; host: string; port: number }
+  | { kind: 'local'; path: string };
+
+/** The repository address read, or why it is refused; a fault reads after "the repository address ". */
+export function repositoryTarget(url: string): RepositoryTarget | { fault: string } {
+  if (url.length === 0) return { fault: 'must not be empty' };
+  if (/[\u0000-\u001f\u007f]/.test(url)) return { fault: 'must not hold control characters' };
   // An address beginning with `-` would be read by git as an option (`--upload-pack=...`).
-  if (url.startsWith('-')) return 'must not begin with "-"';
+  if (url.startsWith('-')) return { fault: 'must not begin with "-"' };
   // The `ext::` transport runs a command; `fd::` reads a descriptor. Neither is a repository.
-  if (/^[a-z][a-z0-9+.-]*::/i.test(url)) return 'must not name a git remote helper (such as ext::)';
+  if (/^[a-z][a-z0-9+.-]*::/i.test(url)) return { fault: 'must not name a git remote helper (such as ext::)' };
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]?.toLowerCase();
   if (scheme !== undefined) {
     // Plain http:// and git:// are refused: nothing would show the checkout was not tampered with on the way.
-    if (!['https', 'ssh', 'file'].includes(scheme)) return `must use https://, ssh:// or file://, not ${scheme}://`;
+    if (!['https', 'ssh', 'file'].includes(scheme)) return { fault: `must use https:// or ssh://, not ${scheme}://` };
     // A password in the address would be shown by every read of the project and in git's errors.
-    if (/^[a-z+.-]+:\/\/[^/@]*:[^/@]*@/i.test(url)) return 'must not carry a password (user:password@); a source-control credential is to hold it';
-    return undefined;
+    if (/^[a-z+.-]+:\/\/[^/@]*:[^/@]*@/i.test(url)) return { fault: 'must not carry a password (user:password@); a source-control credential is to hold it' };
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return { fault: 'is not a valid URL' };
+    }
+    if (scheme === 'file') {
+      if (parsed.host !== '' && parsed.host !== 'localhost') return { fault: 'file:// must name a path on this server (file:///path)' };
+      return localTarget(decodeURIComponent(parsed.pathname));
+    }
+    const host = parsed.hostname.replace(/^\[|\]$/g, '');
+    if (host === '') return { fault: `${scheme}:// must name a host` };
+    return { kind: 'remote', scheme: scheme as 'https' | 'ssh', host, port: Number(parsed.port || (scheme === 'https' ? 443 : 22)) };
   }
   // scp-like `user@host:path/repo.git`
-  if (/^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^/]/.test(url) || /^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:\//.test(url)) return undefined;
-  // A local path: absolute only, so it never depends on the server's working directory.
-  if (path.isAbsolute(url)) return undefined;
-  return 'must be an https://, ssh:// or file:// address, user@host:path, or an absolute local path';
+  const scp = /^[A-Za-z0-9._~-]+@([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(.+)$/.exec(url);
+  if (scp) {
+    if (scp[2].startsWith('-')) return { fault: 'must not have a path beginning with "-"' };
+    return { kind: 'remote', scheme: 'ssh', host: scp[1].replace(/^\[|\]$/g, ''), port: 22 };
+  }
+  if (path.isAbsolute(url)) return localTarget(url);
+  return { fault: 'must be an https:// or ssh:// address, or user@host:path' };
+}
+
+function localTarget(file: string): RepositoryTarget | { fault: string } {
+  if (!path.isAbsolute(file) || file.includes('\u0000')) return { fault: 'must name an absolute path' };
+  return { kind: 'local', path: path.normalize(file) };
+}
+
+/** Why a repository address is refused as text, before anything is resolved; undefined when it reads well. */
+export function gitUrlFault(url: string): string | undefined {
+  const target = repositoryTarget(url);
+  return 'fault' in target ? target.fault : undefined;
 }
 
 /**
@@ -35,7 +70,7 @@ export function gitUrlFault(url: string): string | undefined {
  * checkout's root) or a fault. Symlinks are checked after (isWithin over real paths).
  */
 export function browsePath(asked: string): { path: string } | { fault: string } {
-  if (asked.includes('\u0000')) return { fault: 'must not hold NUL' };
+  if (/[\u0000-\u001f\u007f]/.test(asked)) return { fault: 'must not hold NUL or other control characters' };
   if (asked.startsWith('/') || asked.startsWith('\\') || path.isAbsolute(asked)) return { fault: 'must be relative to the checkout, not absolute' };
   const segments = asked.split(/[\\/]+/).filter((s) => s !== '' && s !== '.');
   if (segments.includes('..')) return { fault: 'must not hold a ".." segment: paths stay within the checkout' };
@@ -53,9 +88,4 @@ export function isWithin(root: string, candidate: string): boolean {
 export function checkoutDir(projectsDir: string, projectId: string): string {
   if (!/^prj_[a-z0-9]+$/.test(projectId)) throw new Error(`not a project id: ${JSON.stringify(projectId)}`);
   return path.join(projectsDir, projectId);
-}
-
-/** The projects directory of a data dir. */
-export function projectsDirOf(dataDir: string): string {
-  return path.join(dataDir, 'projects');
 }

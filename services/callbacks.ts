@@ -23,7 +23,8 @@ import {
 } from '../store/callbacks';
 import type { Db } from '../store/db';
 import { getInventory } from '../store/inventories';
-import { inventoryHostAddresses } from '../tools/ansible-inventory';
+import { inventoryHostAddresses } from '../activities/inventory-jobs';
+import { jobsOf } from './jobs';
 import { claimHit, type RateLimit } from '../store/rate-limits';
 import { getTemplate, getTemplateForUpdate, type Template } from '../store/templates';
 import { actorKindOf, type Caller } from '../store/tokens';
@@ -124,18 +125,18 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
 /**
  * The hosts of a stored inventory a callback can match, or undefined when the inventory is gone.
  * The stored host list keeps names only, so the content is read on demand (INI by Cairn's parser,
- * YAML by PyYAML: tools/ansible-inventory.ts) for each host's `ansible_host` and
+ * YAML by PyYAML in the sandbox: activities/inventory-jobs.ts) for each host's `ansible_host` and
  * `ansible_ssh_host` as Ansible resolves them: its own entries over its groups' variables, a child
  * group's over its parent's, `all`'s lowest (core/inventory.ts resolveHostAddresses).
  */
-export type CallbackHostSource = (db: Db, inventoryId: string) => Promise<CallbackHost[] | { resolvedAtStart: 'smart' | 'constructed' } | undefined>;
+export type CallbackHostSource = (ctx: ServerContext, inventoryId: string) => Promise<CallbackHost[] | { resolvedAtStart: 'smart' | 'constructed' } | undefined>;
 
 /** A smart or constructed inventory is resolved at run start: it answers `resolvedAtStart` (a 409 of spec part B 7.5). */
-export const storedInventoryHosts: CallbackHostSource = async (db, inventoryId) => {
-  const inventory = await getInventory(db, inventoryId);
+export const storedInventoryHosts: CallbackHostSource = async (ctx, inventoryId) => {
+  const inventory = await getInventory(ctx.sql, inventoryId);
   if (!inventory) return undefined;
   if (inventory.kind !== 'static') return { resolvedAtStart: inventory.kind };
-  const hosts = await inventoryHostAddresses(inventory.format, inventory.content);
+  const hosts = await inventoryHostAddresses(await jobsOf(ctx), inventory.format, inventory.content);
   return hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) }));
 };
 
@@ -204,7 +205,7 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
   if (!template.inventory_id) throw conflict('this template cannot launch from a callback: it has no stored inventory to match the calling host in');
   let hosts: Awaited<ReturnType<CallbackHostSource>>;
   try {
-    hosts = await storedInventoryHosts(ctx.sql, template.inventory_id);
+    hosts = await storedInventoryHosts(ctx, template.inventory_id);
   } catch (err) {
     ctx.logger.error({ templateId: template.id, err }, "a callback could not read its template's inventory");
     throw new ApiError(502, 'this template cannot launch: inventory content could not be read');

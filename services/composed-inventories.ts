@@ -2,12 +2,14 @@ import { ApiError, conflict } from '../core/errors';
 import type { Db } from '../store/db';
 import { getInventory, missingInventories, type Inventory } from '../store/inventories';
 import type { Caller } from '../store/tokens';
-import { ansibleCoreVersion } from '../tools/ansible-inventory';
+import { ansibleCoreVersion } from '../activities/inventory-jobs';
+import { JobFailed, runSandboxedJob, type SandboxedJob } from '../activities/sandboxed-job';
+import { listHostsOutput, NO_HOSTS_MATCHED, STATIC_INVENTORY_ENV } from '../tools/ansible-inventory';
 import { composedInputFile, CONSTRUCTED_FILE, constructedFile } from '../tools/ansible';
 import type { ComposedRunInventory } from '../tools/types';
 import { requireAccess } from './access';
 import type { ServerContext } from './context';
-import { runSandboxed, SourceError } from './inventory-sources';
+import { jobsOf } from './jobs';
 
 /**
  * Previews of composed inventories (spec part A 4.12, part B 7.3), nothing saved:
@@ -18,7 +20,7 @@ import { runSandboxed, SourceError } from './inventory-sources';
  * - `constructed`: Ansible's `constructed` inventory plugin over its inputs, `source_vars` its
  *   options (`groups`, `keyed_groups`, `compose`, `strict`, …), by `ansible-inventory --list`.
  *
- * Both run in the run sandbox (services/inventory-sources.ts runSandboxed): `compose` and `groups`
+ * Both run as sandboxed jobs (activities/sandboxed-job.ts): `compose` and `groups`
  * are Jinja2 that Ansible evaluates, lookups included, so they never run on the server itself.
  * Only the INI, YAML and constructed inventory plugins are enabled. Every input needs `read` by
  * the caller. What cannot resolve is a 422 with the reason: an input that does not exist (or the
@@ -35,13 +37,9 @@ export type ComposedDefinition =
   | { kind: 'smart'; inputs: string[]; host_filter: string }
   | { kind: 'constructed'; inputs: string[]; source_vars?: Record<string, unknown> };
 
-const PREVIEW_TIMEOUT_SECONDS = 60;
-const ENV = {
-  ANSIBLE_NOCOLOR: '1',
-  ANSIBLE_INVENTORY_UNPARSED_FAILED: 'true',
-  ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED: 'true',
-  ANSIBLE_LOCALHOST_WARNING: 'false',
-};
+const PREVIEW_TIMEOUT_MS = 60_000;
+/** The most `ansible-inventory --list` may print for inputs of at most 26 MiB each. */
+const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
 /**
  * Resolves a composed inventory for `caller`, who needs `need` on every input (read to preview,
@@ -66,36 +64,37 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
   const version = await ansibleCoreVersion();
   if (!version) throw new ApiError(422, `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
 
-  const files: Record<string, { content: string }> = {};
-  const args: string[] = [];
+  const files: Record<string, string> = {};
+  const inventoryArgs: string[] = [];
   inputs.forEach((inventory, i) => {
     const name = composedInputFile(i, inventory.format);
-    files[name] = { content: inventory.content };
-    args.push(`-i ${name}`);
+    files[name] = inventory.content;
+    inventoryArgs.push(`--inventory=${name}`);
   });
   const quotable = caller.account.role === 'admin';
   const refuse = (err: unknown): never => {
-    if (!(err instanceof SourceError)) throw err;
+    if (!(err instanceof JobFailed)) throw err;
     throw new ApiError(422, quotable ? `the ${definition.kind} inventory could not be resolved: ${err.message}` : `the ${definition.kind} inventory could not be resolved by Ansible (an admin reads the reason)`);
   };
+  const where = await jobsOf(ctx);
+  const job = (what: string, argv: string[], env: Record<string, string>): SandboxedJob => ({
+    what,
+    name: `preview-${definition.kind}`,
+    argv,
+    files,
+    env: { ...STATIC_INVENTORY_ENV, ...env },
+    timeoutMs: PREVIEW_TIMEOUT_MS,
+    maxOutputBytes: MAX_ANSWER_BYTES,
+    network: 'none',
+  });
 
   if (definition.kind === 'smart') {
-    const out = await runSandboxed(ctx, {
-      name: 'preview-smart',
-      what: 'ansible',
-      files,
-      // The filter reaches ansible through the environment, so the shell never reads it.
-      command: `ansible all ${args.join(' ')} --list-hosts --limit="$CAIRN_HOST_FILTER"`,
-      env: { ...ENV, ANSIBLE_INVENTORY_ENABLED: 'ini,yaml', CAIRN_HOST_FILTER: definition.host_filter },
-      timeoutSeconds: PREVIEW_TIMEOUT_SECONDS,
-    }).catch((err: unknown) => {
-      if (err instanceof SourceError && /No hosts matched|no hosts to target/i.test(err.message)) return '';
+    // The filter is an argument of its own: no shell reads it.
+    const out = await runSandboxedJob(where, job('ansible', ['ansible', 'all', ...inventoryArgs, '--list-hosts', `--limit=${definition.host_filter}`], {})).catch((err: unknown) => {
+      if (err instanceof JobFailed && NO_HOSTS_MATCHED.test(err.printed)) return Buffer.alloc(0);
       return refuse(err);
     });
-    const hosts = out
-      .split('\n')
-      .filter((line) => /^ {4}\S/.test(line))
-      .map((line) => line.trim());
+    const hosts = listHostsOutput(out.toString('utf8'));
     return { kind: 'smart', hosts, count: hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
   }
 
@@ -103,18 +102,14 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
   if (options.plugin !== undefined && options.plugin !== 'constructed' && options.plugin !== 'ansible.builtin.constructed') {
     throw new ApiError(422, 'source_vars.plugin: a constructed inventory uses the constructed plugin only', { field: 'source_vars.plugin' });
   }
-  files[CONSTRUCTED_FILE] = { content: constructedFile(options) };
-  const out = await runSandboxed(ctx, {
-    name: 'preview-constructed',
-    what: 'ansible-inventory',
-    files,
-    command: `ansible-inventory ${args.join(' ')} -i ${CONSTRUCTED_FILE} --list`,
-    env: { ...ENV, ANSIBLE_INVENTORY_ENABLED: 'ini,yaml,constructed' },
-    timeoutSeconds: PREVIEW_TIMEOUT_SECONDS,
-  }).catch(refuse);
+  files[CONSTRUCTED_FILE] = constructedFile(options);
+  const out = await runSandboxedJob(
+    where,
+    job('ansible-inventory', ['ansible-inventory', ...inventoryArgs, `--inventory=${CONSTRUCTED_FILE}`, '--list'], { ANSIBLE_INVENTORY_ENABLED: 'ini,yaml,constructed' }),
+  ).catch(refuse);
   let list: Record<string, unknown>;
   try {
-    list = JSON.parse(out);
+    list = JSON.parse(out.toString('utf8'));
   } catch {
     throw new ApiError(422, 'ansible-inventory gave an answer that is not JSON');
   }

@@ -1,4 +1,5 @@
-import { ANSIBLE_CORE_TESTED_RELEASES, ansibleCoreVersion } from '../tools/ansible-inventory';
+import { ANSIBLE_CORE_TESTED_RELEASES } from '../tools/ansible-inventory';
+import { ansibleCoreVersion } from '../activities/inventory-jobs';
 import { chainHead, verifiedPrefix } from '../store/audit';
 import { databaseAnswers } from '../store/db';
 import { failedDeliveries, orphanedAttachments, scheduledTemplatesWithRequiredQuestions, schedulesFiring } from '../store/doctor';

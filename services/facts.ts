@@ -1,5 +1,5 @@
-import { constants, promises as fs } from 'node:fs';
-import path from 'node:path';
+import { readWorkFile, workDirNames } from '../activities/work-dir';
+import { MAX_INVENTORY_HOSTS } from '../core/inventory';
 import { canonicalJson } from '../core/canonical';
 import { badRequest, forbidden, notFound } from '../core/errors';
 import {
@@ -107,24 +107,11 @@ export async function suppliedFacts(db: Db, run: Run): Promise<FactSupply | unde
 
 const digestOf = (facts: unknown) => sha256Hex(canonicalJson(facts));
 
-/** Reads one cache file, not following a link; undefined when it is not a regular file. */
-async function readCacheFile(file: string): Promise<{ size: number; text?: string } | undefined> {
-  let handle;
-  try {
-    handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-  } catch {
-    return undefined;
-  }
-  try {
-    const stat = await handle.stat();
-    if (!stat.isFile()) return undefined;
-    if (stat.size > MAX_FACTS_BYTES) return { size: stat.size };
-    const buffer = Buffer.alloc(stat.size);
-    await handle.read(buffer, 0, buffer.length, 0);
-    return { size: stat.size, text: buffer.toString('utf8') };
-  } finally {
-    await handle.close();
-  }
+/** Reads one cache file the run may have replaced (activities/work-dir.ts): its size, and its text when within the 1 MiB bound. */
+async function readCacheFile(workDir: string, name: string): Promise<{ size: number; text?: string } | undefined> {
+  const read = await readWorkFile(workDir, name, MAX_FACTS_BYTES);
+  if (!read) return undefined;
+  return read.size > MAX_FACTS_BYTES ? { size: read.size } : { size: read.size, text: read.bytes.toString('utf8') };
 }
 
 /**
@@ -135,23 +122,19 @@ async function readCacheFile(file: string): Promise<{ size: number; text?: strin
 export async function collectFacts(sql: Sql, run: Run, workDir: string): Promise<{ kept: number; skipped: number }> {
   if (run.tool !== 'ansible' || !run.spec.fact_cache || !run.spec.inventory_id) return { kept: 0, skipped: 0 };
   let supplied: Record<string, string> = {};
-  const manifest = await readCacheFile(path.join(workDir, FACTS_MANIFEST));
+  const manifest = await readCacheFile(workDir, FACTS_MANIFEST);
   try {
     if (manifest?.text) supplied = JSON.parse(manifest.text);
   } catch {
     supplied = {};
   }
-  let names: string[];
-  try {
-    names = (await fs.readdir(workDir)).filter((name) => name.startsWith(FACTS_PREFIX) && name.length > FACTS_PREFIX.length);
-  } catch {
-    return { kept: 0, skipped: 0 };
-  }
+  // One cache file a host, at most the most hosts an inventory may name.
+  const names = (await workDirNames(workDir, FACTS_PREFIX, MAX_INVENTORY_HOSTS)).filter((name) => name.length > FACTS_PREFIX.length);
   const gatheredAt = new Date();
   const readings: NewReading[] = [];
   for (const name of names) {
     const host = name.slice(FACTS_PREFIX.length);
-    const read = await readCacheFile(path.join(workDir, name));
+    const read = await readCacheFile(workDir, name);
     if (!read) continue;
     if (read.text !== undefined && supplied[host] === sha256Hex(read.text)) continue;
     const base = { inventory_id: run.spec.inventory_id, host, run_id: run.id, gathered_at: gatheredAt, size_bytes: read.size };

@@ -1,4 +1,4 @@
-import { noHostFailure, RELAUNCH_VERDICTS } from '../core/ansible-results';
+import { noHostFailure, parseAnsibleResults, RELAUNCH_VERDICTS } from '../core/ansible-results';
 import { badRequest, conflict, notFound } from '../core/errors';
 import type { EvidenceHostSummary, EvidenceTaskSummary } from '../core/evidence';
 import type { Run } from '../core/run';
@@ -16,7 +16,8 @@ import {
   taskWindow,
 } from '../store/host-results';
 import type { Caller } from '../store/tokens';
-import { readAnsibleResults } from '../tools/ansible';
+import { MAX_RESULTS_BYTES, RESULTS_FILE } from '../tools/ansible';
+import { readWorkFile } from '../activities/work-dir';
 import { readableRun, readerOf } from './access';
 import { collectFacts } from './facts';
 
@@ -42,7 +43,9 @@ export async function recordToolResults(sql: Sql, run: Run, workDir: string, out
   if (run.tool !== 'ansible' || outcome.kind !== 'exited') return outcome;
   // The facts it gathered, when its fact cache is on (services/facts.ts).
   await collectFacts(sql, run, workDir);
-  const results = await readAnsibleResults(workDir);
+  // The run may have replaced the file: it is read only as a regular file, no link followed.
+  const written = await readWorkFile(workDir, RESULTS_FILE, MAX_RESULTS_BYTES);
+  const results = written && parseAnsibleResults(written.bytes.toString('utf8'));
   if (!results) return outcome;
   const finishedAt = new Date();
   await sql.begin((tx) => replaceRunResults(tx, run.id, results.hosts, results.tasks, finishedAt));

@@ -17,7 +17,10 @@ import {
   type InventorySummary,
 } from '../store/inventories';
 import type { Caller } from '../store/tokens';
-import { inventoryHostNames, resolveInventory, type ResolvedInventory } from '../tools/ansible-inventory';
+import { inventoryHostNames, resolveInventory } from '../activities/inventory-jobs';
+import type { ResolvedInventory } from '../tools/ansible-inventory';
+import type { JobSandbox } from '../activities/sandboxed-job';
+import { jobsOf } from './jobs';
 import type { ToolInputs } from '../tools/types';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
@@ -63,9 +66,9 @@ export interface InventoryDraft {
  * The host names content names, ranges expanded; a fault in it is a 400 naming `content` with
  * the whole reason (a configuration error, spec part B 7.3).
  */
-export async function inventoryHosts(format: InventoryFormat, content: string): Promise<string[]> {
+export async function inventoryHosts(where: JobSandbox, format: InventoryFormat, content: string): Promise<string[]> {
   try {
-    return await inventoryHostNames(format, content);
+    return await inventoryHostNames(where, format, content);
   } catch (err) {
     if (err instanceof InventoryError) throw badRequest(`content: ${err.message}`, { field: 'content' });
     throw err;
@@ -142,7 +145,7 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraf
     };
   }
   const format = draft.format ?? detectFormat(draft.content);
-  const hosts = await inventoryHosts(format, draft.content);
+  const hosts = await inventoryHosts(await jobsOf(ctx), format, draft.content);
   return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null };
 }
 
@@ -264,7 +267,7 @@ export async function runToolInputs(db: Db, run: Run): Promise<ToolInputs> {
  * plain statement.
  */
 export async function previewInventory(
-  db: Db,
+  ctx: ServerContext,
   caller: Caller,
   source: { content: string; format?: InventoryFormat | null } | { id: string },
   limit?: string,
@@ -273,7 +276,7 @@ export async function previewInventory(
   let content: string;
   let quotable = true;
   if ('id' in source) {
-    const inventory = await readableInventory(db, caller, source.id);
+    const inventory = await readableInventory(ctx.sql, caller, source.id);
     format = inventory.format;
     content = inventory.content;
     quotable = caller.account.role === 'admin';
@@ -282,12 +285,13 @@ export async function previewInventory(
     format = source.format ?? detectFormat(content);
   }
   try {
-    const resolved = await resolveInventory(format, content, limit || undefined);
+    const where = await jobsOf(ctx);
+    const resolved = await resolveInventory(where, format, content, limit || undefined);
     return { ...resolved, count: resolved.hosts.length, limit: limit ?? '', inventory_id: 'id' in source ? source.id : null };
   } catch (err) {
     if (!(err instanceof InventoryError)) throw err;
     if (quotable) throw new ApiError(422, err.message);
-    const own = await inventoryHostNames(format, content).then(
+    const own = await inventoryHostNames(await jobsOf(ctx), format, content).then(
       () => null,
       (e: unknown) => (e instanceof InventoryError ? e.message : null),
     );

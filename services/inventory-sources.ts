@@ -1,7 +1,4 @@
-import { constants, promises as fs } from 'node:fs';
-import path from 'node:path';
-import { spawnTool } from '../activities/process';
-import type { SandboxSettings } from '../activities/sandbox';
+import { JobFailed, runSandboxedJob } from '../activities/sandboxed-job';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath } from '../core/project-paths';
@@ -20,13 +17,11 @@ import {
 } from '../store/inventory-sources';
 import { getProject } from '../store/projects';
 import type { Caller } from '../store/tokens';
-import { toolPath } from '../tools/registry';
-import { WORK_ROOT } from '../workers/execution';
-import { prepareSandbox } from '../workers/sandbox-setup';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { inventoryHosts } from './inventories';
+import { jobsOf } from './jobs';
 import { readProjectFile } from './projects';
 
 /**
@@ -232,7 +227,7 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
     format = detectFormat(content);
   }
   try {
-    return { format, content, hosts: await inventoryHosts(format, content) };
+    return { format, content, hosts: await inventoryHosts(await jobsOf(ctx), format, content) };
   } catch (err) {
     if (err instanceof ApiError) throw new SourceError(`the inventory it produced does not parse: ${err.message.replace(/^content: /, '')}`);
     throw err;
@@ -241,91 +236,24 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
 
 // ---- script sources ----------------------------------------------------------------------------
 
-let sandboxReady: Promise<SandboxSettings | undefined> | undefined;
-/** The run sandbox, checked once per process (workers/sandbox-setup.ts) with the server's own settings. */
-function sandboxOf(ctx: ServerContext): Promise<SandboxSettings | undefined> {
-  sandboxReady ??= prepareSandbox(ctx.config, WORK_ROOT, (line) => ctx.logger.info(line));
-  return sandboxReady;
-}
-
 const SCRIPT_FILE = 'inventory-script';
-const OUTPUT_FILE = '.cairn-inventory.json';
-/** How much of what a failing script printed (its standard error) `last_error` keeps. */
-const ERROR_TAIL_BYTES = 2000;
 
-/** Runs the script with `--list` in the sandbox and returns its standard output. */
-function runScript(ctx: ServerContext, source: InventorySource): Promise<string> {
-  return runSandboxed(ctx, {
-    name: source.id,
-    what: 'the script',
-    files: { [SCRIPT_FILE]: { content: source.script ?? '', mode: 0o700 } },
-    command: `./${SCRIPT_FILE} --list`,
-    env: {},
-    timeoutSeconds: source.timeout_seconds,
-  });
-}
-
-/**
- * Runs `command` (a shell command line of Cairn's own) in the run sandbox: a private scratch dir
- * under the run work root holding `files`, owned by the run account, a scrubbed environment
- * (PATH, HOME, LANG, TMPDIR and `env`), killed after the timeout; the dir is removed after.
- * Answers its standard output (at most the inventory bound); a failure is a SourceError naming
- * `what` with the last of what it wrote to standard error.
- */
-export async function runSandboxed(
-  ctx: ServerContext,
-  job: { name: string; what: string; files: Record<string, { content: string; mode?: number }>; command: string; env: Record<string, string>; timeoutSeconds: number },
-): Promise<string> {
-  const sandbox = await sandboxOf(ctx);
-  await fs.mkdir(WORK_ROOT, { recursive: true, mode: 0o711 });
-  const dir = await fs.mkdtemp(path.join(WORK_ROOT, `${job.name}-`));
+/** Runs the script with `--list` in the sandbox (activities/sandboxed-job.ts) and returns its standard output. */
+async function runScript(ctx: ServerContext, source: InventorySource): Promise<string> {
   try {
-    await fs.chmod(dir, 0o700);
-    for (const [name, file] of Object.entries(job.files)) {
-      await fs.writeFile(path.join(dir, name), file.content, { mode: file.mode ?? 0o600 });
-      if (sandbox?.user) await fs.chown(path.join(dir, name), sandbox.user.uid, sandbox.user.gid);
-    }
-    if (sandbox?.user) await fs.chown(dir, sandbox.user.uid, sandbox.user.gid);
-    let tail = Buffer.alloc(0);
-    const tool = await spawnTool(['/bin/sh', '-c', `${job.command} > ${OUTPUT_FILE}`], {
-      cwd: dir,
-      env: { ...job.env, PATH: toolPath(), HOME: dir, LANG: 'C.UTF-8', TMPDIR: dir },
-      onOutput: (chunk) => {
-        tail = Buffer.concat([tail, chunk]);
-        if (tail.length > ERROR_TAIL_BYTES) tail = tail.subarray(tail.length - ERROR_TAIL_BYTES);
-      },
-      sandbox,
-    }).catch((err: Error) => {
-      throw new SourceError(`${job.what} could not be started: ${err.message}`);
+    const out = await runSandboxedJob(await jobsOf(ctx), {
+      what: 'the script',
+      name: source.id,
+      // Executable for the run account: its files are written 0600, so the shell makes it so first.
+      argv: ['sh', '-c', `chmod 700 ${SCRIPT_FILE} && exec ./${SCRIPT_FILE} --list`],
+      files: { [SCRIPT_FILE]: source.script ?? '' },
+      timeoutMs: source.timeout_seconds * 1000,
+      maxOutputBytes: INVENTORY_BODY_LIMIT,
     });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      tool.kill(1000);
-    }, job.timeoutSeconds * 1000);
-    const exit = await tool.exited.finally(() => clearTimeout(timer));
-    const printed = tail.toString('utf8').trim();
-    if (timedOut) throw new SourceError(`${job.what} did not finish within ${job.timeoutSeconds} s and was stopped`);
-    if (exit.exitCode !== 0) {
-      throw new SourceError(`${job.what} ${exit.signal ? `was ended by ${exit.signal}` : `exited with code ${exit.exitCode}`}${printed ? `: ${printed}` : ''}`);
-    }
-    let handle;
-    try {
-      handle = await fs.open(path.join(dir, OUTPUT_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
-    } catch {
-      throw new SourceError(`${job.what} left no output`);
-    }
-    try {
-      const { size } = await handle.stat();
-      if (size > INVENTORY_BODY_LIMIT) throw new SourceError(`${job.what} printed ${size} bytes; an inventory may be at most ${INVENTORY_BODY_LIMIT} bytes`);
-      const buffer = Buffer.alloc(size);
-      await handle.read(buffer, 0, size, 0);
-      return buffer.toString('utf8');
-    } finally {
-      await handle.close();
-    }
-  } finally {
-    await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    return out.toString('utf8');
+  } catch (err) {
+    if (err instanceof JobFailed) throw new SourceError(err.message);
+    throw err;
   }
 }
 

@@ -2,8 +2,10 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { browsePath, checkoutDir, isWithin, projectsDirOf } from '../core/project-paths';
-import { GitError, updateCheckout, withGitCredential, type GitCredential } from '../activities/projects';
+import { browsePath, checkoutDir, isWithin, repositoryTarget } from '../core/project-paths';
+import { fetchProject, GitError, readTree, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry } from '../activities/git';
+import { checkedAddress } from './notification-egress';
+import { jobsOf } from './jobs';
 import { getCredentialsWithTypes } from '../store/credentials';
 import { CredentialOpenError, openCredential } from './credentials';
 import { deleteGrantsOn } from '../store/access';
@@ -28,10 +30,17 @@ import type { ServerContext } from './context';
 import { requireOrgPlacement } from './groups';
 
 /**
- * Git projects (spec part A 4.5). A project names a repository; Cairn keeps a checkout of it in
- * `<data dir>/projects/<id>` made and updated with the system `git` (activities/projects.ts), and
- * a run of a template that names the project works in a copy of that checkout at the commit the
- * launch recorded on the run (`project: {id, commit}` in its spec and view).
+ * Git projects (spec part A 4.5). A project names a repository; Cairn keeps the commits it fetched
+ * in `<data dir>/projects/<id>`, fetched by git as a sandboxed job (activities/git.ts), and a run
+ * of a template that names the project works in its commit's tree, which the launch recorded on the
+ * run (`project: {id, commit}` in its spec and view), unpacked into its work dir.
+ *
+ * A repository address is https, ssh or scp-like by default; a remote's host is resolved and
+ * checked against the egress rule notification targets obey (private, loopback and link-local
+ * addresses refused unless SERVICE_EGRESS_ALLOW exempts them) when the project is saved and again
+ * at every fetch, which connects to exactly the address checked. A path on the server (or
+ * `file://`) is accepted only within a directory of `--project-local-roots`, and never inside the
+ * data dir, the project cache or the work root. Whatever the reason a remote cannot be reached, it reads the same (UNREACHABLE).
  *
  * An update is durable work owed in PostgreSQL: a create or a PUT records `update_requested_at`
  * and the server starts the update at once in this process; a server that dies before it ends
@@ -99,11 +108,55 @@ async function requireScmCredential(db: Db, caller: Caller, credentialId: string
   }
 }
 
-/** The project's credential opened for one update, as git takes it (activities/projects.ts). */
+/** The project's credential opened for one update, as git takes it (activities/git.ts). */
 async function gitCredentialOf(ctx: ServerContext, credentialId: string | null): Promise<GitCredential | undefined> {
   if (!credentialId) return undefined;
   const { values } = await openCredential(ctx.sql, ctx.sealer, credentialId);
-  return { kind: 'scm', username: values.username, password: values.password, sshKey: values.ssh_key_data, sshKeyPassphrase: values.ssh_key_unlock };
+  return { username: values.username, password: values.password, sshKey: values.ssh_key_data, sshKeyPassphrase: values.ssh_key_unlock };
+}
+
+/**
+ * Where a fetch of `url` may go, checked now: a remote's host resolved and every address checked
+ * against the egress rule (the first one is what git connects to), or a local path within
+ * `--project-local-roots` (links resolved) and outside the data dir. A refusal is a GitError.
+ */
+export async function fetchSourceOf(ctx: Pick<ServerContext, 'config' | 'logger'>, url: string): Promise<FetchSource> {
+  const target = repositoryTarget(url);
+  if ('fault' in target) throw new GitError(`the repository address ${target.fault}`);
+  if (target.kind === 'remote') {
+    let address: string;
+    try {
+      address = await checkedAddress(ctx.config.delivery, target.host);
+    } catch {
+      throw new GitError(UNREACHABLE);
+    }
+    return { target, address };
+  }
+  const roots = ctx.config.projectLocalRoots;
+  const refusal = `the repository address is a path on this server, which a project may name only within a directory of --project-local-roots${roots.length ? ` (${roots.join(', ')})` : ' (none is set)'}`;
+  if (roots.length === 0) throw new GitError(refusal);
+  let real: string;
+  try {
+    real = await fs.realpath(target.path);
+  } catch {
+    throw new GitError('the repository address names a path that does not exist on this server');
+  }
+  const realRoots = await Promise.all(roots.map((root) => fs.realpath(root).catch(() => root)));
+  // Never the install's own files: another project's repository, a run's work dir, the database.
+  const site = await jobsOf(ctx);
+  const own = await Promise.all([ctx.config.dataDir, site.projectsDir, site.workRoot].map((dir) => fs.realpath(dir).catch(() => path.resolve(dir))));
+  if (!realRoots.some((root) => isWithin(root, real)) || own.some((dir) => isWithin(dir, real))) throw new GitError(refusal);
+  return { target: { kind: 'local', path: real } };
+}
+
+/** The url of a project draft, checked as a fetch would check it: a 400 naming `url` when it could not be fetched from. */
+async function requireFetchableUrl(ctx: ServerContext, url: string): Promise<void> {
+  try {
+    await fetchSourceOf(ctx, url);
+  } catch (err) {
+    if (err instanceof GitError) throw badRequest(`url: ${err.message}`, { field: 'url' });
+    throw err;
+  }
 }
 
 /** The project, when the caller may read it; 404 alike for one that does not exist and one it may not read. */
@@ -116,6 +169,7 @@ export async function readableProject(db: Db, caller: Caller, id: string): Promi
 
 /** A new project, managed by its creator; its first update starts at once. 409 when the name is taken. */
 export async function createProject(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: ProjectDraft): Promise<Project> {
+  await requireFetchableUrl(ctx, draft.url);
   const id = newId('prj');
   const project = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const fields = fieldsOf(draft);
@@ -134,6 +188,7 @@ export async function replaceProject(ctx: ServerContext, caller: Caller, origin:
   if (draft.id !== undefined && draft.id !== null && draft.id !== id) {
     throw badRequest(`id: the body names project ${String(draft.id)} but the path names ${id}; the id cannot change`, { field: 'id' });
   }
+  await requireFetchableUrl(ctx, draft.url);
   const project = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getProjectForUpdate(tx, id);
     if (!current) throw notFound(`project ${id}`);
@@ -168,7 +223,7 @@ export async function removeProject(ctx: ServerContext, caller: Caller, origin: 
     if (!deleted) throw notFound(`project ${id}`);
     entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved };
   });
-  await fs.rm(checkoutDir(projectsDir(ctx), id), { recursive: true, force: true }).catch((err) => {
+  await fs.rm(checkoutDir((await jobsOf(ctx)).projectsDir, id), { recursive: true, force: true }).catch((err) => {
     ctx.logger.warn({ projectId: id, err: (err as Error).message }, "removing a deleted project's checkout failed");
   });
 }
@@ -182,7 +237,6 @@ async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> 
   }
 }
 
-export const projectsDir = (ctx: Pick<ServerContext, 'config'>) => projectsDirOf(ctx.config.dataDir);
 
 /**
  * How long an update's claim is honoured before another server may take the update over: a
@@ -214,8 +268,16 @@ export async function runProjectUpdate(ctx: ServerContext, id: string): Promise<
       let outcome: { commit: string } | { error: string };
       try {
         const credential = await gitCredentialOf(ctx, claimed.credential_id);
-        const commit = await withGitCredential(credential, (files) =>
-          updateCheckout(checkoutDir(projectsDir(ctx), id), claimed.url, claimed.branch, { timeoutMs: ctx.config.gitTimeout * 1000, credential: files }),
+        const source = await fetchSourceOf(ctx, claimed.url);
+        const site = await jobsOf(ctx);
+        const commit = await fetchProject(
+          site,
+          checkoutDir(site.projectsDir, id),
+          claimed.url,
+          claimed.branch,
+          source,
+          { timeoutMs: ctx.config.gitTimeout * 1000, credential, proxy: ctx.config.delivery.proxy },
+          (detail) => ctx.logger.info({ projectId: id, detail }, 'a project fetch failed'),
         );
         outcome = { commit };
       } catch (err) {
@@ -264,89 +326,70 @@ export async function projectForLaunch(db: Db, projectId: string): Promise<{ id:
 }
 
 /** An entry of `GET /v1/projects/{id}/files`. */
-export interface FileEntry {
-  path: string;
-  type: 'file' | 'dir' | 'symlink';
-  size: number;
-}
+export type FileEntry = TreeEntry;
 
 /** The most entries one listing carries; `truncated` says when there were more. */
 export const MAX_LISTED_FILES = 10_000;
 /** The largest file `GET /v1/projects/{id}/file` returns. */
 export const MAX_FILE_BYTES = 1024 * 1024;
+/** How long reading a project's tree may take. */
+const TREE_READ_TIMEOUT_MS = 60_000;
 
 /**
- * Where a browse path leads: checked as text (core/project-paths.ts browsePath: relative, no
- * `..`, not .git), then resolved with realpath, which follows every symlink on the way, and
- * refused unless the real path is still within the checkout's real path (and not in its .git).
+ * What a browse path names in the project's commit, read from git's objects in the sandbox
+ * (activities/git.ts readTree): the path checked as text first (core/project-paths.ts browsePath:
+ * relative, no `..`, not .git), links followed only within the tree, a link leading out of it
+ * refused.
  */
-async function resolveInCheckout(ctx: ServerContext, project: Project, asked: string): Promise<{ real: string; relative: string }> {
+async function readInTree(ctx: ServerContext, project: Project, asked: string) {
   const checked = browsePath(asked);
   if ('fault' in checked) throw badRequest(`path ${checked.fault}`, { field: 'path' });
   if (!project.commit_sha) throw conflict(`project ${project.id} has no checkout yet (status ${project.status})`);
-  let root: string;
+  let read;
   try {
-    root = await fs.realpath(checkoutDir(projectsDir(ctx), project.id));
-  } catch {
-    throw conflict(`project ${project.id} has no checkout on this server yet`);
-  }
-  let real: string;
-  try {
-    real = await fs.realpath(path.join(root, checked.path));
+    const site = await jobsOf(ctx);
+    read = await readTree(site, checkoutDir(site.projectsDir, project.id), project.commit_sha, checked.path, {
+      maxEntries: MAX_LISTED_FILES,
+      maxFileBytes: MAX_FILE_BYTES,
+      timeoutMs: TREE_READ_TIMEOUT_MS,
+    });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') {
-      throw notFound(`path ${checked.path} in project ${project.id}`);
+    if (err instanceof GitError) {
+      ctx.logger.warn({ projectId: project.id, err: err.message }, "a project's tree could not be read");
+      throw conflict(`project ${project.id}: its checkout on this server could not be read; update the project to fetch it again`);
     }
-    // A symlink loop and the like: say where without saying what lies outside.
-    throw badRequest(`path ${checked.path} cannot be resolved within the checkout`, { field: 'path' });
+    throw err;
   }
-  if (!isWithin(root, real) || isWithin(path.join(root, '.git'), real)) {
-    throw badRequest(`path ${checked.path} leads outside the checkout (through a symlink); only files within it can be read`, { field: 'path' });
+  switch (read.kind) {
+    case 'missing':
+      throw notFound(`path ${checked.path} in project ${project.id}`);
+    case 'outside':
+      throw badRequest(`path ${checked.path} leads outside the checkout (through a symlink); only files within it can be read`, { field: 'path' });
+    case 'unresolvable':
+      throw badRequest(`path ${checked.path} cannot be resolved within the checkout`, { field: 'path' });
+    default:
+      return { relative: checked.path, read };
   }
-  return { real, relative: path.relative(root, real) };
 }
 
-/** The checkout's tree under `asked` ("" the root), depth first, without .git; symlinks listed, not followed. */
+/** The checkout's tree under `asked` ("" the root), depth first; symlinks listed, not followed. */
 export async function listProjectFiles(ctx: ServerContext, project: Project, asked: string): Promise<{ path: string; files: FileEntry[]; truncated: boolean }> {
-  const { real, relative } = await resolveInCheckout(ctx, project, asked);
-  const stat = await fs.stat(real);
-  if (!stat.isDirectory()) throw badRequest(`path ${relative} is a file; read it with GET /v1/projects/${project.id}/file?path=`, { field: 'path' });
-  const files: FileEntry[] = [];
-  let truncated = false;
-  const walk = async (dir: string, prefix: string): Promise<void> => {
-    const entries = (await fs.readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const entry of entries) {
-      if (prefix === '' && relative === '' && entry.name === '.git') continue;
-      if (files.length >= MAX_LISTED_FILES) {
-        truncated = true;
-        return;
-      }
-      const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
-      const full = path.join(dir, entry.name);
-      if (entry.isSymbolicLink()) files.push({ path: rel, type: 'symlink', size: 0 });
-      else if (entry.isDirectory()) {
-        files.push({ path: rel, type: 'dir', size: 0 });
-        await walk(full, rel);
-      } else if (entry.isFile()) files.push({ path: rel, type: 'file', size: (await fs.lstat(full)).size });
-    }
-  };
-  await walk(real, relative);
-  return { path: relative, files, truncated };
+  const { relative, read } = await readInTree(ctx, project, asked);
+  if (read.kind !== 'dir') throw badRequest(`path ${relative} is a file; read it with GET /v1/projects/${project.id}/file?path=`, { field: 'path' });
+  const prefix = relative === '' ? '' : `${relative}/`;
+  return { path: relative, files: read.entries.map((entry) => ({ ...entry, path: prefix + entry.path })), truncated: read.truncated };
 }
 
 /** One file of the checkout: UTF-8 text as `content`, other bytes as `content_base64`; at most MAX_FILE_BYTES. */
 export async function readProjectFile(ctx: ServerContext, project: Project, asked: string) {
   if (asked === '') throw badRequest('path is required: the file to read, relative to the checkout', { field: 'path' });
-  const { real, relative } = await resolveInCheckout(ctx, project, asked);
-  const stat = await fs.stat(real);
-  if (stat.isDirectory()) throw badRequest(`path ${relative} is a directory; list it with GET /v1/projects/${project.id}/files?path=`, { field: 'path' });
-  if (!stat.isFile()) throw badRequest(`path ${relative} is not a regular file`, { field: 'path' });
-  if (stat.size > MAX_FILE_BYTES) throw new ApiError(413, `path ${relative} is ${stat.size} bytes; files over ${MAX_FILE_BYTES} bytes are not shown`, { limit_bytes: MAX_FILE_BYTES });
-  const bytes = await fs.readFile(real);
-  const text = new TextDecoder('utf-8', { fatal: true });
+  const { relative, read } = await readInTree(ctx, project, asked);
+  if (read.kind === 'dir') throw badRequest(`path ${relative} is a directory; list it with GET /v1/projects/${project.id}/files?path=`, { field: 'path' });
+  if (!read.bytes) throw new ApiError(413, `path ${relative} is ${read.size} bytes; files over ${MAX_FILE_BYTES} bytes are not shown`, { limit_bytes: MAX_FILE_BYTES });
+  const bytes = read.bytes;
   let content: string | undefined;
   try {
-    content = text.decode(bytes);
+    content = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
     content = undefined;
   }

@@ -1,6 +1,5 @@
-import { constants, readFileSync, promises as fs } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseAnsibleResults, type AnsibleResults } from '../core/ansible-results';
 import { MAX_VERBOSITY } from '../core/ansible-spec';
 import { factCacheInvocation } from '../core/facts';
 import { sha256Hex } from '../core/sha256';
@@ -200,23 +199,4 @@ function machineCredential(
 }
 
 /** The most of the results file read back: a run writing more is summarized from what fits. */
-const MAX_RESULTS_BYTES = 64 * 1024 * 1024;
-
-/** What the callback plugin reported, read from the work dir once the run has exited; undefined when it wrote nothing. */
-export async function readAnsibleResults(workDir: string): Promise<AnsibleResults | undefined> {
-  let handle;
-  try {
-    // The run may have replaced the file: a link is not followed.
-    handle = await fs.open(path.join(workDir, RESULTS_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
-  } catch {
-    return undefined;
-  }
-  try {
-    const { size } = await handle.stat();
-    const buffer = Buffer.alloc(Math.min(size, MAX_RESULTS_BYTES));
-    await handle.read(buffer, 0, buffer.length, 0);
-    return parseAnsibleResults(buffer.toString('utf8'));
-  } finally {
-    await handle.close();
-  }
-}
+export const MAX_RESULTS_BYTES = 64 * 1024 * 1024;

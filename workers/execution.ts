@@ -8,7 +8,7 @@ import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
 import { announceWorker } from './presence';
-import { prepareSandbox, type RunIsolationSettings } from './sandbox-setup';
+import { jobSandbox, type RunIsolationSettings } from './sandbox-setup';
 
 /** What every worker that executes runs needs, whichever queue it serves. */
 export interface ExecutionWorkerOptions {
@@ -26,12 +26,10 @@ export interface ExecutionWorkerOptions {
   metrics: Metrics;
   /** Opens the secrets sealed to a run at execution; undefined without the install's encryption key. */
   sealer?: Sealer;
-  /** How tools are isolated from the service (--run-isolation, --run-network, --run-user). */
-  isolation: RunIsolationSettings;
+  /** How tools are isolated from the service (--run-isolation, --run-network, --run-user), and the data dir the project cache is in. */
+  isolation: RunIsolationSettings & { dataDir: string };
   /** The server's own secrets, which the output masker hides from every run's log. */
   serverSecrets: string[];
-  /** Where git projects' checkouts are (`<data dir>/projects`), which runs of a project copy from. */
-  projectsDir?: string;
 }
 
 /** Where runs get their scratch work dirs. */
@@ -58,17 +56,15 @@ export interface WorkerRole {
  * launcher, and records itself in the `workers` table while it polls.
  */
 export async function startExecutionWorker(options: ExecutionWorkerOptions, role: WorkerRole): Promise<RunningWorker> {
-  const sandbox = await prepareSandbox(options.isolation, WORK_ROOT, (line) => options.logger.info(line));
-  const launcher = new ToolLauncher(sandbox);
+  const site = await jobSandbox(options.isolation, WORK_ROOT, (line) => options.logger.info(line));
+  const launcher = new ToolLauncher(site.sandbox);
   const activities = createRunActivities({
     launcher,
     sql: options.sql,
     logger: options.logger,
     sealer: options.sealer,
-    sandbox,
     serverSecrets: options.serverSecrets,
-    workRoot: WORK_ROOT,
-    projectsDir: options.projectsDir,
+    site,
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {
       options.metrics.runsFinished.inc({ status: run.status, tool: run.tool });

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { promises as fs, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../core/config';
-import { runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
+import { accountCanEnter, runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
 import { spawnTool } from '../activities/process';
 import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from '../activities/sandbox';
+import type { JobSandbox } from '../activities/sandboxed-job';
 import { configureToolSearchPath } from '../tools/registry';
 
 export interface RunIsolationSettings {
@@ -136,4 +138,45 @@ async function probe(sandbox: SandboxSettings, workRoot: string): Promise<void> 
   } finally {
     await fs.rm(dir, { recursive: true, force: true });
   }
+}
+
+const jobSandboxes = new Map<string, Promise<JobSandbox>>();
+
+/**
+ * Where this process runs tools and Cairn's own sandboxed jobs (activities/sandboxed-job.ts) for
+ * these settings: the sandbox prepared and checked once, on first use, and the project cache.
+ */
+export function jobSandbox(settings: RunIsolationSettings & { dataDir: string }, workRoot: string, log: (line: string) => void): Promise<JobSandbox> {
+  const key = JSON.stringify([settings.runIsolation, settings.runNetwork, settings.runUser, settings.dataDir, workRoot]);
+  let prepared = jobSandboxes.get(key);
+  if (!prepared) {
+    prepared = prepareSandbox(settings, workRoot, log).then(async (sandbox) => ({ sandbox, workRoot, projectsDir: await runAccountDir(settings.dataDir, 'projects', sandbox?.user) }));
+    prepared.catch(() => jobSandboxes.delete(key));
+    jobSandboxes.set(key, prepared);
+  }
+  return prepared;
+}
+
+/** Where a directory the run account must enter lives when the data dir is out of its reach (a data dir in a private home). */
+const SYSTEM_HOME = '/var/lib/cairn';
+
+/**
+ * A directory of the install the run account must be able to enter (bubblewrap, running as that
+ * account, binds paths inside it): `<data dir>/<name>`, with the data dir made passable (0711: it
+ * may list nothing there), or, when the data dir is out of the account's reach all the same,
+ * `/var/lib/cairn/<name>/<digest of the data dir>`. Without a run account (the server is not root)
+ * it is `<data dir>/<name>`.
+ */
+export async function runAccountDir(dataDir: string, name: string, user: SandboxSettings['user']): Promise<string> {
+  const inDataDir = path.join(path.resolve(dataDir), name);
+  await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
+  if (!user) {
+    await fs.mkdir(inDataDir, { recursive: true, mode: 0o700 });
+    return inDataDir;
+  }
+  await fs.chmod(dataDir, 0o711);
+  const dir = accountCanEnter(user, dataDir) ? inDataDir : path.join(SYSTEM_HOME, name, createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16));
+  await fs.mkdir(dir, { recursive: true, mode: 0o711 });
+  await fs.chmod(dir, 0o711);
+  return dir;
 }

@@ -69,7 +69,7 @@ export function inventoryRoutes(server: ServerContext): Router {
       return;
     }
     const input = parseInput(previewInput, ctx.request.body);
-    ctx.body = await previewInventory(sql, caller, { content: input.content, format: input.format }, input.limit ?? undefined);
+    ctx.body = await previewInventory(server, caller, { content: input.content, format: input.format }, input.limit ?? undefined);
   });
 
   router.post('/:id/preview', async (ctx) => {
@@ -82,7 +82,7 @@ export function inventoryRoutes(server: ServerContext): Router {
       ctx.body = await previewComposed(server, caller, definitionOf(inventory), 'read', inventory.id);
       return;
     }
-    ctx.body = await previewInventory(sql, caller, { id: ctx.params.id }, input.limit ?? undefined);
+    ctx.body = await previewInventory(server, caller, { id: ctx.params.id }, input.limit ?? undefined);
   });
 
   router.get('/', async (ctx) => {

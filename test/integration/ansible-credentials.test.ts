@@ -2,7 +2,6 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
@@ -110,6 +109,8 @@ beforeAll(async () => {
     testSettings(database.url, {
       CAIRN_LOG_LEVEL: 'debug',
       CAIRN_RUN_NETWORK: 'host',
+      // The sshd a project fetches from is on loopback.
+      SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
       SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
       SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
     }),
@@ -243,8 +244,8 @@ test('a project clones over SSH with a source control credential (plain and pass
   }
   // Without the credential the server's own ssh has no key the sshd accepts.
   expect((await settled(none.id)).status).toBe('failed');
-  // No credential file is left behind.
-  expect(readdirSync(os.tmpdir()).filter((n) => n.startsWith('cairn-git-credential-'))).toEqual([]);
+  // No credential file is left behind: each fetch's own dir is gone.
+  expect(readdirSync(WORK_ROOT).filter((n) => n.startsWith('git-fetch-'))).toEqual([]);
 
   const reads = [
     ...(await Promise.all([...projects, none.id].map((id) => api.get(`/v1/projects/${id}`)))),

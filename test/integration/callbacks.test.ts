@@ -1,9 +1,13 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { chmodSync } from 'node:fs';
+import path from 'node:path';
 import http from 'node:http';
 import { Faults } from '../../services/context';
 import { connectDatabase, type Sql } from '../../store/db';
 import { testLicense } from '../support/license';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { tempDir } from '../support/temp';
 
 /**
  * Provisioning callbacks end to end (spec part A 1.1, 2.3, 4.6; part B 7.5): hosts call from
@@ -72,11 +76,17 @@ async function callbackTemplate(name: string, extra: Record<string, unknown> = {
   return { id: created.body.id, key: minted.body.host_config_key };
 }
 
+let emptyRepository: string;
+
 beforeAll(async () => {
   // Team: deny policies are a licensed feature.
   const license = await testLicense('team');
+  const repositories = tempDir('cairn-callback-git');
+  chmodSync(repositories, 0o755);
+  emptyRepository = path.join(repositories, 'empty.git');
+  execFileSync('git', ['init', '-q', '--bare', emptyRepository]);
   t = await startTestServer(
-    { ...encryption(), CAIRN_CALLBACK_RATE_LIMIT: String(RATE_LIMIT), CAIRN_LICENSE_FILE: license.file },
+    { ...encryption(), CAIRN_CALLBACK_RATE_LIMIT: String(RATE_LIMIT), CAIRN_LICENSE_FILE: license.file, CAIRN_PROJECT_LOCAL_ROOTS: repositories },
     { faults: new Faults(['callback-record-once']), licenseKeys: [license.publicJwk] },
   );
   sql = connectDatabase(t.databaseUrl, { max: 3 });
@@ -268,8 +278,9 @@ test('409: a callback run for the host still running; a template that cannot lau
   expect(none.status).toBe(409);
   expect(none.body.error).toMatch(/no stored inventory/);
 
-  // A project with no checkout: named, not quoted.
-  const project = await t.api.post('/v1/projects', { name: 'nowhere', url: '/nonexistent/repo.git' });
+  // A project with no checkout (its repository has no commit to fetch): named, not quoted.
+  const project = await t.api.post('/v1/projects', { name: 'nowhere', url: emptyRepository });
+  expect(project.status).toBe(201);
   const projected = await callbackTemplate('projected', { project_id: project.body.id });
   const unusable = await call('127.0.0.11', `/v1/templates/${projected.id}/callback`, { host_config_key: projected.key });
   expect(unusable.status).toBe(409);

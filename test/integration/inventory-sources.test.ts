@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { WORK_ROOT } from '../../workers/execution';
 import { grant, person, type Person } from '../support/access';
@@ -58,10 +58,12 @@ print('a note on standard error', file=sys.stderr)
 `;
 
 beforeAll(async () => {
-  t = await startTestServer();
+  const root = tempDir('cairn-git');
+  // The run account reads the repository in its sandbox.
+  chmodSync(root, 0o755);
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: root });
   operator = await person(t.api, 'operator');
   viewer = await person(t.api, 'viewer');
-  const root = tempDir('cairn-git');
   bare = path.join(root, 'repo.git');
   work = path.join(root, 'work');
   execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
@@ -107,7 +109,7 @@ describe('inventory sources', () => {
     const envNames: string[] = doc.all.children.web.hosts.web1.env_names;
     expect(envNames).toEqual(expect.arrayContaining(['HOME', 'LANG', 'PATH', 'TMPDIR']));
     for (const name of envNames) expect(['HOME', 'LANG', 'PATH', 'TMPDIR', 'PWD', 'SHLVL', '_', 'LC_CTYPE']).toContain(name);
-    expect(doc.all.children.web.hosts.web1.cwd_files).toEqual(['.cairn-inventory.json', 'inventory-script']);
+    expect(doc.all.children.web.hosts.web1.cwd_files).toEqual(['.cairn-job.out', 'inventory-script']);
     // ansible-inventory reads what was written.
     const preview = await t.api.post(`/v1/inventories/${inventoryId}/preview`, {});
     expect(preview.status).toBe(200);

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { connectDatabase } from '../../store/db';
 import type { ApiClient } from '../support/http';
@@ -7,9 +7,10 @@ import { startTestServer, waitForRunEnd, type TestServer } from '../support/serv
 import { tempDir } from '../support/temp';
 
 /**
- * Git projects end to end (spec part A 4.5): a bare repository made here, cloned and updated by
- * the server's system `git`, browsed without escaping the checkout, run from by a template whose
- * runs record the commit, and refused deletion while a template uses it.
+ * Git projects end to end (spec part A 4.5): a bare repository made here, under a directory of
+ * --project-local-roots, fetched by git in the sandbox, browsed from git's objects without
+ * escaping the tree, run from by a template whose runs record the commit, and refused deletion
+ * while a template uses it.
  */
 
 let t: TestServer;
@@ -44,9 +45,13 @@ async function waitForProject(id: string, predicate: (p: any) => boolean, timeou
 
 const settled = (p: any) => !p.update_pending && (p.status === 'successful' || p.status === 'failed');
 
+let root: string;
+
 beforeAll(async () => {
-  t = await startTestServer();
-  const root = tempDir('cairn-git');
+  root = tempDir('cairn-git');
+  // The run account reads the repositories in its sandbox.
+  chmodSync(root, 0o755);
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: root });
   bare = path.join(root, 'repo.git');
   work = path.join(root, 'work');
   execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
@@ -168,12 +173,16 @@ test('a project clones, records its commit, is browsed within its checkout, runs
 });
 
 test('an update that fails records the error; a viewer reads only what it is granted', async () => {
-  const created = await t.api.post('/v1/projects', { name: 'gone', url: path.join(path.dirname(bare), 'missing.git') });
+  // A repository with no commit yet: its HEAD cannot be fetched.
+  const empty = path.join(root, 'empty.git');
+  execFileSync('git', ['init', '-q', '--bare', empty]);
+  const created = await t.api.post('/v1/projects', { name: 'gone', url: empty });
   expect(created.status).toBe(201);
   const failed = await waitForProject(created.body.id, settled);
   expect(failed.status).toBe('failed');
   expect(failed.commit).toBeNull();
-  expect(failed.last_error).toMatch(/git fetch failed/);
+  expect(failed.last_error).toMatch(/^git fetch exited with code \d+: .*HEAD/);
+  expect(failed.last_error).not.toContain(t.config.dataDir);
   expect((await t.api.get(`/v1/projects/${created.body.id}/files`)).status).toBe(409);
   // A template may not launch from a project without a checkout: a configuration error naming it.
   const template = await t.api.post('/v1/templates', { name: 'no checkout', tool: 'bash', command: 'true', project_id: created.body.id });

@@ -4,7 +4,6 @@ import { ansibleSpecOf } from '../../core/ansible-spec';
 import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars } from '../../core/inventory';
 import { finalStateOf } from '../../core/run-outcome';
 import { ansibleArgs } from '../../tools/ansible';
-import { inventoryHostAddresses } from '../../tools/ansible-inventory';
 
 describe('inventory rules', () => {
   test('host ranges expand numerically with padding, alphabetically and with steps', () => {
@@ -84,42 +83,6 @@ describe('inventory rules', () => {
       { name: 'x', ansible_host: '10.0.0.1', ansible_ssh_host: '10.0.0.4' },
       { name: 'd1', ansible_host: '10.0.0.1' },
     ]);
-  });
-
-  test('YAML host addresses: from each host entry over its groups\' vars, ranges expanded, a later entry overriding', async () => {
-    const content = [
-      'all:',
-      '  hosts:',
-      '    lone:',
-      '  children:',
-      '    web:',
-      '      hosts:',
-      '        app1:',
-      '          ansible_host: 10.0.0.5',
-      '        app[2:3]: { ansible_ssh_host: 10.0.0.6 }',
-      '      vars:',
-      '        ansible_host: 10.9.9.9',
-      '    db:',
-      '      hosts:',
-      '        app1: { ansible_ssh_host: 10.0.0.7 }',
-      '        num: { ansible_host: 5 }',
-    ].join('\n');
-    const hosts = [...(await inventoryHostAddresses('yaml', content))];
-    expect(hosts.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
-      { name: 'app1', ansible_host: '10.0.0.5', ansible_ssh_host: '10.0.0.7' },
-      { name: 'app2', ansible_host: '10.9.9.9', ansible_ssh_host: '10.0.0.6' },
-      { name: 'app3', ansible_host: '10.9.9.9', ansible_ssh_host: '10.0.0.6' },
-      { name: 'lone' },
-      { name: 'num', ansible_host: '5' },
-    ]);
-    // `all` lowest, a nested child group over its parent; a group aliased under another name is that group too.
-    const nested = 'all:\n  vars: { ansible_host: 10.0.0.1 }\n  hosts: { lone: }\n  children:\n    prod: &prod\n      vars: { ansible_host: 10.0.0.2 }\n      children:\n        web:\n          vars: { ansible_host: 10.0.0.3 }\n          hosts: { w1: }\n      hosts: { p1: }\n    again: *prod\n';
-    expect([...(await inventoryHostAddresses('yaml', nested))].sort((a, b) => a.name.localeCompare(b.name))).toEqual([
-      { name: 'lone', ansible_host: '10.0.0.1' },
-      { name: 'p1', ansible_host: '10.0.0.2' },
-      { name: 'w1', ansible_host: '10.0.0.3' },
-    ]);
-    expect(await inventoryHostAddresses('ini', 'h1 ansible_host=10.0.0.1\n')).toEqual([{ name: 'h1', ansible_host: '10.0.0.1' }]);
   });
 
   test('source_vars masking: secret-looking keys at any depth, keyed_groups keys kept; a masked value sent back keeps the stored one', () => {

@@ -1,7 +1,18 @@
 import { callerAddress, formFields, hostsAt, keysMatch, limitSelects } from '../../core/callbacks';
-import { browsePath, gitUrlFault, isWithin } from '../../core/project-paths';
+import { browsePath, gitUrlFault, isWithin, repositoryTarget } from '../../core/project-paths';
 
-describe('repository addresses (core/project-paths.ts gitUrlFault)', () => {
+describe('repository addresses (core/project-paths.ts gitUrlFault, repositoryTarget)', () => {
+  test('an address reads as a remote host and port, or a local path', () => {
+    expect(repositoryTarget('https://git.example.com/org/repo.git')).toEqual({ kind: 'remote', scheme: 'https', host: 'git.example.com', port: 443 });
+    expect(repositoryTarget('https://git.example.com:8443/r.git')).toEqual({ kind: 'remote', scheme: 'https', host: 'git.example.com', port: 8443 });
+    expect(repositoryTarget('ssh://git@[::1]:2222/r.git')).toEqual({ kind: 'remote', scheme: 'ssh', host: '::1', port: 2222 });
+    expect(repositoryTarget('git@example.com:org/repo.git')).toEqual({ kind: 'remote', scheme: 'ssh', host: 'example.com', port: 22 });
+    expect(repositoryTarget('file:///srv/git/../git/repo.git')).toEqual({ kind: 'local', path: '/srv/git/repo.git' });
+    expect(repositoryTarget('/srv/git/repo.git')).toEqual({ kind: 'local', path: '/srv/git/repo.git' });
+    expect(repositoryTarget('file://otherhost/srv/r.git')).toHaveProperty('fault');
+    expect(repositoryTarget('git@example.com:-oProxyCommand=x')).toHaveProperty('fault');
+  });
+
   test.each(['https://git.example.com/org/repo.git', 'ssh://git@example.com/repo.git', 'git@example.com:org/repo.git', 'file:///srv/git/repo.git', '/srv/git/repo.git'])(
     '%s is accepted',
     (url) => expect(gitUrlFault(url)).toBeUndefined(),
@@ -13,7 +24,7 @@ describe('repository addresses (core/project-paths.ts gitUrlFault)', () => {
     ['-oProxyCommand=x', /begin with "-"/],
     ['http://example.com/r.git', /not http/],
     ['git://example.com/r.git', /not git/],
-    ['relative/repo', /absolute local path/],
+    ['relative/repo', /https:\/\/ or ssh:\/\/ address, or user@host:path/],
     ['https://example.com/r\n.git', /control characters/],
     ['', /empty/],
     ['https://bob:hunter2@example.com/r.git', /password/],

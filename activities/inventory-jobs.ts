@@ -1,0 +1,142 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import os from 'node:os';
+import { iniHostEntries, iniHosts, InventoryError, type InventoryFormat, type InventoryHost } from '../core/inventory';
+import { inventoryFile } from '../tools/ansible';
+import {
+  listedHosts,
+  listHostsOutput,
+  NO_HOSTS_MATCHED,
+  STATIC_INVENTORY_ENV,
+  YAML_HOSTS,
+  yamlHostAddresses,
+  yamlHostNames,
+  type ResolvedInventory,
+} from '../tools/ansible-inventory';
+import { JobFailed, runSandboxedJob, type JobSandbox } from './sandboxed-job';
+
+/**
+ * An inventory's content read by Ansible's own parts (spec part A 4.12), each a sandboxed job
+ * (activities/sandboxed-job.ts) with no network: PyYAML for a YAML inventory's host names and
+ * addresses, `ansible-inventory --list` and `ansible all --list-hosts` for a preview. An INI
+ * inventory's names and addresses are Cairn's own reading (core/inventory.ts), run nowhere.
+ */
+
+const JOB_TIMEOUT_MS = 60_000;
+/** The most an answer about an inventory of at most 26 MiB and 100,000 hosts may print. */
+const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+
+/** A job's message with its scratch dir left out: the reason a person reads names the inventory, not the server's paths. */
+function reasonOf(where: JobSandbox, err: JobFailed): string {
+  const root = where.workRoot.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return err.message.replace(new RegExp(`${root}/[^/\\s]+/`, 'g'), '').replace(/\[WARNING\]:\s*/g, '').replace(/\s+/g, ' ').trim();
+}
+
+/** What yaml_hosts.py answers for `content` (`--layout` with `layout`), parsed. */
+async function readYaml(where: JobSandbox, content: string, layout: boolean): Promise<unknown> {
+  let out: Buffer;
+  try {
+    out = await runSandboxedJob(where, {
+      what: 'reading the YAML inventory',
+      name: 'inventory-yaml',
+      argv: ['sh', '-c', 'exec python3 -I -c "$1" $2 < inventory.yml', 'cairn-yaml', YAML_HOSTS, layout ? '--layout' : ''],
+      files: { 'inventory.yml': content },
+      timeoutMs: JOB_TIMEOUT_MS,
+      maxOutputBytes: MAX_ANSWER_BYTES,
+      network: 'none',
+    });
+  } catch (err) {
+    if (err instanceof JobFailed) throw new InventoryError(`the YAML inventory could not be read: ${reasonOf(where, err).split('\n')[0]}`);
+    throw err;
+  }
+  try {
+    return JSON.parse(out.toString('utf8'));
+  } catch {
+    throw new InventoryError('the YAML inventory could not be read');
+  }
+}
+
+/** The host names a stored inventory names, ranges expanded; a fault in the content is an InventoryError naming why. */
+export async function inventoryHostNames(where: JobSandbox, format: InventoryFormat, content: string): Promise<string[]> {
+  if (format === 'ini') return iniHosts(content);
+  return yamlHostNames(await readYaml(where, content, false));
+}
+
+/**
+ * The few contents resolved last, by hash, so callbacks from many hosts of one inventory (a fleet
+ * booting) read it once; a content that cannot be read is not kept.
+ */
+const ADDRESS_CACHE_SIZE = 4;
+const addressCache = new Map<string, Promise<readonly Readonly<InventoryHost>[]>>();
+
+/**
+ * The hosts a stored inventory names, each with the `ansible_host` and `ansible_ssh_host` it
+ * resolves to: what a provisioning callback matches its caller against. The answer is shared
+ * (kept for the next call with the same content): it is not to be changed.
+ */
+export async function inventoryHostAddresses(where: JobSandbox, format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
+  if (format === 'ini') return iniHostEntries(content);
+  const key = createHash('sha256').update(content).digest('base64');
+  let resolved = addressCache.get(key);
+  if (resolved) {
+    // The most recently used last.
+    addressCache.delete(key);
+  } else {
+    resolved = readYaml(where, content, true).then(yamlHostAddresses);
+    resolved.catch(() => addressCache.delete(key));
+    if (addressCache.size >= ADDRESS_CACHE_SIZE) addressCache.delete(addressCache.keys().next().value!);
+  }
+  addressCache.set(key, resolved);
+  return resolved;
+}
+
+let coreVersion: Promise<string | null> | undefined;
+
+/** The `ansible_core` version `ansible-inventory --version` reports, or null without the tool. It reads nothing of a user's. */
+export function ansibleCoreVersion(): Promise<string | null> {
+  coreVersion ??= new Promise((resolve) => {
+    execFile('ansible-inventory', ['--version'], { cwd: os.tmpdir(), timeout: JOB_TIMEOUT_MS, env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: os.tmpdir(), LANG: 'C.UTF-8' } }, (err, stdout) =>
+      resolve(err ? null : (/\[core ([^\]]+)\]/.exec(String(stdout))?.[1] ?? null)),
+    );
+  });
+  return coreVersion;
+}
+
+/**
+ * Resolves an inventory's content as a launch would see it (spec part A 4.12 preview): by
+ * `ansible-inventory --list` when the server has it, a `limit` then applied by
+ * `ansible all --list-hosts` (which connects to nothing); by Cairn's own reading otherwise (no
+ * limit then). A fault is an InventoryError with the reason.
+ */
+export async function resolveInventory(where: JobSandbox, format: InventoryFormat, content: string, limit?: string): Promise<ResolvedInventory> {
+  const version = await ansibleCoreVersion();
+  if (!version) {
+    if (limit) throw new InventoryError('a limit can be evaluated only by ansible-inventory, which this server lacks');
+    return { hosts: await inventoryHostNames(where, format, content), engine: 'cairn', ansible_core: null };
+  }
+  const file = inventoryFile(format);
+  const job = { files: { [file]: content }, env: STATIC_INVENTORY_ENV, timeoutMs: JOB_TIMEOUT_MS, maxOutputBytes: MAX_ANSWER_BYTES, network: 'none' as const };
+  // The inventory read whole first, so a fault in it is told apart from a limit matching nothing.
+  let listed: Buffer;
+  try {
+    listed = await runSandboxedJob(where, { ...job, what: 'ansible-inventory', name: 'inventory-list', argv: ['ansible-inventory', `--inventory=${file}`, '--list'] });
+  } catch (err) {
+    if (err instanceof JobFailed) throw new InventoryError(`ansible-inventory could not resolve it: ${reasonOf(where, err).slice(0, 2000)}`);
+    throw err;
+  }
+  let list: Record<string, unknown>;
+  try {
+    list = JSON.parse(listed.toString('utf8'));
+  } catch {
+    throw new InventoryError('ansible-inventory gave an answer that is not JSON');
+  }
+  if (!limit) return { hosts: listedHosts(list), engine: 'ansible-inventory', ansible_core: version };
+  try {
+    const limited = await runSandboxedJob(where, { ...job, what: 'ansible', name: 'inventory-limit', argv: ['ansible', 'all', `--inventory=${file}`, '--list-hosts', `--limit=${limit}`] });
+    return { hosts: listHostsOutput(limited.toString('utf8')), engine: 'ansible-inventory', ansible_core: version };
+  } catch (err) {
+    if (!(err instanceof JobFailed)) throw err;
+    if (NO_HOSTS_MATCHED.test(err.printed)) return { hosts: [], engine: 'ansible-inventory', ansible_core: version };
+    throw new InventoryError(`the limit could not be applied: ${reasonOf(where, err).slice(0, 2000)}`);
+  }
+}

@@ -1,0 +1,68 @@
+import { chmodSync } from 'node:fs';
+import { inventoryHostAddresses, inventoryHostNames, resolveInventory } from '../../activities/inventory-jobs';
+import type { JobSandbox } from '../../activities/sandboxed-job';
+import { InventoryError } from '../../core/inventory';
+import { jobSandbox } from '../../workers/sandbox-setup';
+import { tempDir } from '../support/temp';
+
+/**
+ * An inventory read by Ansible's own parts, each as a sandboxed job (activities/inventory-jobs.ts):
+ * a real bubblewrap sandbox as the run account, no network.
+ */
+let where: JobSandbox;
+
+beforeAll(async () => {
+  const workRoot = tempDir('cairn-inventory-jobs');
+  chmodSync(workRoot, 0o711);
+  where = await jobSandbox({ runIsolation: 'sandbox', runNetwork: 'none', runUser: 'cairn-run', dataDir: tempDir('cairn-inventory-data') }, workRoot, () => undefined);
+});
+
+describe('inventory reading in the sandbox', () => {
+  test('YAML host addresses: from each host entry over its groups\' vars, ranges expanded, a later entry overriding', async () => {
+    const content = [
+      'all:',
+      '  hosts:',
+      '    lone:',
+      '  children:',
+      '    web:',
+      '      hosts:',
+      '        app1:',
+      '          ansible_host: 10.0.0.5',
+      '        app[2:3]: { ansible_ssh_host: 10.0.0.6 }',
+      '      vars:',
+      '        ansible_host: 10.9.9.9',
+      '    db:',
+      '      hosts:',
+      '        app1: { ansible_ssh_host: 10.0.0.7 }',
+      '        num: { ansible_host: 5 }',
+    ].join('\n');
+    const hosts = [...(await inventoryHostAddresses(where, 'yaml', content))];
+    expect(hosts.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'app1', ansible_host: '10.0.0.5', ansible_ssh_host: '10.0.0.7' },
+      { name: 'app2', ansible_host: '10.9.9.9', ansible_ssh_host: '10.0.0.6' },
+      { name: 'app3', ansible_host: '10.9.9.9', ansible_ssh_host: '10.0.0.6' },
+      { name: 'lone' },
+      { name: 'num', ansible_host: '5' },
+    ]);
+    // `all` lowest, a nested child group over its parent; a group aliased under another name is that group too.
+    const nested = 'all:\n  vars: { ansible_host: 10.0.0.1 }\n  hosts: { lone: }\n  children:\n    prod: &prod\n      vars: { ansible_host: 10.0.0.2 }\n      children:\n        web:\n          vars: { ansible_host: 10.0.0.3 }\n          hosts: { w1: }\n      hosts: { p1: }\n    again: *prod\n';
+    expect([...(await inventoryHostAddresses(where, 'yaml', nested))].sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'lone', ansible_host: '10.0.0.1' },
+      { name: 'p1', ansible_host: '10.0.0.2' },
+      { name: 'w1', ansible_host: '10.0.0.3' },
+    ]);
+    expect(await inventoryHostAddresses(where, 'ini', 'h1 ansible_host=10.0.0.1\n')).toEqual([{ name: 'h1', ansible_host: '10.0.0.1' }]);
+  });
+
+
+  test('a YAML inventory that does not parse is an InventoryError naming the line, not a crash', async () => {
+    await expect(inventoryHostNames(where, 'yaml', 'all:\n  hosts: [a, b\n')).rejects.toThrow(InventoryError);
+    await expect(inventoryHostNames(where, 'yaml', 'all:\n  hosts: [a, b\n')).rejects.toThrow(/not valid YAML at line/);
+  });
+
+  test('a limit reading a file (@path) reads only what the sandbox shows, as the run account: a root-only file cannot be read', async () => {
+    const resolved = resolveInventory(where, 'ini', 'web1\nweb2\n', '@/etc/shadow');
+    await expect(resolved).rejects.toThrow(InventoryError);
+    await expect(resolved).rejects.toThrow(/could not be applied/);
+  });
+});
