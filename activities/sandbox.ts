@@ -1,3 +1,5 @@
+import type { RunBoundsSettings } from './run-bounds';
+
 /**
  * The sandbox a tool runs in (bubblewrap), described so it can cross to the launcher process.
  *
@@ -5,7 +7,8 @@
  * cgroup namespaces and, unless the operator chose otherwise, its own network namespace. It sees
  * the system's programs and libraries read-only (`readOnlyRoots`), a private /tmp, a minimal /dev,
  * a /proc of its own processes only, and its work dir: nothing of the data dir, the checkout, the
- * server's home, its /proc entries, its sockets or its environment.
+ * server's home, its /proc entries, its sockets or its environment. What it may use of memory,
+ * processes, CPU and disk is bounded (activities/run-bounds.ts).
  */
 export type RunNetwork = 'isolated' | 'host' | 'none';
 
@@ -28,12 +31,17 @@ export interface SandboxSettings {
   symlinks: [string, string][];
   /** A resolver configuration written for the sandbox, and where the sandbox reads it. */
   resolvConf?: { source: string; target: string };
+  /** What one start may use (--run-memory, --run-pids, --run-disk, --run-cpu) and how that holds. */
+  bounds: RunBoundsSettings;
 }
 
 /** Where the isolated network's resolver (slirp4netns's built-in DNS forwarder) answers. */
 export const ISOLATED_NAMESERVER = '10.0.2.3';
 
-/** File descriptors bwrap reports its sandbox's pid on, and waits on before starting the tool. */
+/**
+ * File descriptors bwrap reports its sandbox's pid on, and waits on before starting the tool: the
+ * sandbox is put in its cgroup (and its isolated network wired up) meanwhile.
+ */
 export const INFO_FD = 3;
 export const BLOCK_FD = 4;
 
@@ -41,13 +49,13 @@ export const BLOCK_FD = 4;
 export function sandboxArgs(settings: SandboxSettings, workDir: string, argv: string[]): string[] {
   const args = ['--unshare-user', '--unshare-ipc', '--unshare-pid', '--unshare-uts', '--unshare-cgroup-try'];
   if (settings.network !== 'host') args.push('--unshare-net');
-  args.push('--die-with-parent', '--hostname', 'cairn-run', '--info-fd', String(INFO_FD));
-  // The isolated network is wired up from outside once the namespace exists; the tool waits for it.
-  if (settings.network === 'isolated') args.push('--block-fd', String(BLOCK_FD));
+  args.push('--die-with-parent', '--hostname', 'cairn-run', '--info-fd', String(INFO_FD), '--block-fd', String(BLOCK_FD));
   for (const root of settings.readOnlyRoots) args.push('--ro-bind', root, root);
   for (const [target, link] of settings.symlinks) args.push('--symlink', target, link);
   if (settings.resolvConf) args.push('--ro-bind', settings.resolvConf.source, settings.resolvConf.target);
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--bind', workDir, workDir, '--chdir', workDir);
+  // The private /tmp is memory, held to the disk bound (the watcher counts it with the work dir).
+  args.push('--proc', '/proc', '--dev', '/dev', '--size', String(settings.bounds.diskBytes), '--tmpfs', '/tmp');
+  args.push('--bind', workDir, workDir, '--chdir', workDir);
   // sh joins stdout and stderr into one pipe, so the log keeps the order the tool wrote in.
   args.push('--', '/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', ...argv);
   return args;

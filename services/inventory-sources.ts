@@ -1,7 +1,6 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { spawnTool } from '../activities/process';
-import type { SandboxSettings } from '../activities/sandbox';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath } from '../core/project-paths';
@@ -21,8 +20,8 @@ import {
 import { getProject } from '../store/projects';
 import type { Caller } from '../store/tokens';
 import { toolPath } from '../tools/registry';
-import { WORK_ROOT } from '../workers/execution';
-import { prepareSandbox } from '../workers/sandbox-setup';
+import { exceededBoundError } from '../core/run-outcome';
+import { prepareSandbox, type PreparedSandbox } from '../workers/sandbox-setup';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
@@ -241,11 +240,12 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
 
 // ---- script sources ----------------------------------------------------------------------------
 
-let sandboxReady: Promise<SandboxSettings | undefined> | undefined;
-/** The run sandbox, checked once per process (workers/sandbox-setup.ts) with the server's own settings. */
-function sandboxOf(ctx: ServerContext): Promise<SandboxSettings | undefined> {
-  sandboxReady ??= prepareSandbox(ctx.config, WORK_ROOT, (line) => ctx.logger.info(line));
-  return sandboxReady;
+const sandboxReady = new WeakMap<ServerContext['config'], Promise<PreparedSandbox>>();
+/** The run sandbox and work root, checked once per server (workers/sandbox-setup.ts) with its own settings. */
+function sandboxOf(ctx: ServerContext): Promise<PreparedSandbox> {
+  let ready = sandboxReady.get(ctx.config);
+  if (!ready) sandboxReady.set(ctx.config, (ready = prepareSandbox(ctx.config, (line) => ctx.logger.info(line))));
+  return ready;
 }
 
 const SCRIPT_FILE = 'inventory-script';
@@ -276,9 +276,8 @@ export async function runSandboxed(
   ctx: ServerContext,
   job: { name: string; what: string; files: Record<string, { content: string; mode?: number }>; command: string; env: Record<string, string>; timeoutSeconds: number },
 ): Promise<string> {
-  const sandbox = await sandboxOf(ctx);
-  await fs.mkdir(WORK_ROOT, { recursive: true, mode: 0o711 });
-  const dir = await fs.mkdtemp(path.join(WORK_ROOT, `${job.name}-`));
+  const { sandbox, workRoot } = await sandboxOf(ctx);
+  const dir = await fs.mkdtemp(path.join(workRoot, `${job.name}-`));
   try {
     await fs.chmod(dir, 0o700);
     for (const [name, file] of Object.entries(job.files)) {
@@ -306,6 +305,7 @@ export async function runSandboxed(
     const exit = await tool.exited.finally(() => clearTimeout(timer));
     const printed = tail.toString('utf8').trim();
     if (timedOut) throw new SourceError(`${job.what} did not finish within ${job.timeoutSeconds} s and was stopped`);
+    if (exit.exceeded) throw new SourceError(`${job.what} ${exceededBoundError(exit.exceeded)}`);
     if (exit.exitCode !== 0) {
       throw new SourceError(`${job.what} ${exit.signal ? `was ended by ${exit.signal}` : `exited with code ${exit.exitCode}`}${printed ? `: ${printed}` : ''}`);
     }

@@ -1,6 +1,5 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import os from 'node:os';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { ToolLauncher } from '../activities/launcher';
 import { createRunActivities } from '../activities/runs';
@@ -26,16 +25,13 @@ export interface ExecutionWorkerOptions {
   metrics: Metrics;
   /** Opens the secrets sealed to a run at execution; undefined without the install's encryption key. */
   sealer?: Sealer;
-  /** How tools are isolated from the service (--run-isolation, --run-network, --run-user). */
+  /** How tools are isolated from the service and bounded, and where they work (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
   isolation: RunIsolationSettings;
   /** The server's own secrets, which the output masker hides from every run's log. */
   serverSecrets: string[];
   /** Where git projects' checkouts are (`<data dir>/projects`), which runs of a project copy from. */
   projectsDir?: string;
 }
-
-/** Where runs get their scratch work dirs. */
-export const WORK_ROOT = path.join(os.tmpdir(), 'cairn-runs');
 
 export interface RunningWorker {
   /** Its row in the `workers` table (GET /v1/workers). */
@@ -58,7 +54,7 @@ export interface WorkerRole {
  * launcher, and records itself in the `workers` table while it polls.
  */
 export async function startExecutionWorker(options: ExecutionWorkerOptions, role: WorkerRole): Promise<RunningWorker> {
-  const sandbox = await prepareSandbox(options.isolation, WORK_ROOT, (line) => options.logger.info(line));
+  const { sandbox, workRoot } = await prepareSandbox(options.isolation, (line) => options.logger.info(line));
   const launcher = new ToolLauncher(sandbox);
   const activities = createRunActivities({
     launcher,
@@ -67,7 +63,7 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
     sealer: options.sealer,
     sandbox,
     serverSecrets: options.serverSecrets,
-    workRoot: WORK_ROOT,
+    workRoot,
     projectsDir: options.projectsDir,
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {

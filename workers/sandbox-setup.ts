@@ -1,15 +1,29 @@
 import { promises as fs, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../core/config';
-import { runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
+import { formatByteSize } from '../core/byte-size';
+import { accountCanEnter, perInstallDir, runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
 import { spawnTool } from '../activities/process';
+import { enforcementOf, runCgroups, type RunBoundsSettings } from '../activities/run-bounds';
 import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from '../activities/sandbox';
 import { configureToolSearchPath } from '../tools/registry';
 
+/** The settings that shape the sandbox and where runs work (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
 export interface RunIsolationSettings {
   runIsolation: 'sandbox' | 'none';
   runNetwork: RunNetwork;
   runUser: string;
+  runMemory: number;
+  runPids: number;
+  runDisk: number;
+  runCpu: number;
+  dataDir: string;
+}
+
+/** A worker's sandbox (undefined with --run-isolation none) and the root its runs' work dirs are made under. */
+export interface PreparedSandbox {
+  sandbox: SandboxSettings | undefined;
+  workRoot: string;
 }
 
 /** Host directories a tool sees read-only: programs, libraries and system configuration. */
@@ -69,25 +83,67 @@ async function resolverFile(network: RunNetwork, workRoot: string): Promise<Sand
 }
 
 /**
- * Everything a worker needs to run tools in a sandbox, checked once at start: bubblewrap (and
- * slirp4netns for the isolated network) installed, the run account present when the server is
- * root, and a real sandbox started and ended. A machine that cannot sandbox refuses to start with
- * one line naming the fix, rather than run tools unsandboxed by surprise.
+ * Where runs' work dirs are made: `<data dir>/runs`, which the run account (when the server is
+ * root) must be able to pass into, so the data dir is made 0711 (passable, not listable); when
+ * the account still cannot enter it (a data dir inside a private home), a directory of the
+ * install's own under /var/lib/cairn/runs. Made 0711 itself: each work dir in it is 0700.
  */
-export async function prepareSandbox(
-  settings: RunIsolationSettings,
-  workRoot: string,
-  log: (line: string) => void,
-): Promise<SandboxSettings | undefined> {
+export async function runWorkRoot(settings: RunIsolationSettings, log: (line: string) => void): Promise<string> {
+  let workRoot = path.join(settings.dataDir, 'runs');
+  await fs.mkdir(settings.dataDir, { recursive: true, mode: 0o700 });
+  if (runningAsRoot() && settings.runIsolation === 'sandbox') {
+    const account = await runAccount(settings.runUser, log);
+    if (!accountCanEnter(account, settings.dataDir)) {
+      await fs.chmod(settings.dataDir, 0o711);
+      if (!accountCanEnter(account, settings.dataDir)) {
+        workRoot = perInstallDir('runs', settings.dataDir);
+        log(`the ${account.name} account cannot enter ${settings.dataDir}; runs' work dirs are made in ${workRoot}`);
+      }
+    }
+  }
   await fs.mkdir(workRoot, { recursive: true, mode: 0o711 });
   await fs.chmod(workRoot, 0o711);
+  return workRoot;
+}
+
+/** The run bounds a sandbox holds, and the cgroups (or rlimits) that hold them on this machine, said once in the log. */
+async function runBounds(settings: RunIsolationSettings, prlimit: string, log: (line: string) => void): Promise<RunBoundsSettings> {
+  const cgroups = await runCgroups();
+  const bounds: RunBoundsSettings = {
+    memoryBytes: settings.runMemory,
+    pids: settings.runPids,
+    diskBytes: settings.runDisk,
+    cpu: settings.runCpu,
+    cgroups: 'plan' in cgroups ? cgroups.plan : undefined,
+    prlimit,
+  };
+  const by = enforcementOf(bounds);
+  log(
+    `runs are bounded to memory ${formatByteSize(bounds.memoryBytes)} (${by.memory}), ${bounds.pids} processes (${by.process}), ` +
+      `${bounds.cpu} cores (${by.cpu}) and disk ${formatByteSize(bounds.diskBytes)} (${by.disk})` +
+      ('reason' in cgroups ? `; no cgroup could be made: ${cgroups.reason}` : ''),
+  );
+  return bounds;
+}
+
+/**
+ * Everything a worker needs to run tools in a sandbox, checked once at start: bubblewrap (and
+ * slirp4netns for the isolated network) and prlimit installed, the run account present when the
+ * server is root, the run bounds' cgroups, and a real sandbox started and ended. A machine that
+ * cannot sandbox refuses to start with one line naming the fix, rather than run tools unsandboxed
+ * by surprise.
+ */
+export async function prepareSandbox(settings: RunIsolationSettings, log: (line: string) => void): Promise<PreparedSandbox> {
+  const workRoot = await runWorkRoot(settings, log);
   if (settings.runIsolation === 'none') {
     configureToolSearchPath(process.env.PATH ?? '');
-    log('run isolation is off (--run-isolation none): tools run as the server\'s own user and can read its files and reach its database');
-    return undefined;
+    log('run isolation is off (--run-isolation none): tools run as the server\'s own user and can read its files and reach its database; the run bounds do not hold');
+    return { sandbox: undefined, workRoot };
   }
   const bwrap = await onPath('bwrap');
   if (!bwrap) throw new ConfigError(`tools run in a bubblewrap sandbox, and bwrap is not installed: ${FIX}`);
+  const prlimit = await onPath('prlimit');
+  if (!prlimit) throw new ConfigError('a sandbox starts with its run bounds set by prlimit, which is not installed: install util-linux');
   const slirp4netns = settings.runNetwork === 'isolated' ? await onPath('slirp4netns') : undefined;
   if (settings.runNetwork === 'isolated' && !slirp4netns) {
     throw new ConfigError(`a run's isolated network (--run-network isolated) needs slirp4netns, which is not installed: ${FIX}`);
@@ -108,10 +164,11 @@ export async function prepareSandbox(
     readOnlyRoots,
     symlinks,
     resolvConf: await resolverFile(settings.runNetwork, workRoot),
+    bounds: await runBounds(settings, prlimit, log),
   };
   configureToolSearchPath(sandboxPath(sandbox, process.env.PATH ?? ''));
   await probe(sandbox, workRoot);
-  return sandbox;
+  return { sandbox, workRoot };
 }
 
 /** Starts and ends one real sandbox, so a machine that cannot run one says so at start. */

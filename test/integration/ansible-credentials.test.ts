@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
-import { WORK_ROOT } from '../../workers/execution';
+import { runWorkRoot } from '../../workers/sandbox-setup';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { expectNoSecrets, runReads } from '../support/leaks';
@@ -38,6 +38,8 @@ const lines: string[] = [];
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let running: RunningServer;
 let api: ApiClient;
+/** Where the install's runs get their work dirs. */
+let workRoot: string;
 let sshd: ChildProcess | undefined;
 let port = 0;
 let dir: string;
@@ -116,6 +118,7 @@ beforeAll(async () => {
   );
   running = await startServer(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
   api = apiClient(running.url, running.adminToken!);
+  workRoot = await runWorkRoot(config, () => undefined);
 }, 60_000);
 
 afterAll(async () => {
@@ -178,7 +181,7 @@ test('an ansible run reaches an sshd with its machine credential (encrypted and 
     if (ended.status !== 'succeeded') throw new Error(`run ${run.id} ${ended.status}: ${log}`);
     expect(log).toContain('remote=root via=root become=[masked] vaulted=open-sesame');
     // The run's work dir, with the key, passphrase and extra-vars files, is gone.
-    expect(readdirSync(WORK_ROOT).filter((name) => name.startsWith(run.id))).toEqual([]);
+    expect(readdirSync(workRoot).filter((name) => name.startsWith(run.id))).toEqual([]);
   }
 
   // A wrong passphrase fails the run with a plain reason, and prints no secret.
