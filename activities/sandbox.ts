@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { RunBoundsSettings } from './run-bounds';
 
 /**
@@ -55,10 +56,26 @@ export function sandboxArgs(settings: SandboxSettings, workDir: string, argv: st
   if (settings.resolvConf) args.push('--ro-bind', settings.resolvConf.source, settings.resolvConf.target);
   // The private /tmp is memory, held to the disk bound (the watcher counts it with the work dir).
   args.push('--proc', '/proc', '--dev', '/dev', '--size', String(settings.bounds.diskBytes), '--tmpfs', '/tmp');
+  for (const dir of holdingDirs(settings, workDir)) args.push('--perms', '0111', '--dir', dir);
   args.push('--bind', workDir, workDir, '--chdir', workDir);
   // sh joins stdout and stderr into one pipe, so the log keeps the order the tool wrote in.
   args.push('--', '/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', ...argv);
   return args;
+}
+
+/**
+ * The directories the sandbox makes above the work dir only to hold it (`<data dir>/runs` and
+ * up): passable, not listable, so a run sees no more of the host's layout than its own path.
+ * Directories the sandbox shows from the host (under a read-only root) keep their own modes.
+ */
+function holdingDirs(settings: SandboxSettings, workDir: string): string[] {
+  const shown = ['/proc', '/dev', ...settings.readOnlyRoots, ...settings.symlinks.map(([, link]) => link)];
+  const dirs: string[] = [];
+  for (let dir = path.dirname(workDir); dir !== '/' && dir !== '/tmp'; dir = path.dirname(dir)) {
+    if (shown.some((root) => dir === root || dir.startsWith(`${root}/`))) break;
+    dirs.unshift(dir);
+  }
+  return dirs;
 }
 
 /** The directories a sandboxed tool finds programs in: the standard ones, then the server's own that the sandbox can see. */
