@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
 /**
@@ -37,9 +37,9 @@ interface Mount {
   superOptions: string[];
 }
 
-/** The cgroup file systems this process sees (/proc/self/mountinfo). */
-async function cgroupMounts(): Promise<Mount[]> {
-  const text = await fs.readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+/** The cgroup file systems this process sees (`<proc>/mountinfo`). */
+async function cgroupMounts(proc: string): Promise<Mount[]> {
+  const text = await fs.readFile(path.join(proc, 'mountinfo'), 'utf8').catch(() => '');
   const unescape = (field: string) => field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
   const mounts: Mount[] = [];
   for (const line of text.split('\n')) {
@@ -54,9 +54,9 @@ async function cgroupMounts(): Promise<Mount[]> {
   return mounts;
 }
 
-/** This process's cgroup per hierarchy (/proc/self/cgroup): `""` for v2, else the controllers' names. */
-async function ownCgroups(): Promise<{ controllers: string[]; path: string }[]> {
-  const text = await fs.readFile('/proc/self/cgroup', 'utf8').catch(() => '');
+/** This process's cgroup per hierarchy (`<proc>/cgroup`): no controllers for v2, else their names. */
+async function ownCgroups(proc: string): Promise<{ controllers: string[]; path: string }[]> {
+  const text = await fs.readFile(path.join(proc, 'cgroup'), 'utf8').catch(() => '');
   return text
     .split('\n')
     .filter(Boolean)
@@ -70,19 +70,25 @@ async function ownCgroups(): Promise<{ controllers: string[]; path: string }[]> 
 function directoryOf(mount: Mount, cgroupPath: string): string | undefined {
   const root = mount.root === '/' ? '' : mount.root;
   if (root && cgroupPath !== root && !cgroupPath.startsWith(`${root}/`)) return undefined;
-  return path.join(mount.mountPoint, cgroupPath.slice(root.length));
+  return path.resolve(mount.mountPoint, `.${cgroupPath.slice(root.length)}`);
 }
 
 const write = (file: string, value: string) => fs.writeFile(file, value);
+/** Writes a cgroup file the kernel may not have (ENOENT then): it is never created. */
+const writeIfPresent = (file: string, value: string) =>
+  fs.writeFile(file, value, { flag: 'r+' }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+  });
 const readText = (file: string) => fs.readFile(file, 'utf8').catch(() => '');
 
 /**
  * Finds and prepares the `cairn` parents this server's runs' cgroups go in: cgroup v2 when it
  * can, else v1, else none (runs are then bounded by rlimits only). Answers the plan, or why there
- * is none. Cgroups left by a server or launcher that died are removed.
+ * is none. Cgroups left by a server or launcher that died are removed. `proc` is where this
+ * process's mountinfo and cgroup files are read.
  */
-export async function prepareCgroups(): Promise<{ plan: CgroupPlan } | { reason: string }> {
-  const [mounts, own] = await Promise.all([cgroupMounts(), ownCgroups()]);
+export async function prepareCgroups(proc = '/proc/self'): Promise<{ plan: CgroupPlan } | { reason: string }> {
+  const [mounts, own] = await Promise.all([cgroupMounts(proc), ownCgroups(proc)]);
   const reasons: string[] = [];
   const unified = mounts.find((m) => m.fsType === 'cgroup2');
   const ownUnified = own.find((c) => c.controllers.length === 0);
@@ -100,6 +106,8 @@ export async function prepareCgroups(): Promise<{ plan: CgroupPlan } | { reason:
     const parent = path.join(dir, 'cairn');
     try {
       await fs.mkdir(parent, { recursive: true });
+      // Made by another account before (root), it may still not be this server's to write in.
+      await fs.access(parent, fsConstants.W_OK);
       if (controller === 'cpu') await write(path.join(parent, 'cpu.shares'), String(RUNS_CPU_SHARES));
       parents[controller] = parent;
     } catch (err) {
@@ -124,6 +132,7 @@ async function prepareV2(mount: Mount, ownPath: string): Promise<{ plan: CgroupP
   try {
     await write(path.join(delegated, 'cgroup.subtree_control'), enable);
     await fs.mkdir(parent, { recursive: true });
+    await fs.access(parent, fsConstants.W_OK);
     await write(path.join(parent, 'cgroup.subtree_control'), enable);
     if (controllers.includes('cpu')) await write(path.join(parent, 'cpu.weight'), String(RUNS_CPU_WEIGHT));
   } catch (err) {
@@ -199,7 +208,7 @@ export class RunCgroup {
       if (memory) {
         await write(path.join(memory, 'memory.max'), String(limits.memoryBytes));
         // Swap would let a run hold more than its bound; absent without swap accounting.
-        await write(path.join(memory, 'memory.swap.max'), '0').catch(ignoreMissing);
+        await writeIfPresent(path.join(memory, 'memory.swap.max'), '0');
       }
       if (pids) await write(path.join(pids, 'pids.max'), String(limits.pids));
       if (cpu) await write(path.join(cpu, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
@@ -208,7 +217,7 @@ export class RunCgroup {
     if (memory) {
       await write(path.join(memory, 'memory.limit_in_bytes'), String(limits.memoryBytes));
       // Memory plus swap held to the same bound; absent without swap accounting.
-      await write(path.join(memory, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(ignoreMissing);
+      await writeIfPresent(path.join(memory, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
     }
     if (pids) await write(path.join(pids, 'pids.max'), String(limits.pids));
     if (cpu) {
@@ -245,14 +254,10 @@ export class RunCgroup {
   }
 }
 
-function ignoreMissing(err: NodeJS.ErrnoException): void {
-  if (err.code !== 'ENOENT') throw err;
-}
-
 /** Kills every process in a cgroup and removes it, retrying while the last ones exit; best effort (a sweep takes what stays). */
 async function removeCgroup(dir: string): Promise<void> {
   // cgroup v2 kills a whole cgroup at once where the kernel has cgroup.kill (5.14).
-  await write(path.join(dir, 'cgroup.kill'), '1').catch(() => undefined);
+  await writeIfPresent(path.join(dir, 'cgroup.kill'), '1').catch(() => undefined);
   for (let attempt = 0; attempt < 50; attempt++) {
     const procs = await readText(path.join(dir, 'cgroup.procs'));
     for (const pid of procs.split('\n').filter(Boolean)) {
