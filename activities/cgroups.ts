@@ -231,9 +231,9 @@ export class RunCgroup {
     return Object.keys(this.dirs) as Controller[];
   }
 
-  /** Moves processes into the cgroup (every controller's); their children are born in it. */
-  async join(pids: number[]): Promise<void> {
-    for (const dir of this.distinctDirs()) for (const pid of pids) await write(path.join(dir, 'cgroup.procs'), String(pid));
+  /** Moves a process into the cgroup (every controller's); its children are born in it. */
+  async join(pid: number): Promise<void> {
+    for (const dir of this.distinctDirs()) await write(path.join(dir, 'cgroup.procs'), String(pid));
   }
 
   /** The bound the cgroup's processes crossed so far: the OOM killer killed one, or a fork was refused at the process bound. */
@@ -248,7 +248,7 @@ export class RunCgroup {
     return undefined;
   }
 
-  /** Kills everything still in the cgroup and removes it. */
+  /** Kills everything still in the cgroup and removes it; never fails (a sweep takes what stays). */
   async remove(): Promise<void> {
     for (const dir of this.distinctDirs()) await removeCgroup(dir);
   }

@@ -110,8 +110,8 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
   let sandboxPid: number;
   try {
     sandboxPid = await sandboxInitPid(child.stdio[INFO_FD] as Readable, ended);
-    // bwrap and the sandbox's init are all there is until the tool starts: in the cgroup with them.
-    await bounds.confine([pid, sandboxPid]);
+    // The sandbox's init waits to start the tool: everything of the tool will be born in the cgroup.
+    await bounds.confine(sandboxPid);
     if (sandbox.network === 'isolated') {
       await loopbackReady(sandboxPid, ended);
       network = await startIsolatedNetwork(sandbox, sandboxPid, ended);

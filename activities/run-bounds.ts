@@ -82,18 +82,17 @@ export class SandboxBounds {
   }
 
   /**
-   * Puts the sandbox's processes (bwrap and the sandbox's init, while the init waits to start the
-   * tool) in the cgroup, so everything the tool starts is born in it.
+   * Puts the sandbox's init in the cgroup while it waits to start the tool, so everything of the
+   * tool is born in it. (bwrap's own monitor above it runs nothing of the tool's, and moving a
+   * process costs a v1 hierarchy a few milliseconds each.)
    */
-  async confine(pids: number[]): Promise<void> {
-    await this.cgroup?.join(pids);
+  async confine(sandboxInitPid: number): Promise<void> {
+    await this.cgroup?.join(sandboxInitPid);
     if (this.cgroup?.controllers.includes('cpu')) return;
-    for (const pid of pids) {
-      try {
-        os.setPriority(pid, RUNS_NICE);
-      } catch {
-        /* gone, or not ours to lower */
-      }
+    try {
+      os.setPriority(sandboxInitPid, RUNS_NICE);
+    } catch {
+      /* gone, or not ours to lower */
     }
   }
 
@@ -128,18 +127,16 @@ export class SandboxBounds {
     this.timer = setInterval(() => void check().catch(() => undefined), CHECK_EVERY_MS);
   }
 
-  /** Once the sandbox has ended: the bound it crossed, if any, from the watcher or its cgroup and work dir now; its cgroup is removed. */
+  /**
+   * Once the sandbox has ended: the bound it crossed, if any, from the watcher or its cgroup and
+   * work dir now. Its cgroup is removed meanwhile (anything left in it killed first).
+   */
   async finish(workDir: string): Promise<ExceededBound | undefined> {
     this.ended = true;
     clearInterval(this.timer);
-    try {
-      if (this.exceeded) return this.exceeded;
-      const crossed = await this.cgroup?.crossed();
-      if (crossed) return boundOf(crossed, this.settings);
-      if ((await diskUsage([workDir])) >= this.settings.diskBytes) return boundOf('disk', this.settings);
-      return undefined;
-    } finally {
-      await this.cgroup?.remove();
-    }
+    const crossed = this.exceeded?.bound ?? (await this.cgroup?.crossed().catch(() => undefined));
+    void this.cgroup?.remove();
+    if (crossed) return this.exceeded ?? boundOf(crossed, this.settings);
+    return (await diskUsage([workDir])) >= this.settings.diskBytes ? boundOf('disk', this.settings) : undefined;
   }
 }

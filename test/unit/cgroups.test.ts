@@ -47,7 +47,7 @@ test('cgroup v2: the runs go in cairn/ beside the server, in the delegated paren
   expect([read(run, 'memory.max'), read(run, 'pids.max'), read(run, 'cpu.max')]).toEqual(['67108864', '32', '50000 100000']);
   // Files the kernel has only with swap accounting are written where they are, never made.
   expect(readdirSync(run)).not.toContain('memory.swap.max');
-  await cgroup.join([4242]);
+  await cgroup.join(4242);
   expect(read(run, 'cgroup.procs')).toBe('4242');
 
   expect(await cgroup.crossed()).toBeUndefined();
