@@ -3,8 +3,10 @@ import path from 'node:path';
 
 /**
  * What a tree holds on disk, measured the bounded way a run's disk watcher needs: allocated
- * blocks (a sparse file counts what it uses), each file once however many hard links it has,
- * symlinks never followed, at most DISK_WALK_ENTRIES entries per measure.
+ * blocks (a sparse file counts what it uses), each file once however many hard links it has and
+ * each directory once however many ways it is reached (a work dir is also bound inside the
+ * sandbox's /tmp when the data dir is under /tmp), symlinks never followed, at most
+ * DISK_WALK_ENTRIES entries per measure.
  *
  * The trees are a run's, which may change them while they are walked: an entry gone meanwhile
  * counts nothing, and a directory swapped for a link between its listing and its reading is
@@ -27,7 +29,7 @@ export async function diskUsage(roots: string[], maxEntries = DISK_WALK_ENTRIES)
   const measure = async (file: string): Promise<boolean> => {
     const stat = await fs.lstat(file, { bigint: true }).catch(() => undefined);
     if (!stat) return false;
-    if (stat.nlink > 1n && !stat.isDirectory()) {
+    if (stat.isDirectory() || stat.nlink > 1n) {
       const key = `${stat.dev}:${stat.ino}`;
       if (seen.has(key)) return false;
       seen.add(key);

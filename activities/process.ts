@@ -98,7 +98,7 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
     network?.kill('SIGKILL');
   };
   ended.finally(() => network?.kill('SIGKILL')).catch(() => undefined);
-  // The exit a caller sees names the bound the sandbox crossed, once its cgroup is gone.
+  // The exit a caller sees names the bound the sandbox crossed, if it crossed one.
   const exited = ended.then(
     async (exit) => ({ ...exit, exceeded: await bounds.finish(options.cwd) }),
     async (err) => {

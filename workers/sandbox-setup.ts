@@ -120,7 +120,7 @@ async function runBounds(settings: RunIsolationSettings, prlimit: string, log: (
   const by = enforcementOf(bounds);
   log(
     `runs are bounded to memory ${formatByteSize(bounds.memoryBytes)} (${by.memory}), ${bounds.pids} processes (${by.process}), ` +
-      `${bounds.cpu} cores (${by.cpu}) and disk ${formatByteSize(bounds.diskBytes)} (${by.disk})` +
+      `${bounds.cpu} ${bounds.cpu === 1 ? 'core' : 'cores'} (${by.cpu}) and disk ${formatByteSize(bounds.diskBytes)} (${by.disk})` +
       ('reason' in cgroups ? `; no cgroup could be made: ${cgroups.reason}` : ''),
   );
   return bounds;

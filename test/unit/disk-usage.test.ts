@@ -20,6 +20,8 @@ test('counts what files hold on disk, in every directory, each hard-linked file 
   const used = await diskUsage([dir]);
   expect(used).toBeGreaterThanOrEqual(5 * MiB);
   expect(used).toBeLessThan(6 * MiB);
+  // A directory reached twice (as a work dir bound inside the sandbox's /tmp is) counts once.
+  expect(await diskUsage([path.join(dir, 'a'), dir])).toBe(used);
 });
 
 test('follows no symlink and counts a sparse file by what it uses', async () => {
