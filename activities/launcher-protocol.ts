@@ -1,3 +1,4 @@
+import type { ExceededBound } from '../core/run-outcome';
 import type { SandboxSettings } from './sandbox';
 
 /**
@@ -17,5 +18,6 @@ export const OUTPUT_WINDOW_BYTES = 2 * 1024 * 1024;
 export type LauncherEvent =
   | { type: 'spawned'; id: number; pid: number }
   | { type: 'output'; id: number; data: Buffer }
-  | { type: 'exit'; id: number; exitCode: number | null; signal: string | null }
+  // `exceeded`: the run bound the sandbox crossed, for which it was ended (activities/run-bounds.ts).
+  | { type: 'exit'; id: number; exitCode: number | null; signal: string | null; exceeded?: ExceededBound }
   | { type: 'error'; id: number; message: string };

@@ -70,7 +70,7 @@ export class ToolLauncher {
       }
       case 'exit':
         this.pending.delete(event.id);
-        return p.exited({ exitCode: event.exitCode, signal: event.signal });
+        return p.exited({ exitCode: event.exitCode, signal: event.signal, exceeded: event.exceeded });
       case 'error':
         this.pending.delete(event.id);
         return p.failed(new Error(event.message));

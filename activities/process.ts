@@ -1,11 +1,21 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, promises as fs, readdirSync, readlinkSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
+import type { ExceededBound, ExecutionOutcome } from '../core/run-outcome';
+import { SandboxBounds } from './run-bounds';
 import { BLOCK_FD, INFO_FD, sandboxArgs, type SandboxBind, type SandboxSettings } from './sandbox';
 
 export interface ProcessExit {
   exitCode: number | null;
   signal: string | null;
+  /** The bound a sandboxed tool crossed, for which it was ended (or which it reached before it ended). */
+  exceeded?: ExceededBound;
+}
+
+/** How a tool's exit ends its run: failed naming the bound it crossed, else by its exit. */
+export function exitOutcome(exit: ProcessExit): ExecutionOutcome {
+  if (exit.exceeded) return { kind: 'bound_exceeded', exitCode: exit.exitCode, ...exit.exceeded };
+  return { kind: 'exited', exitCode: exit.exitCode, signal: exit.signal };
 }
 
 export interface SpawnedTool {
@@ -62,14 +72,24 @@ function plainTool(argv: string[], options: SpawnOptions): SpawnedTool {
 }
 
 async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: SandboxSettings): Promise<SpawnedTool> {
-  const child = spawn(sandbox.bwrap, sandboxArgs(sandbox, options.cwd, argv, options.binds), {
-    cwd: options.cwd,
-    env: options.env,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
-    ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
-  });
-  const exited = collect(child, options.onOutput);
+  const bounds = await SandboxBounds.open(sandbox.bounds);
+  // Started through prlimit with the sandbox's rlimits, as the run account: nothing of the tool's
+  // environment passes through a process of higher privilege.
+  const start = bounds.command([sandbox.bwrap, ...sandboxArgs(sandbox, options.cwd, argv, options.binds)]);
+  let child: ChildProcess;
+  try {
+    child = spawn(start.file, start.args, {
+      cwd: options.cwd,
+      env: options.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
+      ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
+    });
+  } catch (err) {
+    await bounds.finish(options.cwd);
+    throw err;
+  }
+  const ended = collect(child, options.onOutput);
   const pid = child.pid!;
   const block = child.stdio[BLOCK_FD] as Writable;
   // The extra pipes may be reset by a sandbox that fails to start; that shows as its exit.
@@ -79,20 +99,36 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
     signalGroup(pid, 'SIGKILL');
     network?.kill('SIGKILL');
   };
-  exited.finally(() => network?.kill('SIGKILL')).catch(() => undefined);
+  ended.finally(() => network?.kill('SIGKILL')).catch(() => undefined);
+  // The exit a caller sees names the bound the sandbox crossed, if it crossed one.
+  const exited = ended.then(
+    async (exit) => ({ ...exit, exceeded: await bounds.finish(options.cwd) }),
+    async (err) => {
+      await bounds.finish(options.cwd).catch(() => undefined);
+      throw err;
+    },
+  );
+  exited.catch(() => undefined);
   let sandboxPid: number;
   try {
-    sandboxPid = await sandboxInitPid(child.stdio[INFO_FD] as Readable, exited);
+    sandboxPid = await sandboxInitPid(child.stdio[INFO_FD] as Readable, ended);
+    // The sandbox's init waits to start the tool: everything of the tool will be born in the cgroup.
+    await bounds.confine(sandboxPid);
     if (sandbox.network === 'isolated') {
-      await loopbackReady(sandboxPid, exited);
-      network = await startIsolatedNetwork(sandbox, sandboxPid, exited);
-      block.end('1');
+      await loopbackReady(sandboxPid, ended);
+      network = await startIsolatedNetwork(sandbox, sandboxPid, ended);
     }
+    block.end('1');
   } catch (err) {
     stopAll();
     await exited.catch(() => undefined);
     throw err;
   }
+  const killSandbox = () => {
+    signalProcess(sandboxPid, 'SIGKILL');
+    stopAll();
+  };
+  await bounds.watch(options.cwd, sandboxPid, killSandbox);
   return {
     pid,
     exited,
@@ -101,10 +137,7 @@ async function sandboxedTool(argv: string[], options: SpawnOptions, sandbox: San
       // Every process of the sandbox but its init gets SIGTERM (the init would take them all down
       // at once); after the grace period the whole sandbox goes.
       signalNamespace(sandboxPid, 'SIGTERM');
-      afterGrace(exited, graceMs, () => {
-        signalProcess(sandboxPid, 'SIGKILL');
-        stopAll();
-      });
+      afterGrace(exited, graceMs, killSandbox);
     },
   };
 }

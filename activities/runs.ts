@@ -20,7 +20,7 @@ import { createMasker } from '../core/masker';
 import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/run-secrets';
 import type { Sealer } from '../core/seal';
 import { LauncherStopped, type ToolLauncher } from './launcher';
-import { killLeftoverProcess, type SpawnedTool } from './process';
+import { exitOutcome, killLeftoverProcess, type SpawnedTool } from './process';
 import { toolPath } from '../tools/registry';
 import type { Run } from '../core/run';
 import { checkoutDir } from '../core/project-paths';
@@ -233,7 +233,7 @@ export function createRunActivities(deps: RunActivityDeps) {
       // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
       if (ctx.cancellationSignal.aborted) await ctx.cancelled;
       // An ansible run's per-host and per-task results are stored now, before its work dir goes.
-      return await recordToolResults(sql, run, workDir, { kind: 'exited', exitCode: exit.exitCode, signal: exit.signal });
+      return await recordToolResults(sql, run, workDir, exitOutcome(exit));
     } finally {
       clearInterval(heartbeat);
       deps.onExecutionChange?.(-1);

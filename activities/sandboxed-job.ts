@@ -1,5 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { exceededBoundError } from '../core/run-outcome';
 import { toolPath } from '../tools/registry';
 import { spawnTool } from './process';
 import type { RunNetwork, SandboxBind, SandboxSettings } from './sandbox';
@@ -21,9 +22,9 @@ import { createWorkDir, handOverWorkDir, readWorkFile, removeWorkDir, writeWorkF
  */
 
 /**
- * Where jobs run: the run sandbox (undefined only with --run-isolation none), the work root their
- * dirs are made in, and this process's cache of project repositories (activities/git.ts), each a
- * place the run account can enter.
+ * Where jobs run: the run sandbox (undefined only with --run-isolation none; its bounds hold every
+ * job as they hold runs), the work root their dirs are made in, and this process's cache of
+ * project repositories (activities/git.ts), each a place the run account can enter.
  */
 export interface JobSandbox {
   sandbox: SandboxSettings | undefined;
@@ -104,6 +105,7 @@ export async function runSandboxedJob(where: JobSandbox, job: SandboxedJob): Pro
     const exit = await tool.exited.finally(() => clearTimeout(timer));
     const printed = tail.toString('utf8').trim();
     if (timedOut) throw new JobFailed(`${job.what} did not finish within ${Math.round(job.timeoutMs / 1000)} s and was stopped`, printed, null);
+    if (exit.exceeded) throw new JobFailed(`${job.what} ${exceededBoundError(exit.exceeded)}`, printed, exit.exitCode);
     if (exit.exitCode !== 0) {
       const how = exit.signal ? `was ended by ${exit.signal}` : `exited with code ${exit.exitCode}`;
       throw new JobFailed(`${job.what} ${how}${printed ? `: ${printed}` : ''}`, printed, exit.exitCode);

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { z } from 'zod';
+import { formatByteSize, parseByteSize } from './byte-size';
 import { parseDuration } from './duration';
+import { RUN_BOUND_SETTINGS } from './run-bound-settings';
 import { AttentionFileError, EMPTY_ATTENTION_FILE, installThresholds, parseAttentionFile, type AttentionSettings } from './attention';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notification-settings';
 
@@ -32,6 +34,8 @@ export const SETTINGS = {
   runIsolation: { flag: '--run-isolation', env: 'CAIRN_RUN_ISOLATION', help: 'sandbox (default: every tool in a bubblewrap sandbox) or none (unsafe: tools run as the server)' },
   runNetwork: { flag: '--run-network', env: 'CAIRN_RUN_NETWORK', help: "a run's network: isolated (default: outbound only, no host loopback), host, or none" },
   runUser: { flag: '--run-user', env: 'CAIRN_RUN_USER', help: 'the account tools run as when the server is root (default cairn-run, created when missing)' },
+  // --run-memory, --run-pids, --run-disk, --run-cpu (core/run-bound-settings.ts).
+  ...RUN_BOUND_SETTINGS,
   callbackRateLimit: { flag: '--callback-rate-limit', env: 'CAIRN_CALLBACK_RATE_LIMIT', help: 'provisioning callbacks (and wrong keys) one source address may send a minute (default 20)' },
   gitTimeout: { flag: '--git-timeout', env: 'CAIRN_GIT_TIMEOUT', help: "how long one git command of a project's update may take, seconds or 30s/5m (default 5m)" },
   projectLocalRoots: {
@@ -68,6 +72,21 @@ const secondsAtLeastOne = (fallback: string) =>
     return seconds;
   });
 
+/** A size setting (`2g`, `512m`, `1048576`) of at least `min` bytes, read as bytes. */
+const byteSize = (fallback: string, min: number) =>
+  z.string().default(fallback).transform((value, ctx) => {
+    const bytes = parseByteSize(value);
+    if (bytes === undefined) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a size (try 512m or 2g: bytes with a k, m or g suffix)` });
+      return z.NEVER;
+    }
+    if (bytes < min) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is below the least a run can start with, ${formatByteSize(min)}` });
+      return z.NEVER;
+    }
+    return bytes;
+  });
+
 const configSchema = z.object({
   listen: z.string().regex(/^[^:]*:\d+$/, 'expected host:port').default('127.0.0.1:8080'),
   dataDir: z.string().min(1).default('./data'),
@@ -96,6 +115,20 @@ const configSchema = z.object({
     .string()
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'expected a system account name')
     .default('cairn-run'),
+  // Run bounds (activities/run-bounds.ts); the least a sandbox with its shell and tool starts in.
+  runMemory: byteSize('2g', 16 * 1024 ** 2),
+  runPids: z.coerce
+    .number({ message: 'expected a whole number of processes' })
+    .int('expected a whole number of processes')
+    .min(8, 'expected at least 8 processes')
+    .max(4194304, 'expected at most 4194304 processes (the kernel\'s most)')
+    .default(512),
+  runDisk: byteSize('4g', 1024 ** 2),
+  runCpu: z.coerce
+    .number({ message: 'expected a number of cores, such as 1 or 0.5' })
+    .min(0.01, 'expected at least 0.01 cores')
+    .max(4096, 'expected at most 4096 cores')
+    .default(1),
   callbackRateLimit: z.coerce.number().int().min(1).max(100000).default(20),
   gitTimeout: secondsAtLeastOne('5m'),
   projectLocalRoots: z

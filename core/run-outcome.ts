@@ -7,6 +7,8 @@ export type ExecutionOutcome =
   // The tool exited but its run still failed, for the reason given (an ansible run that matched no host).
   | { kind: 'exited_failed'; exitCode: number | null; message: string }
   | { kind: 'timed_out'; seconds: number }
+  // The sandbox crossed one of its bounds (--run-memory, --run-pids, --run-disk) and was ended.
+  | ({ kind: 'bound_exceeded'; exitCode: number | null } & ExceededBound)
   | { kind: 'canceled' }
   | { kind: 'lost'; message: string }
   // A parent (pipeline, workflow, split) whose children all ended well, or one that did not.
@@ -20,6 +22,16 @@ export type ExecutionOutcome =
   | { kind: 'rejected' }
   | { kind: 'approved' }
   | { kind: 'denied'; message: string };
+
+/** A run bound its sandbox crossed: which, the flag that sets it, and its value as a person reads it (`64 MiB`). */
+export interface ExceededBound {
+  bound: 'memory' | 'process' | 'disk';
+  flag: string;
+  limit: string;
+}
+
+/** What a run (or an inventory script) that crossed a bound is told: `exceeded its memory bound (--run-memory 64 MiB)`. */
+export const exceededBoundError = (exceeded: ExceededBound): string => `exceeded its ${exceeded.bound} bound (${exceeded.flag} ${exceeded.limit})`;
 
 /** The error a rejected run ends with; the reason is never copied into it (spec part A 2.7 item 7). */
 export const REJECTED_ERROR = 'rejected by an approver';
@@ -43,6 +55,8 @@ export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | nul
       return { status: 'failed', error: outcome.message, exit_code: null };
     case 'exited_failed':
       return { status: 'failed', error: outcome.message, exit_code: outcome.exitCode };
+    case 'bound_exceeded':
+      return { status: 'failed', error: exceededBoundError(outcome), exit_code: outcome.exitCode };
     case 'timed_out':
       return { status: 'failed', error: `timed out after ${outcome.seconds} s`, exit_code: null };
     case 'canceled':

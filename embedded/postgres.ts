@@ -1,5 +1,5 @@
 import { spawn, execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,7 +16,7 @@ import {
   writeServiceState,
   type EmbeddedServiceState,
 } from './state';
-import { accountCanEnter, runningAsRoot, systemAccount, type SystemAccount } from './system-accounts';
+import { accountCanEnter, perInstallDir, runningAsRoot, SYSTEM_HOME, systemAccount, type SystemAccount } from './system-accounts';
 
 const execFileAsync = promisify(execFile);
 
@@ -30,8 +30,6 @@ const USER = 'cairn';
 const LEGACY_PASSWORD = 'cairn';
 /** PostgreSQL refuses to run as root: a root server runs it as this account. */
 const POSTGRES_ACCOUNT = 'postgres';
-/** Where a root server keeps what the postgres account must reach when the data dir is out of its reach. */
-const SYSTEM_HOME = '/var/lib/cairn';
 
 /** What the state file of the embedded PostgreSQL remembers beyond ports and pids. */
 interface PostgresState extends EmbeddedServiceState {
@@ -101,8 +99,7 @@ async function clusterLayout(dataDir: string, remembered: PostgresState | undefi
   // The postgres account must pass through the data dir; it may list nothing there.
   await fs.chmod(dataDir, 0o711);
   if (accountCanEnter(account, dataDir)) return { binDir, clusterDir: inDataDir, account };
-  const digest = createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16);
-  const clusterDir = path.join(SYSTEM_HOME, 'clusters', digest);
+  const clusterDir = perInstallDir('clusters', dataDir);
   await fs.mkdir(path.dirname(clusterDir), { recursive: true, mode: 0o755 });
   await fs.writeFile(path.join(dataDir, 'postgres.location'), `${clusterDir}\n`);
   log(`the ${POSTGRES_ACCOUNT} account cannot enter ${dataDir}; the embedded PostgreSQL cluster lives in ${clusterDir}`);

@@ -1,4 +1,6 @@
 import { execFile, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
 import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
@@ -47,4 +49,13 @@ export function accountCanEnter(account: SystemAccount, dir: string): boolean {
     env: { PATH: '/usr/bin:/bin' },
   });
   return result.status === 0;
+}
+
+/** Where a root server keeps what a system account must reach when the data dir is out of its reach. */
+export const SYSTEM_HOME = '/var/lib/cairn';
+
+/** The install's own directory of one kind under SYSTEM_HOME, named by a digest of its data dir (`/var/lib/cairn/runs/<digest>`). */
+export function perInstallDir(kind: string, dataDir: string): string {
+  const digest = createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16);
+  return path.join(SYSTEM_HOME, kind, digest);
 }

@@ -1,3 +1,5 @@
+import { enforcementOf, runCgroups } from '../activities/run-bounds';
+import { boundOf, RUN_BOUND_SETTINGS } from '../core/run-bound-settings';
 import { ANSIBLE_CORE_TESTED_RELEASES } from '../tools/ansible-inventory';
 import { ansibleCoreVersion } from '../activities/inventory-jobs';
 import { chainHead, verifiedPrefix } from '../store/audit';
@@ -66,6 +68,7 @@ export async function runDoctor(ctx: ServerContext): Promise<DoctorAnswer> {
     guarded('signing_key', 'warning', () => signingKeyCheck(ctx)),
     guarded('audit_chain', 'info', () => auditChainCheck(ctx)),
     guarded('ansible', 'warning', async () => ansibleCheck(coreVersion)),
+    guarded('run_bounds', 'warning', () => runBoundsCheck(ctx)),
     guarded('attention_alerting', 'warning', () => attentionCheck(ctx)),
     guarded('notification_deliveries_failed', 'warning', () => failedDeliveriesCheck(ctx)),
     guarded('notification_attachments_orphaned', 'warning', () => orphanedAttachmentsCheck(ctx)),
@@ -167,6 +170,37 @@ function ansibleCheck(version: string | null): DoctorCheck {
         ? `ansible-core ${version}, a tested release`
         : `ansible-core ${version} is not among the tested releases (${ANSIBLE_CORE_TESTED_RELEASES.join(', ')})`;
   return { name: 'ansible', ok: tested, severity: 'warning', detail };
+}
+
+/**
+ * The bounds every run's sandbox holds on this server (--run-memory, --run-pids, --run-cpu,
+ * --run-disk) and how each is enforced here: by a cgroup (v2 or v1), or only by the rlimits
+ * below them (activities/run-bounds.ts), which is a finding.
+ */
+async function runBoundsCheck(ctx: ServerContext): Promise<DoctorCheck> {
+  const { config } = ctx;
+  const values = { memoryBytes: config.runMemory, pids: config.runPids, diskBytes: config.runDisk, cpu: config.runCpu };
+  const sandboxed = config.runIsolation === 'sandbox';
+  const found = sandboxed ? await runCgroups() : undefined;
+  const plan = found && 'plan' in found ? found.plan : undefined;
+  const unbounded = 'none (--run-isolation none)';
+  const by = sandboxed ? enforcementOf({ cgroups: plan }) : { memory: unbounded, process: unbounded, cpu: unbounded, disk: unbounded };
+  const bounds = [
+    { ...boundOf('memory', values), value: config.runMemory, enforced_by: by.memory },
+    { ...boundOf('process', values), value: config.runPids, enforced_by: by.process },
+    { bound: 'cpu', flag: RUN_BOUND_SETTINGS.runCpu.flag, limit: plural(config.runCpu, 'core'), value: config.runCpu, enforced_by: by.cpu },
+    { ...boundOf('disk', values), value: config.runDisk, enforced_by: by.disk },
+  ];
+  const enforcement = !sandboxed ? 'none' : plan ? `cgroup ${plan.version}` : 'rlimits only';
+  const listed = bounds.map((b) => `${b.bound} ${b.limit} (${b.flag}): ${b.enforced_by}`).join('; ');
+  const ok = sandboxed && Boolean(plan?.parents.memory && plan.parents.pids);
+  const detail = !sandboxed
+    ? 'runs are not sandboxed (--run-isolation none), and no bound holds them'
+    : ok
+      ? `runs are bounded by ${enforcement}: ${listed}`
+      : `only rlimits hold some bounds of runs here (${listed}): a memory bound is then an address-space limit and a process bound counts every process of the run account` +
+        (found && 'reason' in found ? `; no cgroup could be made: ${found.reason}` : '');
+  return { name: 'run_bounds', ok, severity: 'warning', detail, facts: { enforcement, bounds, ...(found && 'reason' in found ? { reason: found.reason } : {}) } };
 }
 
 /** Attention items past `alert_after_seconds` (spec part B 6.6), as `GET /v1/attention` finds them. */

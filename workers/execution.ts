@@ -1,6 +1,5 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import os from 'node:os';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { ToolLauncher } from '../activities/launcher';
 import { createRunActivities } from '../activities/runs';
@@ -26,14 +25,11 @@ export interface ExecutionWorkerOptions {
   metrics: Metrics;
   /** Opens the secrets sealed to a run at execution; undefined without the install's encryption key. */
   sealer?: Sealer;
-  /** How tools are isolated from the service (--run-isolation, --run-network, --run-user), and the data dir the project cache is in. */
-  isolation: RunIsolationSettings & { dataDir: string };
+  /** How tools are isolated from the service and bounded, and where they work (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
+  isolation: RunIsolationSettings;
   /** The server's own secrets, which the output masker hides from every run's log. */
   serverSecrets: string[];
 }
-
-/** Where runs get their scratch work dirs. */
-export const WORK_ROOT = path.join(os.tmpdir(), 'cairn-runs');
 
 export interface RunningWorker {
   /** Its row in the `workers` table (GET /v1/workers). */
@@ -56,7 +52,7 @@ export interface WorkerRole {
  * launcher, and records itself in the `workers` table while it polls.
  */
 export async function startExecutionWorker(options: ExecutionWorkerOptions, role: WorkerRole): Promise<RunningWorker> {
-  const site = await jobSandbox(options.isolation, WORK_ROOT, (line) => options.logger.info(line));
+  const site = await jobSandbox(options.isolation, (line) => options.logger.info(line));
   const launcher = new ToolLauncher(site.sandbox);
   const activities = createRunActivities({
     launcher,

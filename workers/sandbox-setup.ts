@@ -1,17 +1,30 @@
-import { createHash } from 'node:crypto';
 import { promises as fs, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../core/config';
-import { accountCanEnter, runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
+import { formatByteSize } from '../core/byte-size';
+import { accountCanEnter, perInstallDir, runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
 import { spawnTool } from '../activities/process';
+import { enforcementOf, runCgroups, type RunBoundsSettings } from '../activities/run-bounds';
 import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from '../activities/sandbox';
 import type { JobSandbox } from '../activities/sandboxed-job';
 import { configureToolSearchPath } from '../tools/registry';
 
+/** The settings that shape the sandbox and where runs work (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
 export interface RunIsolationSettings {
   runIsolation: 'sandbox' | 'none';
   runNetwork: RunNetwork;
   runUser: string;
+  runMemory: number;
+  runPids: number;
+  runDisk: number;
+  runCpu: number;
+  dataDir: string;
+}
+
+/** A worker's sandbox (undefined with --run-isolation none) and the root its runs' work dirs are made under. */
+export interface PreparedSandbox {
+  sandbox: SandboxSettings | undefined;
+  workRoot: string;
 }
 
 /** Host directories a tool sees read-only: programs, libraries and system configuration. */
@@ -71,25 +84,68 @@ async function resolverFile(network: RunNetwork, workRoot: string): Promise<Sand
 }
 
 /**
- * Everything a worker needs to run tools in a sandbox, checked once at start: bubblewrap (and
- * slirp4netns for the isolated network) installed, the run account present when the server is
- * root, and a real sandbox started and ended. A machine that cannot sandbox refuses to start with
- * one line naming the fix, rather than run tools unsandboxed by surprise.
+ * A directory of the install the run account must be able to pass into (when the server is root,
+ * bubblewrap runs as that account and binds paths inside it): `<data dir>/<name>`, so the data dir
+ * is made 0711 (passable, not listable); when the account still cannot enter it (a data dir inside
+ * a private home), a directory of the install's own under /var/lib/cairn/<name>. Made 0711 itself:
+ * what is made in it is 0700. `runs` holds runs' work dirs, `projects` the project cache.
  */
-export async function prepareSandbox(
-  settings: RunIsolationSettings,
-  workRoot: string,
-  log: (line: string) => void,
-): Promise<SandboxSettings | undefined> {
-  await fs.mkdir(workRoot, { recursive: true, mode: 0o711 });
-  await fs.chmod(workRoot, 0o711);
+export async function runAccountDir(settings: RunIsolationSettings, name: 'runs' | 'projects', log: (line: string) => void): Promise<string> {
+  let dir = path.join(path.resolve(settings.dataDir), name);
+  await fs.mkdir(settings.dataDir, { recursive: true, mode: 0o700 });
+  if (runningAsRoot() && settings.runIsolation === 'sandbox') {
+    const account = await runAccount(settings.runUser, log);
+    if (!accountCanEnter(account, settings.dataDir)) {
+      await fs.chmod(settings.dataDir, 0o711);
+      if (!accountCanEnter(account, settings.dataDir)) {
+        dir = perInstallDir(name, settings.dataDir);
+        log(`the ${account.name} account cannot enter ${settings.dataDir}; the ${name} directory is ${dir}`);
+      }
+    }
+  }
+  await fs.mkdir(dir, { recursive: true, mode: 0o711 });
+  await fs.chmod(dir, 0o711);
+  return dir;
+}
+
+/** The run bounds a sandbox holds, and the cgroups (or rlimits) that hold them on this machine, said once in the log. */
+async function runBounds(settings: RunIsolationSettings, prlimit: string, log: (line: string) => void): Promise<RunBoundsSettings> {
+  const cgroups = await runCgroups();
+  const bounds: RunBoundsSettings = {
+    memoryBytes: settings.runMemory,
+    pids: settings.runPids,
+    diskBytes: settings.runDisk,
+    cpu: settings.runCpu,
+    cgroups: 'plan' in cgroups ? cgroups.plan : undefined,
+    prlimit,
+  };
+  const by = enforcementOf(bounds);
+  log(
+    `runs are bounded to memory ${formatByteSize(bounds.memoryBytes)} (${by.memory}), ${bounds.pids} processes (${by.process}), ` +
+      `${bounds.cpu} ${bounds.cpu === 1 ? 'core' : 'cores'} (${by.cpu}) and disk ${formatByteSize(bounds.diskBytes)} (${by.disk})` +
+      ('reason' in cgroups ? `; no cgroup could be made: ${cgroups.reason}` : ''),
+  );
+  return bounds;
+}
+
+/**
+ * Everything a worker needs to run tools in a sandbox, checked once at start: bubblewrap (and
+ * slirp4netns for the isolated network) and prlimit installed, the run account present when the
+ * server is root, the run bounds' cgroups, and a real sandbox started and ended. A machine that
+ * cannot sandbox refuses to start with one line naming the fix, rather than run tools unsandboxed
+ * by surprise.
+ */
+export async function prepareSandbox(settings: RunIsolationSettings, log: (line: string) => void): Promise<PreparedSandbox> {
+  const workRoot = await runAccountDir(settings, 'runs', log);
   if (settings.runIsolation === 'none') {
     configureToolSearchPath(process.env.PATH ?? '');
-    log('run isolation is off (--run-isolation none): tools run as the server\'s own user and can read its files and reach its database');
-    return undefined;
+    log('run isolation is off (--run-isolation none): tools run as the server\'s own user and can read its files and reach its database; the run bounds do not hold');
+    return { sandbox: undefined, workRoot };
   }
   const bwrap = await onPath('bwrap');
   if (!bwrap) throw new ConfigError(`tools run in a bubblewrap sandbox, and bwrap is not installed: ${FIX}`);
+  const prlimit = await onPath('prlimit');
+  if (!prlimit) throw new ConfigError('a sandbox starts with its run bounds set by prlimit, which is not installed: install util-linux');
   const slirp4netns = settings.runNetwork === 'isolated' ? await onPath('slirp4netns') : undefined;
   if (settings.runNetwork === 'isolated' && !slirp4netns) {
     throw new ConfigError(`a run's isolated network (--run-network isolated) needs slirp4netns, which is not installed: ${FIX}`);
@@ -110,10 +166,11 @@ export async function prepareSandbox(
     readOnlyRoots,
     symlinks,
     resolvConf: await resolverFile(settings.runNetwork, workRoot),
+    bounds: await runBounds(settings, prlimit, log),
   };
   configureToolSearchPath(sandboxPath(sandbox, process.env.PATH ?? ''));
   await probe(sandbox, workRoot);
-  return sandbox;
+  return { sandbox, workRoot };
 }
 
 /** Starts and ends one real sandbox, so a machine that cannot run one says so at start. */
@@ -144,39 +201,16 @@ const jobSandboxes = new Map<string, Promise<JobSandbox>>();
 
 /**
  * Where this process runs tools and Cairn's own sandboxed jobs (activities/sandboxed-job.ts) for
- * these settings: the sandbox prepared and checked once, on first use, and the project cache.
+ * these settings: the sandbox prepared and checked once, on first use, the work root and the
+ * project cache.
  */
-export function jobSandbox(settings: RunIsolationSettings & { dataDir: string }, workRoot: string, log: (line: string) => void): Promise<JobSandbox> {
-  const key = JSON.stringify([settings.runIsolation, settings.runNetwork, settings.runUser, settings.dataDir, workRoot]);
+export function jobSandbox(settings: RunIsolationSettings, log: (line: string) => void): Promise<JobSandbox> {
+  const key = JSON.stringify([settings.runIsolation, settings.runNetwork, settings.runUser, settings.runMemory, settings.runPids, settings.runDisk, settings.runCpu, settings.dataDir]);
   let prepared = jobSandboxes.get(key);
   if (!prepared) {
-    prepared = prepareSandbox(settings, workRoot, log).then(async (sandbox) => ({ sandbox, workRoot, projectsDir: await runAccountDir(settings.dataDir, 'projects', sandbox?.user) }));
+    prepared = prepareSandbox(settings, log).then(async ({ sandbox, workRoot }) => ({ sandbox, workRoot, projectsDir: await runAccountDir(settings, 'projects', log) }));
     prepared.catch(() => jobSandboxes.delete(key));
     jobSandboxes.set(key, prepared);
   }
   return prepared;
-}
-
-/** Where a directory the run account must enter lives when the data dir is out of its reach (a data dir in a private home). */
-const SYSTEM_HOME = '/var/lib/cairn';
-
-/**
- * A directory of the install the run account must be able to enter (bubblewrap, running as that
- * account, binds paths inside it): `<data dir>/<name>`, with the data dir made passable (0711: it
- * may list nothing there), or, when the data dir is out of the account's reach all the same,
- * `/var/lib/cairn/<name>/<digest of the data dir>`. Without a run account (the server is not root)
- * it is `<data dir>/<name>`.
- */
-export async function runAccountDir(dataDir: string, name: string, user: SandboxSettings['user']): Promise<string> {
-  const inDataDir = path.join(path.resolve(dataDir), name);
-  await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
-  if (!user) {
-    await fs.mkdir(inDataDir, { recursive: true, mode: 0o700 });
-    return inDataDir;
-  }
-  await fs.chmod(dataDir, 0o711);
-  const dir = accountCanEnter(user, dataDir) ? inDataDir : path.join(SYSTEM_HOME, name, createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16));
-  await fs.mkdir(dir, { recursive: true, mode: 0o711 });
-  await fs.chmod(dir, 0o711);
-  return dir;
 }

@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
-import { WORK_ROOT } from '../../workers/execution';
+import { runAccountDir } from '../../workers/sandbox-setup';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { expectNoSecrets, runReads } from '../support/leaks';
@@ -37,6 +37,8 @@ const lines: string[] = [];
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let running: RunningServer;
 let api: ApiClient;
+/** Where the install's runs get their work dirs. */
+let workRoot: string;
 let sshd: ChildProcess | undefined;
 let port = 0;
 let dir: string;
@@ -117,6 +119,7 @@ beforeAll(async () => {
   );
   running = await startServer(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
   api = apiClient(running.url, running.adminToken!);
+  workRoot = await runAccountDir(config, 'runs', () => undefined);
 }, 60_000);
 
 afterAll(async () => {
@@ -179,7 +182,7 @@ test('an ansible run reaches an sshd with its machine credential (encrypted and 
     if (ended.status !== 'succeeded') throw new Error(`run ${run.id} ${ended.status}: ${log}`);
     expect(log).toContain('remote=root via=root become=[masked] vaulted=open-sesame');
     // The run's work dir, with the key, passphrase and extra-vars files, is gone.
-    expect(readdirSync(WORK_ROOT).filter((name) => name.startsWith(run.id))).toEqual([]);
+    expect(readdirSync(workRoot).filter((name) => name.startsWith(run.id))).toEqual([]);
   }
 
   // A wrong passphrase fails the run with a plain reason, and prints no secret.
@@ -245,7 +248,7 @@ test('a project clones over SSH with a source control credential (plain and pass
   // Without the credential the server's own ssh has no key the sshd accepts.
   expect((await settled(none.id)).status).toBe('failed');
   // No credential file is left behind: each fetch's own dir is gone.
-  expect(readdirSync(WORK_ROOT).filter((n) => n.startsWith('git-fetch-'))).toEqual([]);
+  expect(readdirSync(workRoot).filter((n) => n.startsWith('git-fetch-'))).toEqual([]);
 
   const reads = [
     ...(await Promise.all([...projects, none.id].map((id) => api.get(`/v1/projects/${id}`)))),

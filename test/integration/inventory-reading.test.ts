@@ -1,6 +1,6 @@
-import { chmodSync } from 'node:fs';
 import { inventoryHostAddresses, inventoryHostNames, resolveInventory } from '../../activities/inventory-jobs';
 import type { JobSandbox } from '../../activities/sandboxed-job';
+import { loadConfig } from '../../core/config';
 import { InventoryError } from '../../core/inventory';
 import { jobSandbox } from '../../workers/sandbox-setup';
 import { tempDir } from '../support/temp';
@@ -12,9 +12,7 @@ import { tempDir } from '../support/temp';
 let where: JobSandbox;
 
 beforeAll(async () => {
-  const workRoot = tempDir('cairn-inventory-jobs');
-  chmodSync(workRoot, 0o711);
-  where = await jobSandbox({ runIsolation: 'sandbox', runNetwork: 'none', runUser: 'cairn-run', dataDir: tempDir('cairn-inventory-data') }, workRoot, () => undefined);
+  where = await jobSandbox(loadConfig({}, { CAIRN_DATA_DIR: tempDir('cairn-inventory-data'), CAIRN_RUN_NETWORK: 'none' }), () => undefined);
 });
 
 describe('inventory reading in the sandbox', () => {

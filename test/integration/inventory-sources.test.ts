@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { WORK_ROOT } from '../../workers/execution';
+import { runAccountDir } from '../../workers/sandbox-setup';
 import { grant, person, type Person } from '../support/access';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
@@ -115,7 +115,7 @@ describe('inventory sources', () => {
     expect(preview.status).toBe(200);
     expect([...preview.body.hosts].sort()).toEqual(['db1', 'edge1', 'web1', 'web2']);
     // The scratch dir is gone.
-    expect(readdirSync(WORK_ROOT).filter((n) => n.startsWith(scriptSource.id))).toEqual([]);
+    expect(readdirSync(await runAccountDir(t.config, 'runs', () => undefined)).filter((n) => n.startsWith(scriptSource.id))).toEqual([]);
 
     const audit = (await t.api.get('/v1/audit?limit=1000')).text;
     expect(audit).toContain('inventory_source.created');

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, parseFlags } from '../../core/config';
+import { ConfigError, loadConfig, parseFlags, settingsHelp } from '../../core/config';
 
 test('defaults need nothing configured', () => {
   const config = loadConfig({}, {});
@@ -17,4 +17,35 @@ test('a bad value is refused naming the flag and its variable', () => {
   expect(() => loadConfig({ leaseSeconds: '1' }, {})).toThrow(ConfigError);
   expect(() => loadConfig({}, { CAIRN_LISTEN: 'nowhere' })).toThrow('--listen (CAIRN_LISTEN): expected host:port');
   expect(() => parseFlags(['--data-dir'])).toThrow('--data-dir needs a value');
+});
+
+test('the run bounds default to 2 GiB of memory, 512 processes, 4 GiB of disk and one core', () => {
+  expect(loadConfig({}, {})).toMatchObject({ runMemory: 2 * 1024 ** 3, runPids: 512, runDisk: 4 * 1024 ** 3, runCpu: 1 });
+});
+
+test('a run bound is read from its flag or variable: sizes with k, m or g, cores as a fraction', () => {
+  const { values } = parseFlags(['--run-memory', '64m', '--run-pids=32', '--run-cpu', '0.5']);
+  const config = loadConfig(values, { CAIRN_RUN_DISK: '1.5G', CAIRN_RUN_MEMORY: '8g' });
+  expect(config).toMatchObject({ runMemory: 64 * 1024 ** 2, runPids: 32, runDisk: 1.5 * 1024 ** 3, runCpu: 0.5 });
+  expect(loadConfig({ runMemory: '524288k', runDisk: '10485760' }, {})).toMatchObject({ runMemory: 512 * 1024 ** 2, runDisk: 10 * 1024 ** 2 });
+  expect(loadConfig({ runMemory: '512MiB' }, {}).runMemory).toBe(512 * 1024 ** 2);
+});
+
+test('a bad run bound is refused at start naming its flag and variable', () => {
+  expect(() => loadConfig({ runMemory: 'lots' }, {})).toThrow('--run-memory (CAIRN_RUN_MEMORY): "lots" is not a size (try 512m or 2g');
+  expect(() => loadConfig({ runMemory: '1m' }, {})).toThrow('--run-memory (CAIRN_RUN_MEMORY): "1m" is below the least a run can start with, 16 MiB');
+  expect(() => loadConfig({}, { CAIRN_RUN_DISK: '-4g' })).toThrow('--run-disk (CAIRN_RUN_DISK): "-4g" is not a size');
+  expect(() => loadConfig({ runDisk: '100k' }, {})).toThrow('--run-disk (CAIRN_RUN_DISK): "100k" is below the least a run can start with, 1 MiB');
+  expect(() => loadConfig({ runPids: '2.5' }, {})).toThrow('--run-pids (CAIRN_RUN_PIDS): expected a whole number of processes');
+  expect(() => loadConfig({ runPids: '4' }, {})).toThrow('--run-pids (CAIRN_RUN_PIDS): expected at least 8 processes');
+  expect(() => loadConfig({ runPids: 'many' }, {})).toThrow('--run-pids (CAIRN_RUN_PIDS): expected a whole number of processes');
+  expect(() => loadConfig({ runCpu: '0' }, {})).toThrow('--run-cpu (CAIRN_RUN_CPU): expected at least 0.01 cores');
+  expect(() => loadConfig({}, { CAIRN_RUN_CPU: 'half' })).toThrow('--run-cpu (CAIRN_RUN_CPU): expected a number of cores, such as 1 or 0.5');
+});
+
+test('cairn help lists the run bounds with their variables', () => {
+  const help = settingsHelp();
+  for (const [flag, env] of [['--run-memory', 'CAIRN_RUN_MEMORY'], ['--run-pids', 'CAIRN_RUN_PIDS'], ['--run-disk', 'CAIRN_RUN_DISK'], ['--run-cpu', 'CAIRN_RUN_CPU']]) {
+    expect(help).toMatch(new RegExp(`^  ${flag} +${env} +\\S`, 'm'));
+  }
 });

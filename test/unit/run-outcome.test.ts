@@ -23,3 +23,12 @@ test('a cancel names who canceled', () => {
 test('an execution that could not complete is interrupted', () => {
   expect(finalStateOf({ kind: 'lost', message: 'execution could not complete: boom' }, null).status).toBe('interrupted');
 });
+
+test('a run that crossed a bound fails naming the bound, its flag and its value', () => {
+  expect(finalStateOf({ kind: 'bound_exceeded', bound: 'memory', flag: '--run-memory', limit: '64 MiB', exitCode: 137 }, null)).toEqual({
+    status: 'failed',
+    error: 'exceeded its memory bound (--run-memory 64 MiB)',
+    exit_code: 137,
+  });
+  expect(finalStateOf({ kind: 'bound_exceeded', bound: 'process', flag: '--run-pids', limit: '32', exitCode: null }, null).error).toBe('exceeded its process bound (--run-pids 32)');
+});
