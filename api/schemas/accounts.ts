@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { mixedScripts } from '../../core/username';
 import { fitsBytes } from './common';
 
 const singleLine = (field: string) =>
@@ -15,6 +16,21 @@ export const username = z
   .min(1, 'username must not be empty')
   .refine((v) => !/[\s\p{C}]/u.test(v), 'username must not hold spaces or control characters')
   .refine(fitsBytes(255), { error: 'username must be at most 255 bytes' });
+
+/**
+ * A name for a new account: one script, so that it cannot pass for another account's name by
+ * hiding a letter of another script. Names are looked up (sign-in, tokens) without this rule, so
+ * accounts named before it keep working.
+ */
+const newUsername = username.superRefine((value, ctx) => {
+  const scripts = mixedScripts(value);
+  if (scripts.length) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `username mixes scripts (${scripts.join(', ')}): a username keeps to one script, or to Latin with Han and kana, Han and Bopomofo, or Han and Hangul`,
+    });
+  }
+});
 
 export const password = z.string({ message: 'password must be a string' }).min(8, 'password must be at least 8 characters').max(1024, 'password must be at most 1024 characters');
 
@@ -41,7 +57,7 @@ export const profile = z.strictObject({
 });
 
 export const userCreate = z.strictObject({
-  username,
+  username: newUsername,
   role,
   password: password.optional(),
   profile: profile.optional(),

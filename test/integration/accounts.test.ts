@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { hashPassword } from '../../core/secrets';
+import { usernameKey } from '../../core/username';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
@@ -183,6 +184,35 @@ describe('users', () => {
     const again = await t.api.post('/v1/users', { username: user.username, role: 'operator' });
     expect(again.status).toBe(409);
     expect(again.body.error).toMatch(/already exists/);
+  });
+
+  test('a new username mixing scripts is 400 naming the field, and says which scripts, not the name', async () => {
+    const lookalike = `\u0430dmin-${randomBytes(3).toString('hex')}`; // a Cyrillic а before Latin letters
+    const res = await t.api.post('/v1/users', { username: lookalike, role: 'admin' });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      error: 'username: username mixes scripts (Cyrillic, Latin): a username keeps to one script, or to Latin with Han and kana, Han and Bopomofo, or Han and Hangul',
+      field: 'username',
+    });
+    for (const name of [`\u0418\u0432\u0430\u043d-${randomBytes(4).readUInt32BE()}`, `\u7530\u4e2dTaro-${randomBytes(3).toString('hex')}`]) {
+      expect((await t.api.post('/v1/users', { username: name, role: 'viewer' })).status).toBe(201);
+    }
+  });
+
+  test('an account named with mixed scripts before the rule still signs in and is found by name', async () => {
+    const username = `p\u0430ypal-${randomBytes(3).toString('hex')}`;
+    const sql = connectDatabase(t.databaseUrl, { max: 1 });
+    try {
+      const hash = await hashPassword('correct horse battery');
+      await sql`INSERT INTO accounts (id, username, username_key, role, password_hash)
+                VALUES (${`usr_mixed${randomBytes(4).toString('hex')}`}, ${username}, ${usernameKey(username)}, 'viewer', ${hash})`;
+    } finally {
+      await sql.end();
+    }
+    const signedIn = await login(username, 'correct horse battery');
+    expect(signedIn.status).toBe(200);
+    expect(signedIn.body.username).toBe(username);
+    expect((await t.api.post('/v1/tokens', { name: 'legacy', username })).status).toBe(201);
   });
 
   test('a username over 255 bytes is 400, 255 bytes is accepted', async () => {
