@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { holdsControlCharacters } from './http-url';
 
 /**
  * Pure rules for git projects (spec part A 4.5): which repository addresses Cairn hands to `git`,
@@ -9,7 +10,7 @@ import path from 'node:path';
 /** Why a repository address is refused; undefined when it is one `git` may be given. */
 export function gitUrlFault(url: string): string | undefined {
   if (url.length === 0) return 'must not be empty';
-  if (/[\u0000-\u001f\u007f]/.test(url)) return 'must not hold control characters';
+  if (holdsControlCharacters(url)) return 'must not hold control characters';
   // An address beginning with `-` would be read by git as an option (`--upload-pack=...`).
   if (url.startsWith('-')) return 'must not begin with "-"';
   // The `ext::` transport runs a command; `fd::` reads a descriptor. Neither is a repository.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { holdsControlCharacters, httpUrlFault } from '../../core/http-url';
 import { mixedScripts } from '../../core/username';
 import { fitsBytes } from './common';
 
@@ -43,13 +44,11 @@ export const profile = z.strictObject({
   notes: z.string({ message: 'notes must be a string' }).max(2000, 'notes must be at most 2000 characters').optional(),
   links: z
     .array(
-      z.string({ message: 'each link must be a string' }).max(320, 'each link must be at most 320 characters').refine((v) => {
-        try {
-          return ['http:', 'https:'].includes(new URL(v).protocol);
-        } catch {
-          return false;
-        }
-      }, 'each link must be an http or https address'),
+      z
+        .string({ message: 'each link must be a string' })
+        .max(320, 'each link must be at most 320 characters')
+        .refine((v) => !holdsControlCharacters(v), 'each link must not hold control characters (such as a line break or tab)')
+        .refine((v) => httpUrlFault(v) === undefined, 'each link must be an http or https address'),
       { message: 'links must be a list' },
     )
     .max(8, 'links holds at most 8 addresses')
