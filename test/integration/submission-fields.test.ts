@@ -151,3 +151,34 @@ describe('an Idempotency-Key over 255 bytes is refused by every route that takes
     expect(await auditSize()).toBe(before);
   });
 });
+
+describe('an action that takes no fields refuses any key in its body, naming it, and does nothing', () => {
+  const actions: [string, () => string][] = [
+    ['POST /v1/runs/{id}/rerun', () => `/v1/runs/${finishedRunId}/rerun`],
+    ['POST /v1/runs/{id}/retry', () => `/v1/runs/${finishedSplitId}/retry`],
+    ['POST /v1/runs/{id}/relaunch-failed', () => `/v1/runs/${finishedSplitId}/relaunch-failed`],
+    ['POST /v1/runs/{id}/cancel', () => `/v1/runs/${finishedRunId}/cancel`],
+    ['POST /v1/runs/{id}/approve', () => `/v1/runs/${finishedRunId}/approve`],
+    ['POST /v1/runs/{id}/reject', () => `/v1/runs/${finishedRunId}/reject`],
+    ['POST /v1/runs/{id}/stream-ticket', () => `/v1/runs/${finishedRunId}/stream-ticket`],
+    ['POST /v1/templates/{id}/callback-key', () => `/v1/templates/${templateId}/callback-key`],
+    ['POST /v1/auth/check', () => '/v1/auth/check'],
+  ];
+  test.each(actions)('%s', async (_name, path) => {
+    const before = { audit: await auditSize(), runs: (await t.api.get('/v1/runs?limit=1')).body.total };
+    const res = await t.api.post(path(), { extra_vars: { a: 1 } });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'unknown field: extra_vars', field: 'extra_vars' });
+    expect(await auditSize()).toBe(before.audit);
+    expect((await t.api.get('/v1/runs?limit=1')).body.total).toBe(before.runs);
+    const notAnObject = await t.api.post(path(), [1]);
+    expect(notAnObject.status).toBe(400);
+  });
+
+  test('POST /v1/auth/logout with a key refuses it and the token keeps working', async () => {
+    const minted = await t.api.post('/v1/tokens', { name: 'logout body' });
+    const res = await t.as(minted.body.token).post('/v1/auth/logout', { everywhere: true });
+    expect(res.body).toEqual({ error: 'unknown field: everywhere', field: 'everywhere' });
+    expect((await t.as(minted.body.token).get('/v1/auth/me')).status).toBe(200);
+  });
+});
