@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { promises as fs, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { hostPatternFault } from '../core/ansible-spec';
 import {
   emptyLayout,
   expandHostPattern,
@@ -192,6 +193,9 @@ function listedHosts(list: Record<string, unknown>): string[] {
  * an InventoryError with the reason, the temporary path left out.
  */
 export async function resolveInventory(format: InventoryFormat, content: string, limit?: string): Promise<ResolvedInventory> {
+  // Checked where a limit is taken; here too, since this reads it with Ansible on the server itself.
+  const fault = limit ? hostPatternFault(limit) : undefined;
+  if (fault) throw new InventoryError(`the limit ${fault}`);
   const version = await ansibleCoreVersion();
   if (!version) {
     if (limit) throw new InventoryError('a limit can be evaluated only by ansible-inventory, which this server lacks');

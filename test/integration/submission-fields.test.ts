@@ -182,3 +182,45 @@ describe('an action that takes no fields refuses any key in its body, naming it,
     expect((await t.as(minted.body.token).get('/v1/auth/me')).status).toBe(200);
   });
 });
+
+describe('a host pattern with an element beginning with @ (Ansible would read a file) is refused wherever one is taken', () => {
+  const FILE_PATTERNS = ['@/etc/hostname', 'web:@/etc/hostname', 'all,@x'];
+  let staticId: string;
+  beforeAll(async () => {
+    const inventory = await t.api.post('/v1/inventories', { name: 'patterns', content: '[web]\nweb1\nweb2\n[prod]\nweb1\ndb1\n' });
+    expect(inventory.status).toBe(201);
+    staticId = inventory.body.id;
+  });
+
+  const takers: [string, string, (pattern: string) => Promise<ApiResponse>][] = [
+    ['POST /v1/runs', 'limit', (limit) => t.api.post('/v1/runs', { tool: 'ansible', command: '- hosts: all\n  tasks: []\n', inventory_id: staticId, limit })],
+    ['POST /v1/templates', 'limit', (limit) => t.api.post('/v1/templates', { name: `limit ${++names}`, tool: 'ansible', command: '- hosts: all\n', limit })],
+    ['PUT /v1/templates/{id}', 'limit', (limit) => t.api.request('PUT', `/v1/templates/${templateId}`, { body: { name: 'fields', ...runStep(), limit } })],
+    ['POST /v1/inventories/preview', 'limit', (limit) => t.api.post('/v1/inventories/preview', { content: '[web]\nweb1\n', limit })],
+    ['POST /v1/inventories/{id}/preview', 'limit', (limit) => t.api.post(`/v1/inventories/${staticId}/preview`, { limit })],
+    ['POST /v1/inventories/preview (smart)', 'host_filter', (host_filter) => t.api.post('/v1/inventories/preview', { kind: 'smart', inputs: [staticId], host_filter })],
+    ['POST /v1/inventories (smart)', 'host_filter', (host_filter) => t.api.post('/v1/inventories', { name: `smart ${++names}`, kind: 'smart', inputs: [staticId], host_filter })],
+  ];
+  const cases = takers.flatMap(([name, field, send]) => FILE_PATTERNS.map((pattern) => [name, pattern, field, send] as const));
+
+  test.each(cases)('%s refuses %j naming %s, and records nothing', async (_name, pattern, field, send) => {
+    const before = await auditSize();
+    const res = await send(pattern);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      error: `${field}: ${field} must not hold an element beginning with @, which Ansible reads as a file of host names; name the hosts or groups`,
+      field,
+    });
+    expect(await auditSize()).toBe(before);
+  });
+
+  test.each(['!web', 'web*:&prod', '~regex', 'web,db1'])('a preview takes %j, a pattern that names hosts', async (limit) => {
+    const res = await t.api.post(`/v1/inventories/${staticId}/preview`, { limit });
+    expect(res.status).toBe(200);
+    expect(res.body.limit).toBe(limit);
+  });
+
+  test('a preview of web:&prod keeps the hosts in both groups', async () => {
+    expect((await t.api.post(`/v1/inventories/${staticId}/preview`, { limit: 'web:&prod' })).body.hosts).toEqual(['web1']);
+  });
+});
