@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
+import { hostPatternFault } from '../core/ansible-spec';
 import { iniHostEntries, iniHosts, InventoryError, type InventoryFormat, type InventoryHost } from '../core/inventory';
 import { inventoryFile } from '../tools/ansible';
 import {
@@ -109,6 +110,9 @@ export function ansibleCoreVersion(): Promise<string | null> {
  * limit then). A fault is an InventoryError with the reason.
  */
 export async function resolveInventory(where: JobSandbox, format: InventoryFormat, content: string, limit?: string): Promise<ResolvedInventory> {
+  // Checked where a limit is taken; here too, the one place a limit reaches Ansible outside a run.
+  const fault = limit ? hostPatternFault(limit) : undefined;
+  if (fault) throw new InventoryError(`the limit ${fault}`);
   const version = await ansibleCoreVersion();
   if (!version) {
     if (limit) throw new InventoryError('a limit can be evaluated only by ansible-inventory, which this server lacks');

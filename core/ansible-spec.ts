@@ -41,3 +41,18 @@ export function ansibleView(spec: AnsibleSpec) {
     diff_mode: spec.diff_mode === true,
   };
 }
+
+/**
+ * Why a host pattern (a run's `limit`, a smart inventory's `host_filter`) is refused; undefined
+ * when it is not. Ansible splits a pattern on `,`, `:` and blanks and reads an element beginning
+ * with `@` as a file of host names (`--limit @retry.txt`), a file on the machine running Ansible
+ * that no user may choose. Split on every one of those separators, so no way of writing the
+ * pattern brings one in; Cairn's own `--limit=@` file (a smart inventory's hosts) is added by
+ * tools/ansible.ts, never taken from a user.
+ */
+export function hostPatternFault(pattern: string): string | undefined {
+  if (pattern.split(/[,:\s]/).some((element) => element.startsWith('@'))) {
+    return 'must not hold an element beginning with @, which Ansible reads as a file of host names; name the hosts or groups';
+  }
+  return undefined;
+}

@@ -399,7 +399,7 @@ function assignmentRule(
           const value = valueRe.exec(text);
           if (value) {
             const span = lastGroupSpan(value);
-            if (span && !isPlaceholder(text.slice(span[0], span[1]))) {
+            if (span && !isPlaceholder(text.slice(span[0], span[1])) && !isWorkingDirectory(name.name, text.slice(span[0], span[1]))) {
               spans.push(span);
               matches?.push([name.index, valueRe.lastIndex]);
             }
@@ -452,6 +452,15 @@ const SECRET_KEY_ENDINGS = [
 ];
 /** Short names that are secrets only as a whole word (`pass` but not `bypass`). */
 const SECRET_KEY_WORDS = ['pass', 'pwd', 'auth'];
+
+/**
+ * The shell's `PWD` holds the working directory, an absolute path, where an ODBC connection
+ * string's `PWD` holds a password: the name stays a secret one, and only a value beginning with `/`
+ * under exactly that name is let through. (`OLDPWD` is not a secret name at all.)
+ */
+function isWorkingDirectory(key: string, value: string): boolean {
+  return key.toLowerCase() === 'pwd' && value.startsWith('/');
+}
 
 function isSecretKey(key: string): boolean {
   const lower = key.toLowerCase().replace(/^-+/, '');

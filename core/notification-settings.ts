@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { BlockList, isIP } from 'node:net';
 import { NOTIFICATION_KINDS, REQUIRED_FIELDS, type AttachmentEvent, type NotificationKind } from './notification-kinds';
+import { holdsControlCharacters } from './http-url';
 
 /**
  * The server's delivery settings (docs/operations.md, Notifications): the server-wide
@@ -138,6 +139,8 @@ export class DeliverySettings {
 }
 
 function checkedUrl(value: string, where: string, schemes: readonly string[]): string {
+  // The URL parser drops CR, LF and tab silently: refused rather than sent as another address (core/http-url.ts).
+  if (holdsControlCharacters(value)) throw new DeliverySettingError(`${where}: must not hold control characters (such as a line break or tab)`);
   let parsed: URL;
   try {
     parsed = new URL(value);

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { holdsControlCharacters } from './http-url';
 
 /**
  * Pure rules for git projects (spec part A 4.5): which repository addresses Cairn hands to `git`,
@@ -18,7 +19,7 @@ export type RepositoryTarget =
 /** The repository address read, or why it is refused; a fault reads after "the repository address ". */
 export function repositoryTarget(url: string): RepositoryTarget | { fault: string } {
   if (url.length === 0) return { fault: 'must not be empty' };
-  if (/[\u0000-\u001f\u007f]/.test(url)) return { fault: 'must not hold control characters' };
+  if (holdsControlCharacters(url)) return { fault: 'must not hold control characters' };
   // An address beginning with `-` would be read by git as an option (`--upload-pack=...`).
   if (url.startsWith('-')) return { fault: 'must not begin with "-"' };
   // The `ext::` transport runs a command; `fd::` reads a descriptor. Neither is a repository.

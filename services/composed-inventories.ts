@@ -1,4 +1,5 @@
-import { ApiError, conflict } from '../core/errors';
+import { hostPatternFault } from '../core/ansible-spec';
+import { ApiError, badRequest, conflict } from '../core/errors';
 import type { Db } from '../store/db';
 import { getInventory, missingInventories, type Inventory } from '../store/inventories';
 import type { Caller } from '../store/tokens';
@@ -46,6 +47,9 @@ const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
  * use to save). `inventoryId` names the saved inventory previewed, null for an unsaved one.
  */
 export async function previewComposed(ctx: ServerContext, caller: Caller, definition: ComposedDefinition, need: 'read' | 'use' = 'read', inventoryId: string | null = null) {
+  // Checked by the body's schema; a filter saved before that rule is refused here too.
+  const fault = definition.kind === 'smart' ? hostPatternFault(definition.host_filter) : undefined;
+  if (fault) throw badRequest(`host_filter ${fault}`, { field: 'host_filter' });
   const inputs: Inventory[] = [];
   for (const [i, id] of definition.inputs.entries()) {
     const field = `inputs[${i}]`;

@@ -1,5 +1,6 @@
 import { badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
+import { httpUrlFault } from '../core/http-url';
 import {
   deafnessOf,
   keepsStored,
@@ -74,13 +75,9 @@ export const targetSecretContext = (targetId: string, field: 'url' | 'key') => `
 
 /** A URL a delivery may go to: https (or http) with a host that resolves to an address deliveries may reach. */
 export async function checkDestinationUrl(delivery: DeliverySettings, url: string, field: string): Promise<void> {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw badRequest(`${field}: not a URL`, { field });
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw badRequest(`${field}: must be an https (or http) URL`, { field });
+  const fault = httpUrlFault(url);
+  if (fault) throw badRequest(`${field}: ${fault}`, { field });
+  const parsed = new URL(url);
   if (parsed.username || parsed.password) throw badRequest(`${field}: must not carry credentials; a token goes in key`, { field });
   try {
     await checkedAddress(delivery, parsed.hostname);

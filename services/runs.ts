@@ -1,5 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../core/errors';
+import { hostPatternFault } from '../core/ansible-spec';
 import { newId } from '../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
 import { featureRefusal, tierAllows, type Tier } from '../core/license';
@@ -157,6 +158,18 @@ async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, ex
  * hand-off fails the sweeper finishes it, so nothing is lost. A repeat with the same
  * Idempotency-Key by the same account returns the original run and records nothing.
  */
+/**
+ * A limit reaches here from a body (checked there too), a template saved before the rule, a stored
+ * run repeated, or a provisioning callback's host name: none may make Ansible read a file
+ * (core/ansible-spec.ts). A stored one is a configuration that cannot start: 409 naming `limit`.
+ */
+function requireHostPatterns(executions: { spec: RunSpec }[]): void {
+  for (const { spec } of executions) {
+    const fault = spec.limit === undefined ? undefined : hostPatternFault(spec.limit);
+    if (fault) throw conflict(`limit ${fault}`, { field: 'limit' });
+  }
+}
+
 export async function submitRun(
   ctx: ServerContext,
   caller: Caller,
@@ -176,6 +189,7 @@ export async function submitRun(
   const children = childPlans(request);
   const executions = executionsOf(request, children);
   await requireStartable(executions, request.secrets);
+  requireHostPatterns(executions);
   // A stored inventory a run names needs the use grant on it (400 naming the field when unreadable);
   // a template's was checked when the template was saved, and launching it needs use on the template.
   // A template whose inventory is gone cannot launch: a configuration error (spec part B 7.3).

@@ -22,6 +22,7 @@ import { callerOf, requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
 import { parseInput } from '../validate';
+import { noFields } from '../schemas/common';
 
 /** The caller's change, recorded in the chain as this request answered with `status`. */
 const requestOf = (ctx: Context, caller: Caller, status: number): AccountRequest => ({ by: caller, origin: originOf(ctx), outcome: status });
@@ -40,6 +41,7 @@ export function accountRoutes(server: ServerContext): Router {
 
   router.post('/auth/check', async (ctx) => {
     const caller = callerOf(ctx);
+    parseInput(noFields, ctx.request.body);
     ctx.body = {
       valid: true,
       username: caller.account.username,
@@ -60,7 +62,9 @@ export function accountRoutes(server: ServerContext): Router {
   });
 
   router.post('/auth/logout', async (ctx) => {
-    await logOut(sql, callerOf(ctx), originOf(ctx));
+    const caller = callerOf(ctx);
+    parseInput(noFields, ctx.request.body);
+    await logOut(sql, caller, originOf(ctx));
     ctx.status = 204;
   });
 

@@ -8,6 +8,8 @@ import type { ServerContext } from '../../services/context';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { parseJsonText } from '../middleware/body';
+import { noFields } from '../schemas/common';
+import { parseInput } from '../validate';
 
 /**
  * Provisioning callbacks (spec part A 1.1, 4.6; part B 7.5).
@@ -24,6 +26,7 @@ export function callbackRoutes(server: ServerContext): Router {
 
   router.post('/v1/templates/:id/callback-key', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
+    parseInput(noFields, ctx.request.body);
     ctx.body = await mintCallbackKey(server, caller, originOf(ctx), ctx.params.id);
   });
 

@@ -16,6 +16,7 @@ import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { inventorySourceInput } from '../schemas/inventory-sources';
 import { parseInput } from '../validate';
+import { noFields } from '../schemas/common';
 
 /**
  * Dynamic inventory sources (spec part A 4.12), owned by their inventory: operators and admins
@@ -70,6 +71,7 @@ export function inventorySourceRoutes(server: ServerContext): Router {
 
   router.post('/:id/refresh', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
+    parseInput(noFields, ctx.request.body);
     ctx.body = inventorySourceView(await refreshInventorySource(server, caller, originOf(ctx), ctx.params.id), caller);
   });
 

@@ -17,6 +17,7 @@ import { admitStreamTicket } from '../../services/throttle';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
+import { noFields } from '../schemas/common';
 import type { Run } from '../../core/run';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
@@ -112,6 +113,7 @@ export function runOutputRoutes(server: ServerContext): Router {
 
   router.post('/stream-ticket', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
+    parseInput(noFields, ctx.request.body);
     // A ticket opens the run's output, so it goes only to a caller who may read the run.
     const run = await readableRun(server.sql, caller, ctx.params.id);
     // Each ticket is a chain entry: the limit keeps a viewer from growing the chain without bound.

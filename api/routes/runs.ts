@@ -13,6 +13,7 @@ import { listEnvelope, pageQuery } from '../paging';
 import { ansibleFields, changeLabel, command, extraVars, idempotencyKey, queue, shards, timeout, tool } from '../schemas/run-fields';
 import { parseInput, queryObject, storableTime } from '../validate';
 import { notificationEntries } from '../schemas/notifications';
+import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
 import { requireCredentialsUsable } from '../../services/credentials';
 import { TERMINAL_STATUSES } from '../../core/run';
@@ -116,6 +117,7 @@ export function runRoutes(server: ServerContext): Router {
 
   router.post('/:id/cancel', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
+    parseInput(noFields, ctx.request.body);
     const run = await cancelRun(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = run.finished_at ? 200 : 202;
     ctx.body = runView(run);
@@ -128,6 +130,7 @@ export function runRoutes(server: ServerContext): Router {
   ] as const) {
     router.post(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'operator');
+      parseInput(noFields, ctx.request.body);
       const run = await again(server, caller, originOf(ctx), ctx.params.id, idempotencyKey(ctx));
       ctx.status = 201;
       ctx.set('Location', `/v1/runs/${run.id}`);

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { holdsControlCharacters, httpUrlFault } from '../../core/http-url';
+import { mixedScripts } from '../../core/username';
 import { fitsBytes } from './common';
 
 const singleLine = (field: string) =>
@@ -16,6 +18,21 @@ export const username = z
   .refine((v) => !/[\s\p{C}]/u.test(v), 'username must not hold spaces or control characters')
   .refine(fitsBytes(255), { error: 'username must be at most 255 bytes' });
 
+/**
+ * A name for a new account: one script, so that it cannot pass for another account's name by
+ * hiding a letter of another script. Names are looked up (sign-in, tokens) without this rule, so
+ * accounts named before it keep working.
+ */
+const newUsername = username.superRefine((value, ctx) => {
+  const scripts = mixedScripts(value);
+  if (scripts.length) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `username mixes scripts (${scripts.join(', ')}): a username keeps to one script, or to Latin with Han and kana, Han and Bopomofo, or Han and Hangul`,
+    });
+  }
+});
+
 export const password = z.string({ message: 'password must be a string' }).min(8, 'password must be at least 8 characters').max(1024, 'password must be at most 1024 characters');
 
 /** Profile values are personal data: messages name the field and never echo what was sent. */
@@ -27,13 +44,11 @@ export const profile = z.strictObject({
   notes: z.string({ message: 'notes must be a string' }).max(2000, 'notes must be at most 2000 characters').optional(),
   links: z
     .array(
-      z.string({ message: 'each link must be a string' }).max(320, 'each link must be at most 320 characters').refine((v) => {
-        try {
-          return ['http:', 'https:'].includes(new URL(v).protocol);
-        } catch {
-          return false;
-        }
-      }, 'each link must be an http or https address'),
+      z
+        .string({ message: 'each link must be a string' })
+        .max(320, 'each link must be at most 320 characters')
+        .refine((v) => !holdsControlCharacters(v), 'each link must not hold control characters (such as a line break or tab)')
+        .refine((v) => httpUrlFault(v) === undefined, 'each link must be an http or https address'),
       { message: 'links must be a list' },
     )
     .max(8, 'links holds at most 8 addresses')
@@ -41,7 +56,7 @@ export const profile = z.strictObject({
 });
 
 export const userCreate = z.strictObject({
-  username,
+  username: newUsername,
   role,
   password: password.optional(),
   profile: profile.optional(),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { INVENTORY_BODY_LIMIT } from '../../core/inventory';
 import { namedId } from './access';
 import { fitsBytes } from './common';
+import { hostPatternCheck } from './run-fields';
 
 /**
  * The body of `POST /v1/inventory-sources` and `PUT /v1/inventory-sources/{id}` (spec part A
@@ -48,7 +49,11 @@ export const composedPreviewInput = z.discriminatedUnion(
     z.strictObject({
       kind: z.literal('smart'),
       inputs: composedInputs,
-      host_filter: z.string({ message: 'host_filter is required: an Ansible host pattern' }).min(1, 'host_filter must not be empty').refine(fitsBytes(4096), 'host_filter must be at most 4096 bytes'),
+      host_filter: z
+        .string({ message: 'host_filter is required: an Ansible host pattern' })
+        .min(1, 'host_filter must not be empty')
+        .refine(fitsBytes(4096), 'host_filter must be at most 4096 bytes')
+        .superRefine(hostPatternCheck('host_filter')),
     }),
     z.strictObject({
       kind: z.literal('constructed'),

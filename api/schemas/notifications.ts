@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ATTACHMENT_EVENTS, EVENT_ALIASES, NOTIFICATION_KINDS, OBJECT_KINDS } from '../../core/notification-kinds';
+import { holdsControlCharacters } from '../../core/http-url';
 import { fitsBytes } from './common';
 
 /**
@@ -16,10 +17,19 @@ const optionalText = (field: string, maxBytes: number) =>
     .nullable()
     .optional();
 
-/** A kind's destination fields: `url` and `key` are secrets, `to` a recipient list. */
+/**
+ * A kind's destination fields: `url` and `key` are secrets, `to` a recipient list. A url holding a
+ * control character is malformed (core/http-url.ts) even where it would otherwise keep the stored
+ * one; services/notifications.ts checks the rest of a new url.
+ */
 const destinationFields = {
   kind,
-  url: optionalText('url', 2048),
+  url: z
+    .string({ message: 'url must be a string' })
+    .refine(fitsBytes(2048), 'url must be at most 2048 bytes')
+    .refine((url) => !holdsControlCharacters(url), 'url must not hold control characters (such as a line break or tab)')
+    .nullable()
+    .optional(),
   key: optionalText('key', 1024),
   to: optionalText('to', 2048),
 };

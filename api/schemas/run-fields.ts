@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
+import { hostPatternFault } from '../../core/ansible-spec';
 import { badRequest } from '../../core/errors';
 import { fitsBytes } from './common';
 
@@ -64,6 +65,13 @@ export function idempotencyKey(ctx: Pick<Context, 'get'>): string | undefined {
  * ansible tool only (services/launch.ts ansibleSpecOf drops them for other tools).
  */
 const MAX_PATTERN_BYTES = 64 * 1024;
+
+/** A host pattern a user gives (`limit`, a smart inventory's `host_filter`): none that makes Ansible read a file (core/ansible-spec.ts). */
+export const hostPatternCheck = (field: string) => (pattern: string, ctx: z.RefinementCtx) => {
+  const fault = hostPatternFault(pattern);
+  if (fault) ctx.addIssue({ code: 'custom', message: `${field} ${fault}` });
+};
+
 const tagList = (field: string) =>
   z
     .array(
@@ -81,7 +89,10 @@ export const ansibleFields = {
     .refine(fitsBytes(4096), 'playbook must be at most 4096 bytes'),
   inventory_id: z.string({ message: 'inventory_id must be a string' }).min(1, 'inventory_id must not be empty').refine(fitsBytes(512), 'inventory_id must be at most 512 bytes'),
   inventory: z.string({ message: 'inventory must be a string' }).min(1, 'inventory must not be empty').refine(fitsBytes(4096), 'inventory must be at most 4096 bytes'),
-  limit: z.string({ message: 'limit must be a string' }).refine(fitsBytes(MAX_PATTERN_BYTES), `limit must be at most ${MAX_PATTERN_BYTES} bytes`),
+  limit: z
+    .string({ message: 'limit must be a string' })
+    .refine(fitsBytes(MAX_PATTERN_BYTES), `limit must be at most ${MAX_PATTERN_BYTES} bytes`)
+    .superRefine(hostPatternCheck('limit')),
   tags: tagList('tags'),
   skip_tags: tagList('skip_tags'),
   forks: z.number({ message: 'forks must be a whole number' }).int('forks must be a whole number').min(0, 'forks must not be negative').max(1000, 'forks must be at most 1000'),

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
 import { hashPassword } from '../../core/secrets';
+import { usernameKey } from '../../core/username';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
@@ -185,6 +186,35 @@ describe('users', () => {
     expect(again.body.error).toMatch(/already exists/);
   });
 
+  test('a new username mixing scripts is 400 naming the field, and says which scripts, not the name', async () => {
+    const lookalike = `\u0430dmin-${randomBytes(3).toString('hex')}`; // a Cyrillic а before Latin letters
+    const res = await t.api.post('/v1/users', { username: lookalike, role: 'admin' });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      error: 'username: username mixes scripts (Cyrillic, Latin): a username keeps to one script, or to Latin with Han and kana, Han and Bopomofo, or Han and Hangul',
+      field: 'username',
+    });
+    for (const name of [`\u0418\u0432\u0430\u043d-${randomBytes(4).readUInt32BE()}`, `\u7530\u4e2dTaro-${randomBytes(3).toString('hex')}`]) {
+      expect((await t.api.post('/v1/users', { username: name, role: 'viewer' })).status).toBe(201);
+    }
+  });
+
+  test('an account named with mixed scripts before the rule still signs in and is found by name', async () => {
+    const username = `p\u0430ypal-${randomBytes(3).toString('hex')}`;
+    const sql = connectDatabase(t.databaseUrl, { max: 1 });
+    try {
+      const hash = await hashPassword('correct horse battery');
+      await sql`INSERT INTO accounts (id, username, username_key, role, password_hash)
+                VALUES (${`usr_mixed${randomBytes(4).toString('hex')}`}, ${username}, ${usernameKey(username)}, 'viewer', ${hash})`;
+    } finally {
+      await sql.end();
+    }
+    const signedIn = await login(username, 'correct horse battery');
+    expect(signedIn.status).toBe(200);
+    expect(signedIn.body.username).toBe(username);
+    expect((await t.api.post('/v1/tokens', { name: 'legacy', username })).status).toBe(201);
+  });
+
   test('a username over 255 bytes is 400, 255 bytes is accepted', async () => {
     const tooLong = await t.api.post('/v1/users', { username: 'é'.repeat(128), role: 'viewer' });
     expect(tooLong.status).toBe(400);
@@ -208,6 +238,14 @@ describe('users', () => {
     expect(res.status).toBe(201);
     const over = await t.api.post('/v1/users', { username: unique('p'), role: 'viewer', profile: { full_name: '𠀀'.repeat(321) } });
     expect(over.status).toBe(400);
+  });
+
+  test('a profile link holding a line break, tab or other control character is refused naming it', async () => {
+    for (const link of ['https://example.com/me\r\nX: 1', 'https://exa\tmple.com/', 'https://example.com/\u007f']) {
+      const res = await t.api.post('/v1/users', { username: unique('p'), role: 'viewer', profile: { links: ['https://example.com/', link] } });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ error: 'profile.links[1]: each link must not hold control characters (such as a line break or tab)', field: 'profile.links[1]' });
+    }
   });
 
   test('a single-line profile field holding a line break is refused', async () => {
@@ -333,15 +371,19 @@ describe('usernames are unique after normalization and case folding', () => {
     const base = unique('n');
     expect((await t.api.post('/v1/users', { username: `${base}straße`, role: 'viewer' })).status).toBe(201);
     expect((await t.api.post('/v1/users', { username: `${base}STRASSE`, role: 'viewer' })).status).toBe(409);
-    expect((await t.api.post('/v1/users', { username: `${base}οδος`, role: 'viewer' })).status).toBe(201);
-    expect((await t.api.post('/v1/users', { username: `${base}οδοσ`, role: 'viewer' })).status).toBe(409);
+    // Greek alone: a name keeps to one script (digits go with any).
+    const greek = `${randomBytes(4).readUInt32BE()}-`;
+    expect((await t.api.post('/v1/users', { username: `${greek}οδος`, role: 'viewer' })).status).toBe(201);
+    expect((await t.api.post('/v1/users', { username: `${greek}οδοσ`, role: 'viewer' })).status).toBe(409);
   });
 
-  test('names that only look alike in another script stay distinct', async () => {
+  test('a name that swaps in a look-alike letter of another script is refused, not made beside the original', async () => {
     const base = unique('n');
     expect((await t.api.post('/v1/users', { username: `${base}a`, role: 'viewer' })).status).toBe(201);
-    // Cyrillic а (U+0430) is a different letter, not a spelling of Latin a.
-    expect((await t.api.post('/v1/users', { username: `${base}\u0430`, role: 'viewer' })).status).toBe(201);
+    // Cyrillic а (U+0430) does not fold to Latin a, so a Latin name may not hold it.
+    const lookalike = await t.api.post('/v1/users', { username: `${base}\u0430`, role: 'viewer' });
+    expect(lookalike).toMatchObject({ status: 400, body: { field: 'username' } });
+    expect(lookalike.body.error).not.toContain(base);
   });
 
   test('sign-in is case- and normalization-insensitive and answers with the name as stored', async () => {

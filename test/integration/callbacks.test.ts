@@ -216,6 +216,22 @@ test('a host named otherwise is matched by its ansible_host or ansible_ssh_host,
   for (const id of [web1.body.run_id, web2.body.run_id, app1.body.run_id, cache1.body.run_id]) await waitForRunEnd(t.api, id);
 });
 
+test('409: a host whose inventory name begins with @ launches nothing, since Ansible would read its limit as a file', async () => {
+  const inventory = await t.api.post('/v1/inventories', {
+    name: 'a host named like a file',
+    content: 'all:\n  hosts:\n    "@/etc/hostname":\n      ansible_host: 127.0.0.27\n',
+  });
+  expect([inventory.status, inventory.body.host_count]).toEqual([201, 1]);
+  const template = await callbackTemplate('file-named host', { callback_limit: 'replace' }, inventory.body.id);
+  const answer = await call('127.0.0.27', `/v1/templates/${template.id}/callback`, { host_config_key: template.key });
+  expect(answer.status).toBe(409);
+  expect(answer.body).toEqual({
+    error: 'this template cannot launch: limit must not hold an element beginning with @, which Ansible reads as a file of host names; name the hosts or groups',
+    field: 'limit',
+  });
+  expect((await sql`SELECT count(*)::int AS n FROM runs WHERE template_id = ${template.id}`)[0].n).toBe(0);
+});
+
 test('403: a wrong, rotated or revoked key; callbacks off; a deny rule; an unknown template', async () => {
   const template = await callbackTemplate('keys');
   const path = `/v1/templates/${template.id}/callback`;

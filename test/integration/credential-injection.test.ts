@@ -159,3 +159,41 @@ test('bash and python runs receive their credentials, masked, their files gone a
   expectNoSecrets(reads, lines, SECRETS);
   expect(lines.length).toBeGreaterThan(0);
 }, 120_000);
+
+test('use on a credential is disclosure: a plain echo is masked, a transformed one is not, and every other path stays sealed', async () => {
+  const secret = `disclosed-${hex(12)}`;
+  const reversed = [...secret].reverse().join('');
+  const encoded = Buffer.from(secret).toString('base64');
+  const credential = await created(await api.post('/v1/credentials', { name: 'disclosed', kind: 'aws', inputs: { access_key: 'AKIADISCLOSED', secret_key: secret } }));
+  const submitted = await created(
+    await api.post('/v1/runs', {
+      tool: 'bash',
+      credentials: [credential.id],
+      command: [
+        'echo "plain=$AWS_SECRET_ACCESS_KEY"',
+        // What docs/api.md says `use` means: a run may print the secret transformed, unmasked.
+        'printf %s "$AWS_SECRET_ACCESS_KEY" | rev | sed "s/^/rev=/"; echo',
+        'printf %s "$AWS_SECRET_ACCESS_KEY" | base64 -w0 | sed "s/^/b64=/"; echo',
+        // The shell's own working directory is a path, not a password; a password assignment is masked.
+        'echo "PWD=$PWD"',
+        'DB_PASSWORD=hunter2-not-real; echo "DB_PASSWORD=$DB_PASSWORD"',
+      ].join('\n'),
+    }),
+  );
+  const run = await waitForRunEnd(api, submitted.id);
+  expect(run.status).toBe('succeeded');
+  const log = (await api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(log).toContain('plain=[masked]');
+  expect(log).toContain(`rev=${reversed}`);
+  expect(log).toContain(`b64=${encoded}`);
+  expect(log).toMatch(new RegExp(`PWD=/\\S*${run.id}`));
+  expect(log).toContain('DB_PASSWORD=[masked]');
+  expect(log).not.toContain('hunter2-not-real');
+  // The secret as stored appears nowhere: not in reads, events, evidence, receipts, the chain or the server log.
+  const reads = [await api.get(`/v1/credentials/${credential.id}`), await api.get('/v1/audit?limit=1000'), ...(await runReads(api, [run.id]))];
+  expectNoSecrets(reads, lines, { secret });
+  // Nor in the error a refused write answers with.
+  const refused = await api.request('PUT', `/v1/credentials/${credential.id}`, { body: { name: 'disclosed', kind: 'aws', inputs: { access_key: 'AKIADISCLOSED', secret_key: secret, bogus: secret } } });
+  expect(refused).toMatchObject({ status: 400, body: { field: 'inputs.bogus' } });
+  expect(refused.text).not.toContain(secret);
+}, 60_000);

@@ -58,9 +58,9 @@ describe('inventory reading in the sandbox', () => {
     await expect(inventoryHostNames(where, 'yaml', 'all:\n  hosts: [a, b\n')).rejects.toThrow(/not valid YAML at line/);
   });
 
-  test('a limit reading a file (@path) reads only what the sandbox shows, as the run account: a root-only file cannot be read', async () => {
-    const resolved = resolveInventory(where, 'ini', 'web1\nweb2\n', '@/etc/shadow');
+  test('a limit reading a file (@path) is refused before Ansible sees it', async () => {
+    const resolved = resolveInventory(where, 'ini', 'web1\nweb2\n', 'web1:@/etc/shadow');
     await expect(resolved).rejects.toThrow(InventoryError);
-    await expect(resolved).rejects.toThrow(/could not be applied/);
+    await expect(resolved).rejects.toThrow(/^the limit /);
   });
 });

@@ -155,6 +155,24 @@ describe('targets', () => {
     expect(res.body.error).toContain('private, loopback or link-local');
   });
 
+  test('a url holding a line break or tab is malformed wherever a target or an entry takes one, and is not stored', async () => {
+    const base = `${receiver.url}${secretPath()}`;
+    for (const url of [`${base}\r\nX-Injected: 1`, `${base}\n`, `${receiver.url}/a\tb`, `${base}\u001b[2J`]) {
+      const created = await t.api.post('/v1/notifications', { name: 'broken line', kind: 'webhook', url });
+      expect(created.status).toBe(400);
+      expect(created.body).toEqual({ error: 'url: url must not hold control characters (such as a line break or tab)', field: 'url' });
+      const stored = await target({ name: 'line breaks later', kind: 'chat_b', url: base });
+      const edited = await t.api.request('PUT', `/v1/notifications/${stored.id}`, { body: { ...stored, url } });
+      expect(edited).toMatchObject({ status: 400, body: { field: 'url' } });
+      const entry = [{ kind: 'webhook', url }];
+      const tpl = await t.api.post('/v1/templates', { name: 'entry with a line break', tool: 'bash', command: 'true', notifications: entry });
+      expect(tpl).toMatchObject({ status: 400, body: { field: 'notifications[0].url' } });
+      const run = await t.api.post('/v1/runs', { tool: 'bash', command: 'true', notifications: [{ kind: 'sms', to: '+15550002222' }, ...entry] });
+      expect(run).toMatchObject({ status: 400, body: { field: 'notifications[1].url' } });
+    }
+    expect((await t.api.get('/v1/notifications?limit=1000')).body.notifications.filter((n: any) => n.name === 'broken line')).toEqual([]);
+  });
+
   test('an edit echoing the hint or a blank keeps the stored url; a new url replaces it', async () => {
     const first = `${receiver.url}${secretPath()}`;
     const created = await target({ name: 'keep me', kind: 'chat_b', url: first });

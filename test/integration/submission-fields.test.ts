@@ -151,3 +151,76 @@ describe('an Idempotency-Key over 255 bytes is refused by every route that takes
     expect(await auditSize()).toBe(before);
   });
 });
+
+describe('an action that takes no fields refuses any key in its body, naming it, and does nothing', () => {
+  const actions: [string, () => string][] = [
+    ['POST /v1/runs/{id}/rerun', () => `/v1/runs/${finishedRunId}/rerun`],
+    ['POST /v1/runs/{id}/retry', () => `/v1/runs/${finishedSplitId}/retry`],
+    ['POST /v1/runs/{id}/relaunch-failed', () => `/v1/runs/${finishedSplitId}/relaunch-failed`],
+    ['POST /v1/runs/{id}/cancel', () => `/v1/runs/${finishedRunId}/cancel`],
+    ['POST /v1/runs/{id}/approve', () => `/v1/runs/${finishedRunId}/approve`],
+    ['POST /v1/runs/{id}/reject', () => `/v1/runs/${finishedRunId}/reject`],
+    ['POST /v1/runs/{id}/stream-ticket', () => `/v1/runs/${finishedRunId}/stream-ticket`],
+    ['POST /v1/templates/{id}/callback-key', () => `/v1/templates/${templateId}/callback-key`],
+    ['POST /v1/auth/check', () => '/v1/auth/check'],
+  ];
+  test.each(actions)('%s', async (_name, path) => {
+    const before = { audit: await auditSize(), runs: (await t.api.get('/v1/runs?limit=1')).body.total };
+    const res = await t.api.post(path(), { extra_vars: { a: 1 } });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'unknown field: extra_vars', field: 'extra_vars' });
+    expect(await auditSize()).toBe(before.audit);
+    expect((await t.api.get('/v1/runs?limit=1')).body.total).toBe(before.runs);
+    const notAnObject = await t.api.post(path(), [1]);
+    expect(notAnObject.status).toBe(400);
+  });
+
+  test('POST /v1/auth/logout with a key refuses it and the token keeps working', async () => {
+    const minted = await t.api.post('/v1/tokens', { name: 'logout body' });
+    const res = await t.as(minted.body.token).post('/v1/auth/logout', { everywhere: true });
+    expect(res.body).toEqual({ error: 'unknown field: everywhere', field: 'everywhere' });
+    expect((await t.as(minted.body.token).get('/v1/auth/me')).status).toBe(200);
+  });
+});
+
+describe('a host pattern with an element beginning with @ (Ansible would read a file) is refused wherever one is taken', () => {
+  const FILE_PATTERNS = ['@/etc/hostname', 'web:@/etc/hostname', 'all,@x'];
+  let staticId: string;
+  beforeAll(async () => {
+    const inventory = await t.api.post('/v1/inventories', { name: 'patterns', content: '[web]\nweb1\nweb2\n[prod]\nweb1\ndb1\n' });
+    expect(inventory.status).toBe(201);
+    staticId = inventory.body.id;
+  });
+
+  const takers: [string, string, (pattern: string) => Promise<ApiResponse>][] = [
+    ['POST /v1/runs', 'limit', (limit) => t.api.post('/v1/runs', { tool: 'ansible', command: '- hosts: all\n  tasks: []\n', inventory_id: staticId, limit })],
+    ['POST /v1/templates', 'limit', (limit) => t.api.post('/v1/templates', { name: `limit ${++names}`, tool: 'ansible', command: '- hosts: all\n', limit })],
+    ['PUT /v1/templates/{id}', 'limit', (limit) => t.api.request('PUT', `/v1/templates/${templateId}`, { body: { name: 'fields', ...runStep(), limit } })],
+    ['POST /v1/inventories/preview', 'limit', (limit) => t.api.post('/v1/inventories/preview', { content: '[web]\nweb1\n', limit })],
+    ['POST /v1/inventories/{id}/preview', 'limit', (limit) => t.api.post(`/v1/inventories/${staticId}/preview`, { limit })],
+    ['POST /v1/inventories/preview (smart)', 'host_filter', (host_filter) => t.api.post('/v1/inventories/preview', { kind: 'smart', inputs: [staticId], host_filter })],
+    ['POST /v1/inventories (smart)', 'host_filter', (host_filter) => t.api.post('/v1/inventories', { name: `smart ${++names}`, kind: 'smart', inputs: [staticId], host_filter })],
+  ];
+  const cases = takers.flatMap(([name, field, send]) => FILE_PATTERNS.map((pattern) => [name, pattern, field, send] as const));
+
+  test.each(cases)('%s refuses %j naming %s, and records nothing', async (_name, pattern, field, send) => {
+    const before = await auditSize();
+    const res = await send(pattern);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      error: `${field}: ${field} must not hold an element beginning with @, which Ansible reads as a file of host names; name the hosts or groups`,
+      field,
+    });
+    expect(await auditSize()).toBe(before);
+  });
+
+  test.each(['!web', 'web*:&prod', '~regex', 'web,db1'])('a preview takes %j, a pattern that names hosts', async (limit) => {
+    const res = await t.api.post(`/v1/inventories/${staticId}/preview`, { limit });
+    expect(res.status).toBe(200);
+    expect(res.body.limit).toBe(limit);
+  });
+
+  test('a preview of web:&prod keeps the hosts in both groups', async () => {
+    expect((await t.api.post(`/v1/inventories/${staticId}/preview`, { limit: 'web:&prod' })).body.hosts).toEqual(['web1']);
+  });
+});

@@ -1,6 +1,6 @@
 import { loadConfig } from '../../core/config';
 import { hostVerdict, noHostFailure, parseAnsibleResults } from '../../core/ansible-results';
-import { ansibleSpecOf } from '../../core/ansible-spec';
+import { ansibleSpecOf, hostPatternFault } from '../../core/ansible-spec';
 import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars } from '../../core/inventory';
 import { finalStateOf } from '../../core/run-outcome';
 import { ansibleArgs } from '../../tools/ansible';
@@ -165,5 +165,15 @@ describe('--retain-history', () => {
     expect(loadConfig({ retainHistory: '10' }, {}).retainHistory).toBe(500);
     expect(loadConfig({}, { CAIRN_RETAIN_HISTORY: '2000' }).retainHistory).toBe(2000);
     expect(() => loadConfig({ retainHistory: 'lots' }, {})).toThrow(/--retain-history/);
+  });
+});
+
+describe('host patterns a user may give (limit, host_filter)', () => {
+  test.each(['@/etc/hostname', 'web:@/etc/hostname', 'all,@x', 'web, @x', 'web @x', 'all,!web:@x', '@'])('%j is refused: Ansible would read a file', (pattern) => {
+    expect(hostPatternFault(pattern)).toMatch(/beginning with @/);
+  });
+
+  test.each(['!web', 'web*:&prod', '~regex', '~(web|db)[0-9]+\\.example', 'web,db', 'all:!db', 'web[1:3]', 'fe80::1', 'user@host', 'web:&prod:!web3', ''])('%j is accepted', (pattern) => {
+    expect(hostPatternFault(pattern)).toBeUndefined();
   });
 });

@@ -92,6 +92,11 @@ const MASKED: Array<[string, string, string]> = [
   ['Azure storage account key', 'AccountName=acme;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq==;', `AccountName=acme;AccountKey=${M};`],
   ['password flag on a command line', 'mysql --user app --password hunter2 cairn', `mysql --user app --password ${M} cairn`],
   ['a secret name behind an innocent one', 'docker run --env=DB_PASSWORD=hunter2 app', `docker run --env=DB_PASSWORD=${M} app`],
+  ['DB_PASSWORD in an env listing', 'PWD=/srv/app\nDB_PASSWORD=hunter2\nHOME=/root', `PWD=/srv/app\nDB_PASSWORD=${M}\nHOME=/root`],
+  ['PGPASSWORD exported', 'export PGPASSWORD=hunter2', `export PGPASSWORD=${M}`],
+  ['passwd= assignment', 'passwd=correcthorse', `passwd=${M}`],
+  ['an ODBC connection string PWD', 'Driver={PostgreSQL};Server=db;UID=app;PWD=hunter2;', `Driver={PostgreSQL};Server=db;UID=app;PWD=${M};`],
+  ['a db_pwd setting, even one that looks like a path', 'db_pwd=/hunter2', `db_pwd=${M}`],
   ['escaped JSON inside a JSON string', '"{\\"password\\":\\"hunter2\\"}"', `"{\\"password\\":\\"${M}\\"}"`],
 
   // Credentials inside URLs and connection strings.
@@ -119,6 +124,9 @@ const NOT_MASKED: Array<[string, string]> = [
   ['shell variable as the value', 'psql "password=$PGPASSWORD host=db"'],
   ['a key that only mentions password', 'password_policy: strict, password_length=16'],
   ['bypass is not pass', 'bypass=1 compass: north'],
+  ["the shell's working directory", 'PWD=/tmp/cairn-run-8f2k/work'],
+  ["the shell's working directories in an env listing", 'OLDPWD=/home/runner\nPWD=/home/runner/app\nSHLVL=1'],
+  ['a working directory in quotes', 'PWD="/srv/my app"'],
   ['max_tokens is not a token', 'max_tokens=512 token_type=bearer'],
   ['Bearer in prose', 'The Bearer scheme is required for all API calls.'],
   ['Bearer with a short word after it', 'Bearer tokens expire after an hour'],

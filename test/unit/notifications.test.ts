@@ -91,3 +91,11 @@ test('server-wide channels come from flags or variables and print redacted; a ba
   expect(() => loadConfig({ notify_annotation: 'https://g.test' }, {})).toThrow('--notify-annotation-key');
   expect(() => loadConfig({}, { SERVICE_EGRESS_ALLOW: 'nope' })).toThrow('SERVICE_EGRESS_ALLOW');
 });
+
+test('a server-wide channel or service URL holding a line break or other control character is refused, naming its flag', () => {
+  expect(() => loadConfig({ notify_chat_a: 'https://hooks.example.test/T/B/x\r\nX-Injected: 1' }, {})).toThrow(
+    new ConfigError('--notify-chat-a: must not hold control characters (such as a line break or tab)'),
+  );
+  expect(() => loadConfig({}, { CAIRN_INCIDENT_URL: 'https://events.example.test/v2/\nenqueue' })).toThrow('--incident-url: must not hold control characters');
+  expect(() => loadConfig({}, { CAIRN_SMTP_URL: 'smtp://mail.example.test:25\t' })).toThrow('--smtp-url: must not hold control characters');
+});

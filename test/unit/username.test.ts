@@ -1,4 +1,4 @@
-import { foldUsername, usernameKey } from '../../core/username';
+import { foldUsername, mixedScripts, usernameKey } from '../../core/username';
 
 const same = (a: string, b: string) => expect(usernameKey(a)).toBe(usernameKey(b));
 const distinct = (a: string, b: string) => expect(usernameKey(a)).not.toBe(usernameKey(b));
@@ -30,7 +30,7 @@ test('invisible default-ignorable code points are dropped', () => {
   same('ad\u034fmin', 'admin'); // combining grapheme joiner
 });
 
-test('letters of other scripts stay distinct, however alike they look', () => {
+test('letters of other scripts fold apart, however alike they look (a name may not mix them, below)', () => {
   distinct('a', '\u0430'); // Latin a, Cyrillic а
   distinct('o', '\u03bf'); // Latin o, Greek ο
   distinct('bob', 'bob1');
@@ -45,4 +45,38 @@ test('the fold is stable: folding a folded name changes nothing', () => {
 test('the key is a fixed-size digest however far a name expands', () => {
   // U+FDFA becomes 18 characters under NFKC.
   expect(usernameKey('\ufdfa'.repeat(85))).toMatch(/^[0-9a-f]{64}$/);
+});
+
+describe('a username keeps to one script (Unicode TR39 highly restrictive)', () => {
+  test.each([
+    ['\u0430dmin', ['Cyrillic', 'Latin']], // Cyrillic а, then Latin
+    ['p\u0430ypal', ['Cyrillic', 'Latin']],
+    ['b\u03bfb', ['Greek', 'Latin']], // Greek ο
+    ['\u0391\u0412', ['Cyrillic', 'Greek']], // Greek Α, Cyrillic В
+    ['\u0561dmin', ['Armenian', 'Latin']], // Armenian ա
+    ['admin\u13aa', ['Cherokee', 'Latin']], // Cherokee Ꭺ
+    ['\uff41\u0430', ['Cyrillic', 'Latin']], // full-width Latin a folds to Latin
+  ])('%j mixes %j and is refused', (name, scripts) => {
+    expect(mixedScripts(name)).toEqual(scripts);
+  });
+
+  test.each([
+    'admin',
+    'dana.smith-2@ops',
+    '\u0418\u0432\u0430\u043d', // Иван
+    '\u03c3\u03bf\u03c6\u03af\u03b1', // σοφία
+    'cafe\u0301', // a combining accent takes its letter's script
+    '12345',
+    '\u5c71\u7530\u305f\u308d\u3046', // 山田たろう: Han with Hiragana
+    '\u7530\u4e2dTaro', // 田中Taro: Latin with Han
+    '\u30bf\u30ed\u30a6-\u5c71\u7530', // タロウ-山田
+    '\uae40\ubbfc\uc900Kim', // 김민준Kim: Latin with Hangul
+    '\u738b\u3105\u3106', // Han with Bopomofo
+  ])('%j keeps to one script, or to an allowed East Asian combination', (name) => {
+    expect(mixedScripts(name)).toEqual([]);
+  });
+
+  test('Hangul with kana is not one of the allowed combinations', () => {
+    expect(mixedScripts('\uae40\u30bf')).toEqual(['Hangul', 'Katakana']);
+  });
 });
