@@ -1,6 +1,6 @@
 // Who is signed in. Sign-in asks the server for a cookie session: the token stays in an HttpOnly
 // cookie the page's script never reads, so nothing secret is kept in storage or the DOM.
-import { Button, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
+import { Button, Paper, Stack, Text, TextInput, Title } from '@mantine/core';
 import { createContext, useCallback, useContext, useEffect, useState, type FormEvent, type ReactNode } from 'react';
 import { ApiError, get, onSignedOut, post } from './api';
 import { ErrorNote, Loading } from './ui';
@@ -111,7 +111,7 @@ function SignIn({ onSignedIn, expired }: { onSignedIn: () => Promise<void>; expi
             </div>
             {expired && <Text role="status">Your session ended. Sign in again to go on.</Text>}
             <TextInput label="Username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.currentTarget.value)} autoFocus />
-            <PasswordInput label="Password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
+            <TextInput type="password" label="Password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
             <ErrorNote error={error} />
             <Button type="submit" loading={busy}>
               Sign in
