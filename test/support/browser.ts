@@ -47,7 +47,7 @@ export async function signIn(page: Page, baseUrl: string, username: string, pass
   await page.getByLabel('Username').fill(username);
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('navigation', { name: 'Console' }).waitFor();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
 }
 
 /** With CAIRN_SCREENSHOTS=1, saves the page as docs/console/<name>.png. */

@@ -1,6 +1,6 @@
 import '@mantine/core/styles.css';
 import './console.css';
-import { MantineProvider, createTheme } from '@mantine/core';
+import { MantineProvider, Modal, createTheme } from '@mantine/core';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { Shell } from './shell';
@@ -11,6 +11,10 @@ const theme = createTheme({
   fontFamily: 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif',
   fontFamilyMonospace: 'ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace',
   focusRing: 'always',
+  components: {
+    // Locking the page's scroll injects a <style> element, which the Content-Security-Policy refuses.
+    Modal: Modal.extend({ defaultProps: { lockScroll: false } }),
+  },
 });
 
 // Mantine's static stylesheet carries the default theme's variables, so the provider injects no
