@@ -252,13 +252,23 @@ test('the other pages render what the install holds', async () => {
   await screenshot(page, 'inventory');
 });
 
-test('on a phone, an approver opens the menu and reaches the approvals', async () => {
+test('on a phone, an approver opens the menu, reaches the approvals and approves', async () => {
+  const { body: agent } = await t.api.post('/v1/tokens', { name: 'nightly agent', kind: 'agent', expires_in: 600 });
+  const { body: held } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo rotating the logs' }, agent.token);
+  expect(held.status).toBe('held');
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
   const small = await newConsolePage(phone, problems);
   await signIn(small, t.url, 'demo', password);
   await small.getByRole('button', { name: 'Open the menu' }).click();
   await small.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: /Approvals/ }).click();
   await small.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
+  const card = small.getByRole('article').filter({ has: small.getByRole('link', { name: held.id }) });
+  await card.getByText('echo rotating the logs').waitFor();
   await screenshot(small, 'phone-approvals');
+  await card.getByRole('button', { name: `Approve run ${held.id}` }).tap();
+  await small.getByRole('dialog').getByLabel('Reason').fill('routine');
+  await small.getByRole('dialog').getByRole('button', { name: 'Approve', exact: true }).tap();
+  await card.waitFor({ state: 'detached' });
+  expect((await waitForRunEnd(t.api, held.id)).status).toBe('succeeded');
   await phone.close();
 });

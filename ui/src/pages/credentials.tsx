@@ -146,7 +146,7 @@ function CredentialForm({ kinds, existing, onSaved }: { kinds: Kind[]; existing?
           }
           if (f.secret && f.multiline) {
             // A multi-line secret (a private key): typed into a text area that is never filled from the server.
-            return <Textarea key={f.id} label={label} description={description} className="mono" autosize minRows={3} autoComplete="off" spellCheck={false} value={value} onChange={(e) => set(e.currentTarget.value)} error={fieldErr} />;
+            return <Textarea key={f.id} label={label} description={description} classNames={{ input: 'mono' }} autosize minRows={3} autoComplete="off" spellCheck={false} value={value} onChange={(e) => set(e.currentTarget.value)} error={fieldErr} />;
           }
           if (f.secret) return <TextInput key={f.id} type="password" autoComplete="new-password" label={label} description={description} value={value} onChange={(e) => set(e.currentTarget.value)} error={fieldErr} />;
           if (f.multiline) return <Textarea key={f.id} label={label} autosize minRows={2} value={value} onChange={(e) => set(e.currentTarget.value)} error={fieldErr} required={f.required} />;

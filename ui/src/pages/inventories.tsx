@@ -99,7 +99,7 @@ function NewInventory({ onCreated }: { onCreated: (id: string) => void }) {
       <Stack>
         <h2 id="new-inventory-title">New static inventory</h2>
         <TextInput label="Name" required value={name} onChange={(e) => setName(e.currentTarget.value)} error={fieldError(error, 'name')} />
-        <Textarea label="Content (INI or YAML)" className="mono" autosize minRows={4} value={content} onChange={(e) => setContent(e.currentTarget.value)} error={fieldError(error, 'content')} />
+        <Textarea label="Content (INI or YAML)" classNames={{ input: 'mono' }} autosize minRows={4} value={content} onChange={(e) => setContent(e.currentTarget.value)} error={fieldError(error, 'content')} />
         <ErrorNote error={error} fields={['name', 'content']} />
         <Group>
           <Button type="submit">Save inventory</Button>

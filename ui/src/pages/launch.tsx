@@ -94,7 +94,7 @@ function AdHocRun() {
       <form onSubmit={submit}>
         <Stack>
           <NativeSelect label="Tool" data={['bash', 'python']} value={tool} onChange={(e) => setTool(e.currentTarget.value)} error={fieldError(error, 'tool')} />
-          <Textarea label="Command" className="mono" autosize minRows={3} value={command} onChange={(e) => setCommand(e.currentTarget.value)} error={fieldError(error, 'command')} placeholder="echo hello from Cairn" />
+          <Textarea label="Command" classNames={{ input: 'mono' }} autosize minRows={3} value={command} onChange={(e) => setCommand(e.currentTarget.value)} error={fieldError(error, 'command')} placeholder="echo hello from Cairn" />
           <ErrorNote error={error} fields={['tool', 'command']} />
           <Group>
             <Button type="submit" loading={busy}>
@@ -234,13 +234,13 @@ function collect(survey: Question[], answers: Record<string, Answer>): Record<st
 
 function describe(q: Question): string | undefined {
   const parts: string[] = [];
-  if (q.help) parts.push(q.help);
+  if (q.help) parts.push(/[.!?]$/.test(q.help) ? q.help : `${q.help}.`);
   const type = typeOf(q);
   if (type === 'int' && (q.min !== undefined || q.max !== undefined)) parts.push(`A whole number${q.min !== undefined ? ` from ${q.min}` : ''}${q.max !== undefined ? ` to ${q.max}` : ''}.`);
   if (q.min_length !== undefined || q.max_length !== undefined) parts.push(`${q.min_length ?? 0} to ${q.max_length ?? '∞'} characters.`);
   if (q.pattern) parts.push(`Must match ${q.pattern}.`);
   if (type === 'secret' && q.default === REDACTED) parts.push('A default is stored; leave empty to use it. Never shown.');
-  else if (type === 'secret') parts.push('Sealed to the run; never shown.');
+  else if (type === 'secret') parts.push('Never shown.');
   return parts.join(' ') || undefined;
 }
 

@@ -180,7 +180,7 @@ function NewSchedule({ templates, onCreated }: { templates: Template[]; onCreate
             <TextInput
               label={ruleKind === 'cron' ? 'Cron expression' : 'Recurrence rule'}
               description={ruleKind === 'cron' ? 'minute hour day month weekday, read in the zone below' : 'DTSTART and RRULE lines'}
-              className="mono"
+              classNames={{ input: 'mono' }}
               required
               value={rule}
               onChange={(e) => setRule(e.currentTarget.value)}
@@ -231,7 +231,7 @@ function SchedulePreview({ preview, error }: { preview?: Preview; error: unknown
           <ol className="fires" aria-label="Next fire times">
             {preview.next.map((at) => (
               <li key={at}>
-                <time dateTime={at}>{formatTime(at, preview.timezone)}</time> <span className="muted mono">({at})</span>
+                <time dateTime={at}>{formatTime(at, preview.timezone)}</time> <span className="muted mono instant">{at}</span>
               </li>
             ))}
           </ol>
