@@ -230,9 +230,14 @@ test('the audit chain verifies from the console, and a bundle downloads', async 
   expect((await download).suggestedFilename()).toBe('audit-bundle.jws');
 });
 
+let waiting: { id: string };
+
 test('the other pages render what the install holds', async () => {
+  // An agent's run, held for a person: the attention and approvals pages have something to show.
+  const { body: agent } = await t.api.post('/v1/tokens', { name: 'nightly agent', kind: 'agent', expires_in: 600 });
+  ({ body: waiting } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo rotating the logs' }, agent.token));
   const pages: [string, string, string][] = [
-    ['attention', 'Attention', 'Approval needed'],
+    ['attention', 'Attention', waiting.id],
     ['triggers', 'Triggers', 'New push trigger'],
     ['inventories', 'Inventories and hosts', 'local hosts'],
     ['projects', 'Projects', 'New project'],
@@ -253,8 +258,7 @@ test('the other pages render what the install holds', async () => {
 });
 
 test('on a phone, an approver opens the menu, reaches the approvals and approves', async () => {
-  const { body: agent } = await t.api.post('/v1/tokens', { name: 'nightly agent', kind: 'agent', expires_in: 600 });
-  const { body: held } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo rotating the logs' }, agent.token);
+  const held = (await t.api.get(`/v1/runs/${waiting.id}`)).body;
   expect(held.status).toBe('held');
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
   const small = await newConsolePage(phone, problems);

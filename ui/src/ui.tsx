@@ -110,9 +110,10 @@ export function ago(iso: string | null | undefined): string {
 
 export function duration(seconds: number): string {
   if (seconds < 60) return `${seconds} s`;
-  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
-  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
-  return `${Math.floor(seconds / 86400)} d ${Math.floor((seconds % 86400) / 3600)} h`;
+  const pair = (big: number, bigUnit: string, small: number, smallUnit: string) => (small ? `${big} ${bigUnit} ${small} ${smallUnit}` : `${big} ${bigUnit}`);
+  if (seconds < 3600) return pair(Math.floor(seconds / 60), 'min', seconds % 60, 's');
+  if (seconds < 86400) return pair(Math.floor(seconds / 3600), 'h', Math.floor((seconds % 3600) / 60), 'min');
+  return pair(Math.floor(seconds / 86400), 'd', Math.floor((seconds % 86400) / 3600), 'h');
 }
 
 export function When({ at }: { at: string | null | undefined }) {
