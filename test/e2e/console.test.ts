@@ -63,8 +63,24 @@ test('a person signs in with a password and lands on the runs list', async () =>
   await page.getByLabel('Password').fill('not the password');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByText('username or password is wrong').waitFor();
-  await signIn(page, t.url, 'demo', password);
+  // By keyboard alone: the username has the focus, Tab moves on, Enter signs in.
+  await page.getByLabel('Username').fill('');
+  await page.getByLabel('Password').fill('');
+  await page.getByLabel('Username').focus();
+  await page.keyboard.type('demo');
+  await page.keyboard.press('Tab');
+  await page.keyboard.type(password);
+  await page.keyboard.press('Enter');
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
   expect(page.url()).toBe(`${t.url}/ui/`);
+  // The first Tab reaches the skip link, drawn with a visible focus ring; the nav works by keyboard.
+  await page.keyboard.press('Tab');
+  const focused = await page.evaluate(() => ({ text: document.activeElement?.textContent, outline: getComputedStyle(document.activeElement!).outlineStyle }));
+  expect(focused).toEqual({ text: 'Skip to the page', outline: 'solid' });
+  await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Schedules' }).focus();
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Schedules', level: 1 }).waitFor();
+  await page.goBack();
   await page.getByRole('heading', { name: 'Runs', level: 1 }).waitFor();
   await page.getByRole('table', { name: 'Runs' }).getByRole('link').first().waitFor();
   await page.reload();

@@ -13,7 +13,7 @@ const theme = createTheme({
   focusRing: 'always',
   components: {
     // Locking the page's scroll injects a <style> element, which the Content-Security-Policy refuses.
-    Modal: Modal.extend({ defaultProps: { lockScroll: false } }),
+    Modal: Modal.extend({ defaultProps: { lockScroll: false, closeButtonProps: { 'aria-label': 'Close the dialog' } } }),
   },
 });
 
