@@ -35,13 +35,16 @@ export function useHasRole(role: keyof typeof RANK): boolean {
 export function SessionProvider({ children }: { children: ReactNode }) {
   const [me, setMe] = useState<Me | null>();
   const [expired, setExpired] = useState(false);
+  const [problem, setProblem] = useState<unknown>();
 
   const load = useCallback(async () => {
     try {
       setMe(await get<Me>('/v1/auth/me'));
+      setProblem(undefined);
     } catch (err) {
-      if (err instanceof ApiError && err.status === 401) setMe(null);
-      else throw err;
+      // Not signed in (401), or the server did not answer: either way, the sign-in page, saying so.
+      if (!(err instanceof ApiError && err.status === 401)) setProblem(err);
+      setMe(null);
     }
   }, []);
 
@@ -69,6 +72,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     return (
       <SignIn
         expired={expired}
+        problem={problem}
         onSignedIn={async () => {
           setExpired(false);
           await load();
@@ -79,7 +83,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   return <SessionContext.Provider value={{ me, signOut }}>{children}</SessionContext.Provider>;
 }
 
-function SignIn({ onSignedIn, expired }: { onSignedIn: () => Promise<void>; expired: boolean }) {
+function SignIn({ onSignedIn, expired, problem }: { onSignedIn: () => Promise<void>; expired: boolean; problem: unknown }) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
   const [error, setError] = useState<unknown>();
@@ -110,6 +114,7 @@ function SignIn({ onSignedIn, expired }: { onSignedIn: () => Promise<void>; expi
               <Title order={1} id="sign-in-title">Sign in to Cairn</Title>
             </div>
             {expired && <Text role="status">Your session ended. Sign in again to go on.</Text>}
+            <ErrorNote error={problem} />
             <TextInput label="Username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.currentTarget.value)} autoFocus />
             <TextInput type="password" label="Password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
             <ErrorNote error={error} />
