@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 /**
  * What `cairn demo` puts into a fresh install, through the HTTP API as any client would: templates
  * with surveys, a workflow with an approval step, an inventory of local hosts, a schedule, a
@@ -84,6 +86,16 @@ export async function seedDemo(baseUrl: string, adminToken: string, options: { r
     ],
   });
   const inventory = await call('POST', '/v1/inventories', { name: 'local hosts', content: LOCAL_HOSTS });
+
+  // A credential whose secret is set and never shown again; a push trigger whose hook and secret
+  // were answered once, here, and dropped (rotate the secret from the console to get a new one).
+  await call('POST', '/v1/credentials', {
+    name: 'web hosts',
+    kind: 'machine',
+    description: 'SSH login for the web hosts',
+    inputs: { username: 'deploy', password: randomBytes(18).toString('base64url'), become_method: 'sudo' },
+  });
+  await call('POST', '/v1/triggers', { name: 'deploy on push', template_id: deploy.id });
 
   const schedule = await call('POST', '/v1/schedules', { name: 'nightly hello', template_id: hello.id, cron: '0 3 * * *', timezone: 'UTC' });
 

@@ -26,7 +26,8 @@ beforeAll(async () => {
     launchBrowser(),
   ]);
   seed = await seedDemo(t.url, t.adminToken, { receiverUrl: receiver.url, password });
-  context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  // A browser in Berlin: the schedule preview must show a schedule's own zone, not the browser's.
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US', timezoneId: 'Europe/Berlin' });
   page = await newConsolePage(context, problems);
 });
 
@@ -214,11 +215,13 @@ test('a schedule is made with a preview of its next fires in its own zone', asyn
   await page.getByLabel('Cron expression').fill('30 9 * * 1-5');
   await page.getByLabel('Time zone').fill('America/New_York');
   const fires = page.getByRole('list', { name: 'Next fire times' });
-  await eventually(async () => expect(await fires.getByRole('listitem').count()).toBe(5));
-  const first = await fires.getByRole('listitem').first().textContent();
   // 09:30 in New York, whatever zone the browser is in; the UTC instant beside it.
-  expect(first).toMatch(/9:30:00/);
-  expect(first).toMatch(/T1[34]:30:00\.000Z/);
+  await eventually(async () => {
+    expect(await fires.getByRole('listitem').count()).toBe(5);
+    const first = await fires.getByRole('listitem').first().textContent();
+    expect(first).toMatch(/9:30:00 AM E[SD]T/);
+    expect(first).toMatch(/T1[34]:30:00\.000Z/);
+  });
   await page.getByLabel('Cron expression').fill('61 * * * *');
   await eventually(async () => expect(await page.getByLabel('Cron expression').getAttribute('aria-invalid')).toBe('true'));
   await page.getByLabel('Cron expression').fill('30 9 * * 1-5');
@@ -254,10 +257,10 @@ test('the other pages render what the install holds', async () => {
   ({ body: waiting } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo rotating the logs' }, agent.token));
   const pages: [string, string, string][] = [
     ['attention', 'Attention', waiting.id],
-    ['triggers', 'Triggers', 'New push trigger'],
+    ['triggers', 'Triggers', 'deploy on push'],
     ['inventories', 'Inventories and hosts', 'local hosts'],
     ['projects', 'Projects', 'New project'],
-    ['credentials', 'Credentials', 'New credential'],
+    ['credentials', 'Credentials', 'web hosts'],
     ['notifications', 'Notification targets', 'local receiver'],
     ['admin', 'Admin', 'demo'],
   ];
@@ -267,6 +270,15 @@ test('the other pages render what the install holds', async () => {
     await page.getByText(shows, { exact: true }).first().waitFor();
     await screenshot(page, path);
   }
+  // A stored secret is never filled into a form: editing starts from an empty, write-only field.
+  await page.goto(`${t.url}/ui/credentials`);
+  await page.getByRole('button', { name: 'Edit web hosts' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Edit web hosts' });
+  expect(await dialog.getByLabel('Password (secret)', { exact: true }).inputValue()).toBe('');
+  expect(await dialog.getByLabel('Password (secret)', { exact: true }).getAttribute('type')).toBe('password');
+  await dialog.getByText('A value is stored; leave empty to keep it.', { exact: false }).first().waitFor();
+  expect(await dialog.getByLabel('Username', { exact: true }).inputValue()).toBe('deploy');
+  await dialog.getByRole('button', { name: 'Close the dialog' }).click();
   await page.goto(`${t.url}/ui/inventories/${seed.inventoryId}`);
   await page.getByRole('button', { name: 'Resolve hosts' }).click();
   await page.getByText('3 hosts', { exact: false }).waitFor();
@@ -276,7 +288,7 @@ test('the other pages render what the install holds', async () => {
 test('on a phone, an approver opens the menu, reaches the approvals and approves', async () => {
   const held = (await t.api.get(`/v1/runs/${waiting.id}`)).body;
   expect(held.status).toBe('held');
-  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, locale: 'en-US', timezoneId: 'Europe/Berlin' });
   const small = await newConsolePage(phone, problems);
   await signIn(small, t.url, 'demo', password);
   await small.getByRole('button', { name: 'Open the menu' }).click();
