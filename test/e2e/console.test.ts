@@ -256,6 +256,7 @@ test('the other pages render what the install holds', async () => {
   const { body: agent } = await t.api.post('/v1/tokens', { name: 'nightly agent', kind: 'agent', expires_in: 600 });
   ({ body: waiting } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo rotating the logs' }, agent.token));
   const pages: [string, string, string][] = [
+    ['runs', 'Runs', `${seed.heldRunId}`],
     ['attention', 'Attention', waiting.id],
     ['triggers', 'Triggers', 'deploy on push'],
     ['inventories', 'Inventories and hosts', 'local hosts'],

@@ -14,6 +14,7 @@ export interface RunRow {
   status: string;
   command: string;
   requested_by: string;
+  actor_kind?: string;
   template_id: string | null;
   queue: string;
   created_at: string;
@@ -31,6 +32,13 @@ function asInstant(local: string | undefined): string | undefined {
   if (!local) return undefined;
   const date = new Date(local);
   return Number.isNaN(date.getTime()) ? undefined : date.toISOString();
+}
+
+/** A plain run's tool; a parent's kind; a step's or shard's name and tool. */
+function whatRuns(r: RunRow): string {
+  if (!r.kind || r.kind === 'run') return r.tool;
+  const name = r.step_name ? `${r.kind} ${r.step_name}` : r.kind;
+  return r.tool && r.tool !== r.kind ? `${name} · ${r.tool}` : name;
 }
 
 export function runDuration(run: RunRow): string {
@@ -125,9 +133,9 @@ export function RunsPage() {
               columns={[
                 { label: 'Run', render: (r) => <Link to={`/runs/${r.id}`} className="id">{r.id}</Link> },
                 { label: 'Status', render: (r) => <StatusBadge status={r.status} /> },
-                { label: 'Tool', render: (r) => (r.kind && r.kind !== 'run' ? `${r.kind}${r.tool ? ` · ${r.tool}` : ''}` : r.tool) },
+                { label: 'What', render: (r) => whatRuns(r) },
                 { label: 'Template', render: (r) => (r.template_id ? templateNames.get(r.template_id) ?? <span className="id">{r.template_id}</span> : '—') },
-                { label: 'Requested by', render: (r) => r.requested_by },
+                { label: 'Requested by', render: (r) => (r.actor_kind === 'agent' ? `${r.requested_by} (agent)` : r.requested_by) },
                 { label: 'Queue', render: (r) => r.queue || 'default' },
                 { label: 'Created', render: (r) => <When at={r.created_at} /> },
                 { label: 'Duration', render: (r) => runDuration(r) },
