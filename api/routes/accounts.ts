@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { notFound } from '../../core/errors';
+import { badRequest, notFound } from '../../core/errors';
 import {
   createUser,
   deleteUser,
@@ -20,7 +20,6 @@ import { actorKindOf, listTokens, type Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
 import { CONSOLE_HEADER, clearSessionCookie, fromConsole, sessionCookieOf, setSessionCookie } from '../middleware/console-session';
-import { badRequest } from '../../core/errors';
 import { answerConfigList } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
 import { parseInput } from '../validate';
