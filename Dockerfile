@@ -1,7 +1,15 @@
 # Cairn. The image runs `cairn serve` by default; the command `worker` runs `cairn worker`.
-# Cairn runs its TypeScript sources through tsx, so there is no build step.
+# Cairn runs its TypeScript sources through tsx; only the web console is built, in a stage of its
+# own with the build tools of devDependencies, and its built files copied in.
 # It is meant for DATABASE_URL and TEMPORAL_ADDRESS set (see docker-compose.yml): it carries no
 # Temporal CLI for the embedded dev server.
+FROM node:20-bookworm-slim AS console
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY ui ui
+RUN node ui/build.mjs
+
 FROM node:20-bookworm-slim
 
 # The bash and python tools run these on the machine that executes the run; every run executes in
@@ -17,6 +25,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
 COPY . .
+COPY --from=console /app/ui/dist ui/dist
 
 # The workflow bundle, built once here rather than at every start (/app is not writable by `node`).
 RUN node bin/run-ts.js workers/build-bundle.ts

@@ -12,6 +12,7 @@ import { accountRoutes } from './routes/accounts';
 import { auditRoutes } from './routes/audit';
 import { federationRoutes } from './routes/federation';
 import { healthRoutes } from './routes/health';
+import { consoleRoutes } from './routes/console';
 import { notificationRoutes } from './routes/notifications';
 import { credentialRoutes } from './routes/credentials';
 import { hookRoutes } from './routes/hooks';
@@ -72,6 +73,7 @@ export function createApp(server: ServerContext): Koa {
 
   const routers = [
     healthRoutes(server),
+    consoleRoutes(),
     accountRoutes(server),
     accessRoutes(server),
     runRoutes(server),

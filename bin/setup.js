@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// `npm install` runs this once the packages are in: Cairn runs every tool in a bubblewrap sandbox
-// with its own network (slirp4netns), so both must be on the machine. As root on a Debian-like
-// system it installs them; otherwise it says what to install. It never fails the install: `cairn
-// serve` checks again at start and refuses with the same advice.
+// `npm install` runs this once the packages are in. First, Cairn runs every tool in a bubblewrap
+// sandbox with its own network (slirp4netns), so both must be on the machine: as root on a
+// Debian-like system it installs them; otherwise it says what to install. Then it builds the web
+// console (ui/build.mjs) into ui/dist, which `cairn serve` serves at /ui/. Neither step fails the
+// install: `cairn serve` checks the sandbox again at start, and answers /ui/ with how to build the
+// console when it is missing.
 'use strict';
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -41,8 +43,26 @@ function main() {
   );
 }
 
+/** Builds the console with the build tools of devDependencies; an install without them (--omit=dev) says so. */
+function buildConsole() {
+  const root = path.resolve(__dirname, '..');
+  const script = path.join(root, 'ui', 'build.mjs');
+  if (!fs.existsSync(script) || !fs.existsSync(path.join(root, 'ui', 'src'))) return;
+  for (const tool of ['esbuild', 'react', '@mantine/core']) {
+    try {
+      require.resolve(tool, { paths: [root] });
+    } catch {
+      process.stderr.write(`cairn: the web console is not built: ${tool} is missing (an install without devDependencies); run \`npm install\` with them, or \`node ui/build.mjs\`\n`);
+      return;
+    }
+  }
+  const result = spawnSync(process.execPath, [script], { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) process.stderr.write('cairn: the web console did not build (see above); the API works without it\n');
+}
+
 try {
   main();
 } catch (err) {
   process.stderr.write(`cairn: could not install the run sandbox's packages (${err.message}); install bubblewrap and slirp4netns yourself\n`);
 }
+buildConsole();

@@ -46,7 +46,7 @@ function checked<T>(parse: () => T): T {
 }
 
 /** A change asked for on the command line, recorded in the chain as `created`. */
-const commandLine = (path: string): AccountRequest => ({ by: 'command-line', origin: serviceOrigin('CLI', path), outcome: 'created' });
+export const commandLine = (path: string): AccountRequest => ({ by: 'command-line', origin: serviceOrigin('CLI', path), outcome: 'created' });
 
 /** A refusal by the account rules (a taken name, an unknown account) as a one-line usage error. */
 async function refusedAsUsage<T>(work: () => Promise<T>): Promise<T> {

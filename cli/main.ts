@@ -4,6 +4,8 @@ import { createLogger, openDatabase, startServer } from './serve';
 import { runTokenCommand, runUserCommand } from './accounts';
 import { runAuditCommand } from './audit';
 import { runWorkerCommand } from './worker';
+import { runDemoCommand } from './demo';
+import { runDesktopCommand } from './desktop';
 import { stopOnSignal } from './signals';
 import { TemporalCliUnavailable } from '../embedded/temporal-binary';
 
@@ -12,6 +14,8 @@ const USAGE = `usage: cairn <command> [flags]
 commands:
   serve                      run the API and the pool worker (embedded PostgreSQL and Temporal when unset)
   worker                     run an extra pool worker against the same PostgreSQL and Temporal
+  desktop                    serve, and open the web console in this machine's browser
+  demo [--no-browser]        a seeded demo install in ./data-demo: prints the console's address and a password
   token create --username U --name N [--kind user|agent]
                              mint an API token and print it once
   user create --username U --role admin|operator|viewer [--password-stdin]
@@ -42,6 +46,10 @@ export async function main(argv: string[]): Promise<void> {
       return serveCommand(args);
     case 'worker':
       return runWorkerCommand(args);
+    case 'desktop':
+      return runDesktopCommand(args);
+    case 'demo':
+      return runDemoCommand(args);
     case 'token':
       return runTokenCommand(args, openDatabase, createLogger);
     case 'user':

@@ -158,6 +158,10 @@ export interface RunListQuery {
   q?: string;
   /** Only runs with a task of this name in their per-task results (store/host-results.ts). */
   task?: string;
+  /** Exact matches on the run's template, requesting account's username and queue. */
+  template_id?: string;
+  requested_by?: string;
+  queue?: string;
   /** Only the runs this account may read (store/access.ts runReadableBy); absent: every run. */
   readerId?: string;
 }
@@ -167,6 +171,9 @@ export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run
   const filters = [
     query.status ? db`status = ${query.status}` : null,
     query.tool ? db`tool = ${query.tool}` : null,
+    query.template_id ? db`template_id = ${query.template_id}` : null,
+    query.requested_by ? db`requested_by = ${query.requested_by}` : null,
+    query.queue !== undefined ? db`queue = ${query.queue}` : null,
     query.after ? db`created_at > ${query.after}` : null,
     query.before ? db`created_at < ${query.before}` : null,
     query.task ? db`id IN (SELECT run_id FROM run_task_results WHERE task = ${query.task})` : null,
@@ -178,7 +185,7 @@ export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run
   const where = whereAll(db, [query.readerId !== undefined ? runReadableBy(db, query.readerId) : null, ...filters]);
   const direction = query.order === 'asc' ? db`ASC` : db`DESC`;
   // Unfiltered, or by status and tool only: the maintained counts (store/run-counts.ts), not a scan.
-  const counted = !query.after && !query.before && !query.q && !query.task;
+  const counted = !query.after && !query.before && !query.q && !query.task && !query.template_id && !query.requested_by && query.queue === undefined;
   const byStatusAndTool = { status: query.status || undefined, tool: query.tool || undefined };
   const [rows, [{ n }]] = await Promise.all([
     db<Run[]>`SELECT * FROM runs ${where} ORDER BY id ${direction} LIMIT ${query.limit} OFFSET ${query.offset}`,

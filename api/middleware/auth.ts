@@ -6,6 +6,7 @@ import { resolveToken, touchToken, type Caller } from '../../store/tokens';
 import type { ServerContext } from '../../services/context';
 import { HOOK_PATH } from '../hook-path';
 import { CALLBACK_PATH, EXTERNAL_CALLBACK_PATH } from '../../core/callbacks';
+import { CONSOLE_HEADER, fromConsole, sessionCookieOf } from './console-session';
 
 /** Routes a caller reaches without a bearer token; the stream route checks its own ticket, a hook its token and signature. */
 const PUBLIC = [
@@ -29,15 +30,29 @@ const TOUCH_INTERVAL_MS = 60_000;
 
 const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
 
-/** Resolves the bearer token of every non-public request; no token or a dead one is a 401. */
+/**
+ * Resolves the caller of every non-public request: a bearer token, or else the console's session
+ * cookie, which counts only beside the console's header and only for a password login's session
+ * token (so no API or agent token ever acts through a cookie). No credential or a dead one is a 401.
+ */
 export function authenticate(server: ServerContext) {
   return async (ctx: Context, next: Next) => {
     if (PUBLIC.some((re) => re.test(ctx.path))) return next();
     const header = ctx.get('authorization');
-    const match = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!match) throw unauthorized('this route needs an Authorization: Bearer <token> header');
-    const caller = await resolveToken(server.sql, hashBearerSecret(match[1]));
-    if (!caller) throw unauthorized('the bearer token is not valid (unknown, revoked or expired)');
+    const cookie = header ? undefined : sessionCookieOf(ctx);
+    let caller: Caller | undefined;
+    if (cookie !== undefined) {
+      if (!fromConsole(ctx)) {
+        throw unauthorized(`a console session cookie counts only with the ${CONSOLE_HEADER}: 1 header; other clients send Authorization: Bearer <token>`);
+      }
+      caller = await resolveToken(server.sql, hashBearerSecret(cookie));
+      if (!caller || caller.token.kind !== 'session') throw unauthorized('the console session is not valid (signed out, revoked or expired); sign in again');
+    } else {
+      const match = /^Bearer\s+(\S+)$/i.exec(header);
+      if (!match) throw unauthorized('this route needs an Authorization: Bearer <token> header');
+      caller = await resolveToken(server.sql, hashBearerSecret(match[1]));
+      if (!caller) throw unauthorized('the bearer token is not valid (unknown, revoked or expired)');
+    }
     ctx.state.caller = caller;
     if (!caller.token.last_used_at || Date.now() - caller.token.last_used_at.getTime() > TOUCH_INTERVAL_MS) {
       touchToken(server.sql, caller.token.id).catch(() => undefined);

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { notFound } from '../../core/errors';
+import { badRequest, notFound } from '../../core/errors';
 import {
   createUser,
   deleteUser,
@@ -19,6 +19,7 @@ import { getAccountById, listAccounts } from '../../store/accounts';
 import { actorKindOf, listTokens, type Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
+import { CONSOLE_HEADER, clearSessionCookie, fromConsole, sessionCookieOf, setSessionCookie } from '../middleware/console-session';
 import { answerConfigList } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
 import { parseInput } from '../validate';
@@ -34,9 +35,19 @@ export function accountRoutes(server: ServerContext): Router {
   router.post('/auth/login', async (ctx) => {
     const input = parseInput(login, ctx.request.body);
     withholdFields(originOf(ctx), ['password']);
+    // A cookie session is the console's alone: asking for one without its header is refused, so a
+    // cross-site form cannot sign a browser in to another account (login CSRF).
+    if (input.cookie && !fromConsole(ctx)) throw badRequest(`cookie: a cookie session needs the ${CONSOLE_HEADER}: 1 header`, { field: 'cookie' });
     // The socket's address (app.proxy is off): behind a proxy, the proxy's address is what counts.
     const { token, secret, account } = await logIn(sql, originOf(ctx), input, ctx.request.ip);
-    ctx.body = { token: secret, token_id: token.id, expires_at: token.expires_at?.toISOString(), username: account.username, role: account.role };
+    const session = { token_id: token.id, expires_at: token.expires_at?.toISOString(), username: account.username, role: account.role };
+    if (input.cookie) {
+      // The secret goes only into the HttpOnly cookie: the page's script never holds it.
+      setSessionCookie(ctx, secret, token.expires_at!);
+      ctx.body = { ...session, session: 'cookie' };
+    } else {
+      ctx.body = { token: secret, ...session };
+    }
   });
 
   router.post('/auth/check', async (ctx) => {
@@ -65,6 +76,7 @@ export function accountRoutes(server: ServerContext): Router {
     const caller = callerOf(ctx);
     parseInput(noFields, ctx.request.body);
     await logOut(sql, caller, originOf(ctx));
+    if (sessionCookieOf(ctx) !== undefined) clearSessionCookie(ctx);
     ctx.status = 204;
   });
 

@@ -1,11 +1,7 @@
 import Router from '@koa/router';
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import type { ServerContext } from '../../services/context';
 import { databaseAnswers } from '../../store/db';
 import { requireRole } from '../middleware/auth';
-
-const UI_DIR = path.resolve(__dirname, '..', '..', 'ui');
 
 export function healthRoutes(server: ServerContext): Router {
   const router = new Router();
@@ -24,19 +20,6 @@ export function healthRoutes(server: ServerContext): Router {
     requireRole(ctx, 'viewer');
     ctx.type = server.metrics.contentType;
     ctx.body = await server.metrics.collect();
-  });
-
-  router.get('/', (ctx) => ctx.redirect('/ui/'));
-  // Routes match with or without a trailing slash, so only the bare /ui may redirect (else /ui/ loops).
-  router.get('/ui', (ctx, next) => (ctx.path === '/ui' ? ctx.redirect('/ui/') : next()));
-  router.get('/ui/', async (ctx) => {
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.set('Content-Security-Policy', "default-src 'self'; style-src 'unsafe-inline'");
-    ctx.body = await fs.readFile(path.join(UI_DIR, 'index.html'));
-  });
-  router.get('/ui/app.js', async (ctx) => {
-    ctx.type = 'application/javascript; charset=utf-8';
-    ctx.body = await fs.readFile(path.join(UI_DIR, 'app.js'));
   });
 
   return router;

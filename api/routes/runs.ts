@@ -61,6 +61,10 @@ const runListQuery = z.strictObject({
   q: z.string().max(200, 'q must be at most 200 characters').optional(),
   // Runs whose per-task results hold a task of this name (ansible runs, spec part A 4.1).
   task: z.string().min(1, 'task must not be empty').max(1024, 'task must be at most 1024 characters').optional(),
+  template_id: z.string().min(1, 'template_id must not be empty').max(512, 'template_id must be at most 512 characters').optional(),
+  requested_by: z.string().min(1, 'requested_by must not be empty').max(255, 'requested_by must be at most 255 characters').optional(),
+  // "" is the default pool, so an empty queue is a filter of its own.
+  queue: z.string().max(255, 'queue must be at most 255 characters').optional(),
 });
 
 export function runRoutes(server: ServerContext): Router {

@@ -86,4 +86,6 @@ export const tokenCreate = z.strictObject({
 export const login = z.strictObject({
   username: z.string({ message: 'username is required' }).min(1, 'username is required'),
   password: z.string({ message: 'password is required' }).min(1, 'password is required'),
+  // The web console asks for its session as an HttpOnly cookie instead of a token in the body.
+  cookie: z.boolean({ message: 'cookie must be true or false' }).optional(),
 });

@@ -164,6 +164,27 @@ test('the run list is newest first, filters, pages and refuses a limit past its 
   expect((await t.api.get('/v1/runs?status=sideways')).status).toBe(400);
 });
 
+test('the run list filters by template, requester and queue, counting only what matches', async () => {
+  const { body: template } = await t.api.post('/v1/templates', { name: 'list filter', tool: 'bash', command: 'echo from the template' });
+  const { body: launched } = await t.api.post(`/v1/templates/${template.id}/launch`, {});
+  const { body: user } = await t.api.post('/v1/users', { username: 'filter-dana', role: 'operator' });
+  const { body: token } = await t.api.post('/v1/tokens', { name: 'dana', username: user.username });
+  const { body: danas } = await t.as(token.token).post('/v1/runs', { tool: 'bash', command: 'echo dana' });
+  const byTemplate = await t.api.get(`/v1/runs?template_id=${template.id}`);
+  expect(byTemplate.body.runs.map((r: any) => r.id)).toEqual([launched.id]);
+  expect(byTemplate.body.total).toBe(1);
+  const byRequester = await t.api.get('/v1/runs?requested_by=filter-dana');
+  expect(byRequester.body.runs.map((r: any) => r.id)).toEqual([danas.id]);
+  expect(byRequester.body.total).toBe(1);
+  const defaultQueue = await t.api.get('/v1/runs?queue=&limit=1000');
+  expect(defaultQueue.body.runs.map((r: any) => r.id)).toEqual(expect.arrayContaining([launched.id, danas.id]));
+  const otherQueue = await t.api.get('/v1/runs?queue=gpu');
+  expect(otherQueue.body).toMatchObject({ runs: [], total: 0 });
+  const bad = await t.api.get('/v1/runs?template_id=');
+  expect(bad.status).toBe(400);
+  expect(bad.body.field).toBe('template_id');
+});
+
 test('log tail returns the end and says how much it left out', async () => {
   const { body: run } = await submit({ tool: 'bash', command: 'for i in $(seq 1 1000); do echo "line $i"; done' });
   await waitForRunEnd(t.api, run.id);
