@@ -135,6 +135,8 @@ export type FetchSource = { target: Extract<RepositoryTarget, { kind: 'remote' }
 
 export interface FetchOptions {
   timeoutMs: number;
+  /** Ends the fetch when aborted (an activity's cancellation). */
+  signal?: AbortSignal;
   credential?: GitCredential;
   /** SERVICE_EGRESS_PROXY, for https. */
   proxy?: string;
@@ -197,6 +199,7 @@ export async function fetchProject(
       env: { ...gitEnvironment(protocols, config), ...env, ...credential.env },
       timeoutMs: options.timeoutMs,
       maxOutputBytes: 200,
+      signal: options.signal,
     });
     const commit = out.toString('utf8').trim();
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) throw new GitError('git fetch answered no commit');
@@ -354,4 +357,30 @@ function treeEntries(listing: Buffer, maxEntries: number): { entries: TreeEntry[
     else if (type === 'blob') entries.push({ path: entryPath, type: 'file', size: Number(size) });
   }
   return { entries, truncated };
+}
+
+/** Whether the project's repository in `checkout` holds `commit` (a worker's cache may not have it yet). */
+export async function hasCommit(where: JobSandbox, checkout: string, commit: string): Promise<boolean> {
+  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) throw new GitError(`not a commit id: ${commit}`);
+  try {
+    await fs.access(path.join(gitDirOf(checkout), 'HEAD'));
+  } catch {
+    return false;
+  }
+  try {
+    await runSandboxedJob(where, {
+      what: 'git cat-file',
+      name: 'git-has',
+      argv: ['git', `--git-dir=${gitDirOf(checkout)}`, 'cat-file', '-e', `${commit}^{commit}`],
+      binds: [{ path: checkout }],
+      env: gitEnvironment(''),
+      timeoutMs: 60_000,
+      maxOutputBytes: 0,
+      network: 'none',
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof JobFailed && err.exitCode !== null) return false;
+    throw err;
+  }
 }

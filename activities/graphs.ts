@@ -6,7 +6,7 @@ import { endUnrunChildren, moveRun, recordRunEnd, unexplainedRelease } from '../
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
 import { markOwed } from '../store/notifications';
-import { getRun, getRunForUpdate, listChildRuns, markSignalDelivered, markWorkflowStarted, setRunHold } from '../store/runs';
+import { getRun, getRunForUpdate, listChildRuns, markWorkflowStarted, setRunHold } from '../store/runs';
 import { newId } from '../core/ids';
 import { approvalBranches } from '../core/approval-branches';
 import { entryFields, serviceOrigin } from '../services/audit';
@@ -120,7 +120,6 @@ export function createGraphActivities(deps: { sql: Sql }) {
       const step = (await getRunForUpdate(tx, stepRunId))!;
       if (step.status === 'held' && !step.finished_at) {
         await recordRunEnd(tx, stepRunId, { kind: 'denied', message: `no decision within the approval timeout of ${timeoutSeconds} s` });
-        await markSignalDelivered(tx, stepRunId);
         return 'denied' as const;
       }
       return step.status === 'succeeded' ? ('approved' as const) : ('denied' as const);

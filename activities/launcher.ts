@@ -43,6 +43,8 @@ export class ToolLauncher {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     child.on('message', (event: LauncherEvent) => this.dispatch(event));
+    // A write to a launcher that died (EPIPE) surfaces here; its exit is what fails its tools.
+    child.on('error', () => undefined);
     child.once('exit', () => {
       if (this.child === child) this.child = undefined;
       const lost = [...this.pending.values()];
@@ -77,8 +79,19 @@ export class ToolLauncher {
     }
   }
 
+  /**
+   * Sends a request; a launcher that died meanwhile cannot take it, and its exit fails whatever it
+   * ran, so the error is dropped here rather than thrown from wherever the request was made.
+   */
   private request(child: ChildProcess, message: LauncherRequest): void {
-    child.send(message);
+    if (!child.connected) return;
+    try {
+      child.send(message, (err) => {
+        if (err) child.kill('SIGKILL');
+      });
+    } catch {
+      child.kill('SIGKILL');
+    }
   }
 
   private acknowledge(id: number, bytes: number): void {

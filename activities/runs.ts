@@ -36,6 +36,8 @@ export interface RunActivityDeps {
   logger: Logger;
   /** Where runs get their work dirs and project trees, and the sandbox they run in (undefined only with --run-isolation none). */
   site: JobSandbox;
+  /** Fetches a project's commit into this worker's cache when it has not got it yet (activities/projects.ts). */
+  ensureCommit: (projectId: string, commit: string) => Promise<void>;
   launcher: ToolLauncher;
   /** Opens the secrets sealed to a run (core/run-secrets.ts); undefined without the install's key. */
   sealer?: Sealer;
@@ -191,6 +193,7 @@ export function createRunActivities(deps: RunActivityDeps) {
       inputs,
     );
     try {
+      if (run.spec.project) await deps.ensureCommit(run.spec.project.id, run.spec.project.commit);
       await prepareWorkDir(deps.site, workDir, { ...invocation.files, ...injection.files }, run.spec.project);
     } catch (err) {
       // Nothing of the run is left behind, its credential files least of all, whatever failed.

@@ -49,6 +49,8 @@ export interface SandboxedJob {
   network?: RunNetwork;
   /** Runs in this existing dir (a run's work dir, already handed over) instead of a scratch dir of its own. */
   dir?: string;
+  /** Ends the job when aborted (an activity's cancellation); it then fails as stopped. */
+  signal?: AbortSignal;
 }
 
 /** A job that did not finish well: its message names the job and ends with the last of what it printed. */
@@ -102,8 +104,15 @@ export async function runSandboxedJob(where: JobSandbox, job: SandboxedJob): Pro
       timedOut = true;
       tool.kill(1000);
     }, job.timeoutMs);
-    const exit = await tool.exited.finally(() => clearTimeout(timer));
+    const stop = () => tool.kill(1000);
+    job.signal?.addEventListener('abort', stop);
+    if (job.signal?.aborted) stop();
+    const exit = await tool.exited.finally(() => {
+      clearTimeout(timer);
+      job.signal?.removeEventListener('abort', stop);
+    });
     const printed = tail.toString('utf8').trim();
+    if (job.signal?.aborted) throw new JobFailed(`${job.what} was stopped`, printed, null);
     if (timedOut) throw new JobFailed(`${job.what} did not finish within ${Math.round(job.timeoutMs / 1000)} s and was stopped`, printed, null);
     if (exit.exceeded) throw new JobFailed(`${job.what} ${exceededBoundError(exit.exceeded)}`, printed, exit.exitCode);
     if (exit.exitCode !== 0) {

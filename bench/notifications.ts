@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { NOTIFY_OWED_CHANNEL } from '../store/notifications';
+import { OUTBOX_CHANNEL } from '../store/outbox';
 import { startReceiver, type Receiver } from '../test/support/receivers';
 import { mapLimit } from './concurrency';
 import { expectStatus, type BenchClient } from './http';
@@ -92,8 +92,10 @@ export async function notificationBenchmark(client: BenchClient, sql: postgres.S
                'error', null, 'requested_by', 'bench', 'template_id', ${seeded}::text, 'extra_vars', '{}'::jsonb)) FROM r
       ), o AS (
         INSERT INTO notification_events (run_id, seq, event) SELECT id, 1, 'run.finished' FROM r RETURNING run_id, seq
+      ), effects AS (
+        INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', run_id, jsonb_build_object('seq', seq) FROM o RETURNING id
       )
-      SELECT count(pg_notify(${NOTIFY_OWED_CHANNEL}, run_id || ':' || seq)) FROM o`;
+      SELECT count(*), pg_notify(${OUTBOX_CHANNEL}, '') FROM effects`;
     await waitUntil('the 1,000 deliveries', () => receiver.arrived().length >= SEEDED_RUNS, start);
     const perSecond = SEEDED_RUNS / (msSince(start) / 1000);
     const duplicates = SEEDED_RUNS - new Set(receiver.arrived().map((r) => r.headers['idempotency-key'])).size;

@@ -15,10 +15,10 @@ import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
-import { startNotificationRecorder } from '../services/notification-recorder';
+import { startOutboxDispatcher } from '../services/outbox';
 import { DEFAULT_RETRY_BASE_MS } from '../core/notification-kinds';
 import { startAnchoring } from '../services/audit-anchors';
-import { connectDatabase, type Sql } from '../store/db';
+import { connectDatabase, waitForSessions, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { installTemporalLogging } from '../workers/runtime';
@@ -81,6 +81,13 @@ export async function openDatabase(config: Config, logger: Logger): Promise<{ sq
     url = embedded.url;
   }
   const sql = connectDatabase(url);
+  try {
+    await waitForSessions(sql);
+  } catch (err) {
+    await sql.end({ timeout: 5 });
+    await embedded?.stop();
+    throw err;
+  }
   return {
     sql,
     url,
@@ -191,11 +198,12 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
       delivery: config.delivery,
+      projects: config,
       schedules: context,
     });
     stack.push(() => worker.stop());
-    const recorder = await startNotificationRecorder(context);
-    stack.push(() => recorder.stop());
+    const outbox = await startOutboxDispatcher(context);
+    stack.push(() => outbox.stop());
     const sweeper = startSweeper(context);
     stack.push(() => sweeper.stop());
 

@@ -100,6 +100,7 @@ export async function startWorkerProcess(
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
       delivery: config.delivery,
+      projects: config,
     };
     const worker: RunningWorker = queue ? await startQueueWorker(options, queue) : await startPoolWorker(options);
     stack.push(() => worker.stop());

@@ -86,7 +86,6 @@ export interface Run {
   graph: unknown;
   /** Secret survey answers sealed to this run: var -> sealed text, opened only at execution. */
   sealed_vars: Record<string, string> | null;
-  signal_delivered_at: Date | null;
   /** The run's own notification entries (spec part A 2.11), secrets sealed; see services/notifications.ts. */
   notifications: unknown[];
   /** The credential ids the run is given (spec part A 2.9), in order, opened and injected at execution; empty for none. */

@@ -7,14 +7,16 @@ import { getDecisionRecordForUpdate, insertDecisionRecord, redactDecisionRecord 
 import { appendEvent } from '../store/events';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../store/db';
-import { getRunForUpdate, listChildRuns, markSignalDelivered } from '../store/runs';
+import { getRunForUpdate, listChildRuns } from '../store/runs';
 import { runWorkflowId } from '../workers/names';
 import { stepDecided } from '../workflows/definitions';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { appendEntry, recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { endUnrunChildren, moveRun, recordRunEnd } from './run-lifecycle';
-import { handOff } from './runs';
+import { startRunWorkflow } from './runs';
+import { carryOut } from './effects';
+import { oweEffects, type Effect } from '../store/outbox';
 import type { DecisionRecord, RedactionCategory } from '../core/decision';
 import { PARENT_KINDS, type Run } from '../core/run';
 
@@ -73,19 +75,16 @@ async function refuseWorkflowId(tx: Db, run: Run): Promise<void> {
 }
 
 /**
- * Tells a workflow its approval step was decided; the sweeper repeats this for a decision whose
- * signal never arrived (the server died after the commit), and a repeat is harmless.
+ * Tells a workflow its approval step was decided (the `step.decided` effect: the deciding server
+ * right after its commit, or the outbox dispatcher); a repeat is harmless.
  */
 export async function deliverStepDecision(ctx: ServerContext, step: Run): Promise<void> {
   try {
     await ctx.temporal.workflow.getHandle(runWorkflowId(step.parent_run_id!)).signal(stepDecided, step.id);
   } catch (err) {
-    if (!(err instanceof WorkflowNotFoundError)) {
-      ctx.logger.warn({ runId: step.id, err: (err as Error).message }, 'telling the workflow of its step decision failed; the sweeper will retry');
-      return;
-    }
+    // A workflow that has ended no longer waits for it.
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
-  await markSignalDelivered(ctx.sql, step.id);
 }
 
 /** An agent never approves or rejects (spec part B 5.2 item 6), whatever role its account has. */
@@ -97,7 +96,8 @@ export function refuseAgentDecision(caller: Caller): void {
  * Approves or rejects a held run (spec part A 3.1, part B 7.6). Under the run's row lock: a run no
  * longer waiting (decided, or canceled, on any server) answers 409 and records nothing. The
  * decision, the run's move, its events and the decision's chain entry commit together; an approved
- * run is then handed to Temporal (the sweeper finishes that if this server dies first).
+ * run owes its workflow's start, and a decided step its workflow's signal (store/outbox.ts), carried
+ * out by this server right after the commit, or by the outbox dispatcher if it dies first.
  */
 export async function decideRun(
   ctx: ServerContext,
@@ -171,6 +171,8 @@ export async function decideRun(
     let moved: Run | undefined;
     if (outcome) {
       await appendEvent(tx, runId, decision === 'approve' ? 'run.approved' : 'run.rejected', { decision_id: record.id, by });
+      // A rejected pipeline, workflow or split never ran its steps: they end with it.
+      if (!step) await endUnrunChildren(tx, runId, `not run: ${REJECTED_ERROR}`);
       moved = await recordRunEnd(tx, runId, outcome);
     } else {
       const released = await moveRun(tx, runId, 'release it', (current) =>
@@ -181,12 +183,13 @@ export async function decideRun(
       moved = 'settled' in released ? undefined : released.moved;
     }
     if (!moved) throw new Error(`run ${runId} changed under its row lock`);
-    return { run: moved, record };
+    const effect: Effect | undefined = step ? { effect: 'step.decided', subject: runId } : decision === 'approve' ? { effect: 'run.start', subject: runId } : undefined;
+    return { run: moved, record, effects: effect ? await oweEffects(tx, [effect], true) : [] };
   });
-  if (result.run.kind === 'approval') await deliverStepDecision(ctx, result.run);
-  else if (decision === 'approve') await handOff(ctx, result.run);
-  else await endUnrunChildren(ctx.sql, result.run.id, `not run: ${REJECTED_ERROR}`);
-  return result;
+  const { effects, ...decided } = result;
+  if (decided.run.kind === 'approval') await carryOut(ctx, effects, 'telling the workflow of its step decision', () => deliverStepDecision(ctx, decided.run));
+  else await carryOut(ctx, effects, 'starting the run workflow', () => startRunWorkflow(ctx, decided.run));
+  return decided;
 }
 
 /**

@@ -12,45 +12,40 @@ import {
 import { announcementOf } from '../core/notification-messages';
 import type { Run } from '../core/run';
 import {
-  claimOwedEvent,
-  findOwedEvents,
-  findUnhandedDeliveries,
+  claimOwedEventsUpTo,
   getRunEvent,
   insertDeliveries,
-  markHandedOff,
-  NOTIFY_OWED_CHANNEL,
   settleEvent,
   targetsHearing,
   templateExists,
   type NewDelivery,
 } from '../store/notifications';
+import { oweEffects } from '../store/outbox';
 import { getRun } from '../store/runs';
 import { getTemplate } from '../store/templates';
 import { notifyTaskQueue } from '../workers/names';
 import { deliveryQueued, NOTIFY_WORKFLOW, notifyWorkflowId, type NotifyWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
+import { carryOut } from './effects';
 import { sendAnnouncement, type Destination } from './notification-senders';
 import { entrySecretContext, notSentBecause } from './notifications';
 
 /**
  * Records the events runs owe their notification targets (spec part B 6.1-6.3) and hands their
  * deliveries to Temporal. A run's start, hold and end are marked owed by the write that makes them
- * (store/runs.ts updateRunIf, store/notifications.ts markOwed); at commit every server is woken
- * (NOTIFY) and records the event at once: in one transaction, one delivery per target that hears
- * it, and the event marked recorded. The sweeper records any still owed a few seconds later, or
- * records it skipped with why when the run had moved past it. Deliveries then go out through one
- * `notifyWorkflow` per target and run; the run's own entries and the server-wide channels are sent
- * directly, best effort, by the server that recorded the event.
+ * (store/runs.ts updateRunIf, store/notifications.ts markOwed), with an `event.record` effect in
+ * the outbox (services/outbox.ts): at commit a dispatcher records the event and every one of the
+ * run's events still owed before it, in event order, in one transaction: one delivery per target
+ * that hears each, and each marked recorded. An event recorded late (its first dispatcher lost) is
+ * recorded skipped with why when the run had moved past it. Deliveries then go out through one
+ * `notifyWorkflow` per target, handed to it by a `delivery.hand_off` effect; the run's own entries
+ * and the server-wide channels are sent directly, best effort, by the server that recorded the event.
  */
 
 /** A write the database refuses for a moment is asked again for this long (spec part B 6.3 rule 2). */
 const RECORD_RETRY_MS = 5000;
-/** An owed event left this long to its own server before the sweeper records it. */
+/** An owed event recorded later than this after it was owed is checked for having been overtaken (spec part B 6.3 rule 5). */
 export const OWED_GRACE_SECONDS = 2;
-/** A delivery never handed to its workflow, or handed this long ago and still open, is handed again. */
-const HANDOFF_GRACE_SECONDS = 3;
-const REWAKE_SECONDS = 60;
-const BATCH = 200;
 
 /** Why an owed event is no longer worth sending when the sweep finds it (spec part B 6.3 rule 5). */
 async function movedPast(ctx: ServerContext, run: Run, event: AnnouncedEvent, body: Record<string, unknown>): Promise<string | undefined> {
@@ -83,64 +78,77 @@ async function withRetries<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Records one owed event: its deliveries queued (or skipped with why) and the event marked
- * recorded, in one transaction; then each delivery handed to its workflow. Another server holding
- * or having recorded the event makes this a no-op. With `sweep`, an event the run has moved past
- * is recorded skipped instead.
+ * Records a run's events owed up to `seq`, in event order, in one transaction: each one's
+ * deliveries queued (or skipped with why) and the event marked recorded, and the hand-off of the
+ * deliveries owed; then the hand-offs made and the direct channels told. An event another server
+ * recorded meanwhile is passed over. With `late`, an event the run has moved past is recorded
+ * skipped instead.
  */
-export async function recordOwedEvent(ctx: ServerContext, runId: string, seq: number, sweep: boolean): Promise<void> {
+export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
   const recorded = await withRetries(() =>
     ctx.sql.begin(async (tx) => {
-      const owed = await claimOwedEvent(tx, runId, seq);
-      if (!owed) return undefined;
-      const [run, runEvent] = await Promise.all([getRun(tx, runId), getRunEvent(tx, runId, seq)]);
-      if (!run || !runEvent) {
-        await settleEvent(tx, runId, seq, 'skipped', 'not sent: the run or its event no longer exists');
-        return undefined;
+      const owed = await claimOwedEventsUpTo(tx, runId, seq);
+      if (owed.length === 0) return undefined;
+      const run = await getRun(tx, runId);
+      const events: { event: AnnouncedEvent; runEvent: { kind: string; body: Record<string, unknown>; at: Date } }[] = [];
+      const pending = new Set<string>();
+      for (const one of owed) {
+        const runEvent = run && (await getRunEvent(tx, runId, one.seq));
+        if (!run || !runEvent) {
+          await settleEvent(tx, runId, one.seq, 'skipped', 'not sent: the run or its event no longer exists');
+          continue;
+        }
+        const event = one.event as AnnouncedEvent;
+        const past = late ? await movedPast(ctx, run, event, runEvent.body) : undefined;
+        if (past) {
+          await settleEvent(tx, runId, one.seq, 'skipped', past);
+          continue;
+        }
+        if (run.template_id && !(await templateExists(tx, run.template_id))) {
+          ctx.logger.warn({ runId, templateId: run.template_id, event }, 'the template this run came from no longer exists; its notification targets were passed over');
+        }
+        const targets = await targetsHearing(tx, run, attachmentEventOf(event, run.status));
+        const rows: NewDelivery[] = targets.map((target) => {
+          const why = notSentBecause(target, event, run.status);
+          return { target_id: target.id, run_id: runId, seq: one.seq, event, status: why ? 'skipped' : 'pending', reason: why ?? null };
+        });
+        await insertDeliveries(tx, rows);
+        await settleEvent(tx, runId, one.seq, 'recorded', null);
+        for (const row of rows) if (row.status === 'pending') pending.add(row.target_id);
+        events.push({ event, runEvent });
       }
-      const event = owed.event as AnnouncedEvent;
-      const past = sweep ? await movedPast(ctx, run, event, runEvent.body) : undefined;
-      if (past) {
-        await settleEvent(tx, runId, seq, 'skipped', past);
-        return undefined;
-      }
-      if (run.template_id && !(await templateExists(tx, run.template_id))) {
-        ctx.logger.warn({ runId, templateId: run.template_id, event }, 'the template this run came from no longer exists; its notification targets were passed over');
-      }
-      const targets = await targetsHearing(tx, run, attachmentEventOf(event, run.status));
-      const rows: NewDelivery[] = targets.map((target) => {
-        const why = notSentBecause(target, event, run.status);
-        return { target_id: target.id, run_id: runId, seq, event, status: why ? 'skipped' : 'pending', reason: why ?? null };
-      });
-      await insertDeliveries(tx, rows);
-      await settleEvent(tx, runId, seq, 'recorded', null);
-      return { run, runEvent, event, pending: rows.filter((r) => r.status === 'pending').map((r) => r.target_id) };
+      const targets = [...pending];
+      const handOffs = await oweEffects(tx, targets.map((target) => ({ effect: 'delivery.hand_off', subject: target, payload: { run_id: runId } })), true);
+      return { run: run!, events, targets, handOffs };
     }),
   );
   if (!recorded) return;
-  await Promise.all(recorded.pending.map((targetId) => handOffDelivery(ctx, targetId, runId)));
-  announceDirect(ctx, recorded.run, recorded.event, recorded.runEvent).catch((err) =>
-    ctx.logger.warn({ runId, err: (err as Error).message }, 'direct notifications could not be sent'),
-  );
+  await carryOut(ctx, recorded.handOffs, 'handing notification deliveries to Temporal', async () => {
+    await Promise.all(recorded.targets.map((targetId) => handOffDelivery(ctx, targetId, [runId])));
+  });
+  for (const { event, runEvent } of recorded.events) {
+    announceDirect(ctx, recorded.run, event, runEvent).catch((err) => ctx.logger.warn({ runId, err: (err as Error).message }, 'direct notifications could not be sent'));
+  }
 }
 
 /** Hand-offs being sent, by server and target: runs queued meanwhile go out together in the next signal. */
 const handOffs = new WeakMap<ServerContext, Map<string, { runs: Set<string>; sending: Promise<void> }>>();
 
 /**
- * Starts the target's delivery workflow, or tells the one running of the run's deliveries. While
+ * Starts the target's delivery workflow, or tells the one running of the runs' deliveries. While
  * a signal to a target is on its way, later runs wait and go together in the next one, so a burst
- * of events costs a few signals, not one each. What fails is left to the sweeper, which repeats it.
+ * of events costs a few signals, not one each. A failure rejects: the `delivery.hand_off` effects
+ * stay owed and the outbox dispatcher repeats them.
  */
-export function handOffDelivery(ctx: ServerContext, targetId: string, runId: string): Promise<void> {
+export function handOffDelivery(ctx: ServerContext, targetId: string, runIds: string[]): Promise<void> {
   let byTarget = handOffs.get(ctx);
   if (!byTarget) handOffs.set(ctx, (byTarget = new Map()));
   const queued = byTarget.get(targetId);
   if (queued) {
-    queued.runs.add(runId);
+    for (const runId of runIds) queued.runs.add(runId);
     return queued.sending;
   }
-  const entry = { runs: new Set([runId]), sending: Promise.resolve() };
+  const entry = { runs: new Set(runIds), sending: Promise.resolve() };
   byTarget.set(targetId, entry);
   const targets = byTarget;
   entry.sending = (async () => {
@@ -169,10 +177,8 @@ async function signalDeliveries(ctx: ServerContext, targetId: string, runIds: st
       // A target's workflow closes when idle; a later delivery starts a new one.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });
-    await markHandedOff(ctx.sql, targetId, runIds);
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return;
-    ctx.logger.warn({ targetId, runs: runIds.length, err: (err as Error).message }, 'handing notification deliveries to Temporal failed; the sweeper will retry');
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
 }
 
@@ -228,36 +234,4 @@ async function announceDirect(ctx: ServerContext, run: Run, event: AnnouncedEven
       if (!result.ok) ctx.logger.warn({ runId: run.id, kind: destination.kind, event, reason: result.reason }, 'a direct notification was not delivered');
     }),
   );
-}
-
-/** Every server's listener: records each event as its write commits, wherever that write was made. */
-export async function startNotificationRecorder(ctx: ServerContext): Promise<{ stop(): Promise<void> }> {
-  const inFlight = new Set<Promise<void>>();
-  const { unlisten } = await ctx.sql.listen(NOTIFY_OWED_CHANNEL, (payload) => {
-    const [runId, seq] = payload.split(':');
-    const work = recordOwedEvent(ctx, runId, Number(seq), false)
-      .catch((err) => ctx.logger.warn({ runId, err: (err as Error).message }, 'recording a notification event failed; the sweeper will retry'))
-      .finally(() => inFlight.delete(work));
-    inFlight.add(work);
-  });
-  return {
-    async stop() {
-      await unlisten().catch(() => undefined);
-      await Promise.allSettled([...inFlight]);
-    },
-  };
-}
-
-/** The sweeper's share: events still owed, and deliveries never handed to (or lost by) their workflow. */
-export async function sweepNotifications(ctx: ServerContext, stopped: () => boolean): Promise<void> {
-  for (const { run_id, seq } of await findOwedEvents(ctx.sql, OWED_GRACE_SECONDS, BATCH)) {
-    if (stopped()) return;
-    await recordOwedEvent(ctx, run_id, seq, true).catch((err) =>
-      ctx.logger.warn({ runId: run_id, err: (err as Error).message }, 'sweeper could not record a notification event'),
-    );
-  }
-  for (const { target_id, run_id } of await findUnhandedDeliveries(ctx.sql, HANDOFF_GRACE_SECONDS, REWAKE_SECONDS, BATCH)) {
-    if (stopped()) return;
-    await handOffDelivery(ctx, target_id, run_id);
-  }
 }

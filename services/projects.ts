@@ -3,17 +3,21 @@ import path from 'node:path';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath, checkoutDir, isWithin, repositoryTarget } from '../core/project-paths';
-import { fetchProject, GitError, readTree, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry } from '../activities/git';
+import { GitError, readTree, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry } from '../activities/git';
+import type { JobSandbox } from '../activities/sandboxed-job';
+import type { Config } from '../core/config';
+import type { Sealer } from '../core/seal';
+import { oweEffects } from '../store/outbox';
+import { PROJECT_UPDATE_WORKFLOW, projectUpdateRequested, projectWorkflowId, type ProjectUpdateWorkflowInput } from '../workflows/definitions';
+import { carryOut } from './effects';
 import { checkedAddress } from './notification-egress';
 import { jobsOf } from './jobs';
 import { getCredentialsWithTypes } from '../store/credentials';
-import { CredentialOpenError, openCredential } from './credentials';
+import { openCredential } from './credentials';
 import { deleteGrantsOn } from '../store/access';
-import { isUniqueViolation, type Db } from '../store/db';
+import { isUniqueViolation, type Db, type Sql } from '../store/db';
 import {
-  claimProjectUpdate,
   deleteProject,
-  findOwedProjectUpdates,
   getProject,
   getProjectForUpdate,
   insertProject,
@@ -108,31 +112,27 @@ async function requireScmCredential(db: Db, caller: Caller, credentialId: string
   }
 }
 
-/** The project's credential opened for one update, as git takes it (activities/git.ts). */
-async function gitCredentialOf(ctx: ServerContext, credentialId: string | null): Promise<GitCredential | undefined> {
-  if (!credentialId) return undefined;
-  const { values } = await openCredential(ctx.sql, ctx.sealer, credentialId);
-  return { username: values.username, password: values.password, sshKey: values.ssh_key_data, sshKeyPassphrase: values.ssh_key_unlock };
-}
-
 /**
  * Where a fetch of `url` may go, checked now: a remote's host resolved and every address checked
  * against the egress rule (the first one is what git connects to), or a local path within
  * `--project-local-roots` (links resolved) and outside the data dir. A refusal is a GitError.
  */
-export async function fetchSourceOf(ctx: Pick<ServerContext, 'config' | 'logger'>, url: string): Promise<FetchSource> {
+/** What a fetch's checks read of the server's settings. */
+export type ProjectFetchSettings = Pick<Config, 'delivery' | 'projectLocalRoots' | 'dataDir' | 'gitTimeout'>;
+
+export async function fetchSourceOf(settings: ProjectFetchSettings, site: JobSandbox, url: string): Promise<FetchSource> {
   const target = repositoryTarget(url);
   if ('fault' in target) throw new GitError(`the repository address ${target.fault}`);
   if (target.kind === 'remote') {
     let address: string;
     try {
-      address = await checkedAddress(ctx.config.delivery, target.host);
+      address = await checkedAddress(settings.delivery, target.host);
     } catch {
       throw new GitError(UNREACHABLE);
     }
     return { target, address };
   }
-  const roots = ctx.config.projectLocalRoots;
+  const roots = settings.projectLocalRoots;
   const refusal = `the repository address is a path on this server, which a project may name only within a directory of --project-local-roots${roots.length ? ` (${roots.join(', ')})` : ' (none is set)'}`;
   if (roots.length === 0) throw new GitError(refusal);
   let real: string;
@@ -143,8 +143,7 @@ export async function fetchSourceOf(ctx: Pick<ServerContext, 'config' | 'logger'
   }
   const realRoots = await Promise.all(roots.map((root) => fs.realpath(root).catch(() => root)));
   // Never the install's own files: another project's repository, a run's work dir, the database.
-  const site = await jobsOf(ctx);
-  const own = await Promise.all([ctx.config.dataDir, site.projectsDir, site.workRoot].map((dir) => fs.realpath(dir).catch(() => path.resolve(dir))));
+  const own = await Promise.all([settings.dataDir, site.projectsDir, site.workRoot].map((dir) => fs.realpath(dir).catch(() => path.resolve(dir))));
   if (!realRoots.some((root) => isWithin(root, real)) || own.some((dir) => isWithin(dir, real))) throw new GitError(refusal);
   return { target: { kind: 'local', path: real } };
 }
@@ -152,7 +151,7 @@ export async function fetchSourceOf(ctx: Pick<ServerContext, 'config' | 'logger'
 /** The url of a project draft, checked as a fetch would check it: a 400 naming `url` when it could not be fetched from. */
 async function requireFetchableUrl(ctx: ServerContext, url: string): Promise<void> {
   try {
-    await fetchSourceOf(ctx, url);
+    await fetchSourceOf(ctx.config, await jobsOf(ctx), url);
   } catch (err) {
     if (err instanceof GitError) throw badRequest(`url: ${err.message}`, { field: 'url' });
     throw err;
@@ -177,10 +176,9 @@ export async function createProject(ctx: ServerContext, caller: Caller, origin: 
     if (fields.credential_id !== null) await requireScmCredential(tx, caller, fields.credential_id);
     const created = await uniqueName(draft.name, () => insertProject(tx, id, fields, caller.account));
     entry.body = { kind: 'project.created', project_id: id, project: audited(created) };
-    return created;
+    return { ...created, effects: await oweUpdate(tx, id) };
   });
-  startProjectUpdate(ctx, project.id);
-  return project;
+  return requestUpdate(ctx, project);
 }
 
 /** Replaces a project's settings for a caller who manages it; every PUT fetches the repository again. */
@@ -198,10 +196,9 @@ export async function replaceProject(ctx: ServerContext, caller: Caller, origin:
     if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
     const updated = (await uniqueName(draft.name, () => updateProject(tx, id, fields)))!;
     entry.body = { kind: 'project.updated', project_id: id, project: audited(updated), previous: audited(current) };
-    return updated;
+    return { ...updated, effects: await oweUpdate(tx, id) };
   });
-  startProjectUpdate(ctx, project.id);
-  return project;
+  return requestUpdate(ctx, project);
 }
 
 /** Deletes a project and its checkout; 409 naming the templates while any uses it. */
@@ -238,75 +235,49 @@ async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> 
 }
 
 
-/**
- * How long an update's claim is honoured before another server may take the update over: a
- * generous bound on the git commands one update runs, each within --git-timeout.
- */
-const claimSeconds = (ctx: ServerContext) => ctx.config.gitTimeout * 5 + 30;
+/** The update a project's save owes (`project.update`, store/outbox.ts), carried out by the saving server. */
+const oweUpdate = (tx: Db, projectId: string) => oweEffects(tx, [{ effect: 'project.update', subject: projectId }], true);
 
-/** Starts the project's owed update in this process; the sweeper takes it over if this server stops. */
-export function startProjectUpdate(ctx: ServerContext, id: string): void {
-  void runProjectUpdate(ctx, id).catch((err) => ctx.logger.warn({ projectId: id, err: (err as Error).message }, 'a project update could not be recorded'));
+/** Asks the project's update workflow for an update just after the save's commit; a failure is left to the outbox dispatcher. */
+async function requestUpdate(ctx: ServerContext, saved: Project & { effects: string[] }): Promise<Project> {
+  const { effects, ...project } = saved;
+  await carryOut(ctx, effects, "starting the project's update", () => startProjectUpdateWorkflow(ctx, project.id));
+  return project;
 }
 
-/** Updates in flight in this process, so tests and the sweeper can wait on them. */
-const inFlight = new Map<string, Promise<void>>();
-
 /**
- * Runs one owed update, if this server wins its claim: fetches the repository into the checkout
- * and records the commit, or the error. An update asked for while this one ran stays owed and
- * runs next.
+ * Starts the project's update workflow (workflow id = project id), or tells the one running that
+ * another update is asked for: it runs one more after the one under way. Safe to repeat.
  */
-export async function runProjectUpdate(ctx: ServerContext, id: string): Promise<void> {
-  const running = inFlight.get(id);
-  if (running) return running;
-  const work = (async () => {
-    for (;;) {
-      const claimed = await claimProjectUpdate(ctx.sql, id, claimSeconds(ctx));
-      if (!claimed) return;
-      const claimedAt = claimed.update_claimed_at!;
-      let outcome: { commit: string } | { error: string };
-      try {
-        const credential = await gitCredentialOf(ctx, claimed.credential_id);
-        const source = await fetchSourceOf(ctx, claimed.url);
-        const site = await jobsOf(ctx);
-        const commit = await fetchProject(
-          site,
-          checkoutDir(site.projectsDir, id),
-          claimed.url,
-          claimed.branch,
-          source,
-          { timeoutMs: ctx.config.gitTimeout * 1000, credential, proxy: ctx.config.delivery.proxy },
-          (detail) => ctx.logger.info({ projectId: id, detail }, 'a project fetch failed'),
-        );
-        outcome = { commit };
-      } catch (err) {
-        const known = err instanceof GitError || err instanceof CredentialOpenError;
-        if (!known) ctx.logger.error({ projectId: id, err }, 'a project update failed');
-        outcome = { error: known ? (err as Error).message : 'the update failed; the server log has the detail' };
-      }
-      const origin = serviceOrigin('PROJECT', `/projects/${id}/update`);
-      const recorded = await recordMutation(ctx.sql, origin, 'commit' in outcome ? 'successful' : 'failed', async (tx, entry) => {
-        const row = await recordProjectUpdate(tx, id, claimedAt, outcome);
-        // Deleted, or its claim taken over, meanwhile: nothing of this update is kept.
-        if (!row) return unchanged(undefined);
-        entry.body = { kind: 'project.update', project_id: id, ...('commit' in outcome ? { commit: outcome.commit } : { error: outcome.error }) };
-        return row;
-      });
-      // Owed again (a PUT came while it ran): go round; else done.
-      if (!recorded || recorded.update_requested_at === null) return;
-    }
-  })().finally(() => inFlight.delete(id));
-  inFlight.set(id, work);
-  return work;
+export async function startProjectUpdateWorkflow(ctx: ServerContext, projectId: string): Promise<void> {
+  await ctx.temporal.workflow.signalWithStart<(input: ProjectUpdateWorkflowInput) => Promise<void>, []>(PROJECT_UPDATE_WORKFLOW, {
+    workflowId: projectWorkflowId(projectId),
+    taskQueue: ctx.config.poolQueue,
+    args: [{ projectId, fetchTimeoutSeconds: ctx.config.gitTimeout }],
+    signal: projectUpdateRequested,
+    signalArgs: [],
+    // A project's workflow ends once no update is owed; a later save starts a new one.
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+  });
 }
 
-/** The sweeper's part: starts every owed update whose claim is missing or stale. */
-export async function sweepProjectUpdates(ctx: ServerContext, stopped: () => boolean): Promise<void> {
-  for (const id of await findOwedProjectUpdates(ctx.sql, 3, claimSeconds(ctx), 20)) {
-    if (stopped()) return;
-    if (!inFlight.has(id)) startProjectUpdate(ctx, id);
-  }
+/** The outcome of one update, recorded with its chain entry (`PROJECT /projects/{id}/update`); undefined when the project is gone. */
+export async function recordUpdateOutcome(sql: Sql, projectId: string, answering: Date, outcome: { commit: string } | { error: string }): Promise<Project | undefined> {
+  const origin = serviceOrigin('PROJECT', `/projects/${projectId}/update`);
+  return recordMutation(sql, origin, 'commit' in outcome ? 'successful' : 'failed', async (tx, entry) => {
+    const row = await recordProjectUpdate(tx, projectId, answering, outcome);
+    // Deleted meanwhile: nothing of this update is kept.
+    if (!row) return unchanged(undefined);
+    entry.body = { kind: 'project.update', project_id: projectId, ...('commit' in outcome ? { commit: outcome.commit } : { error: outcome.error }) };
+    return row;
+  });
+}
+
+/** The project's credential opened for one update, as git takes it (activities/git.ts); a CredentialOpenError when it cannot be. */
+export async function gitCredentialOf(sql: Sql, sealer: Sealer | undefined, credentialId: string | null): Promise<GitCredential | undefined> {
+  if (!credentialId) return undefined;
+  const { values } = await openCredential(sql, sealer, credentialId);
+  return { username: values.username, password: values.password, sshKey: values.ssh_key_data, sshKeyPassphrase: values.ssh_key_unlock };
 }
 
 /**

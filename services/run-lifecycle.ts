@@ -5,8 +5,9 @@ import type { Db, Sql } from '../store/db';
 import type { AuditEntryFields } from '../core/audit-chain';
 import { recordedRelease } from '../store/audit';
 import { getRun, listChildRuns, updateRunIf, type RunChanges } from '../store/runs';
+import type { Effect } from '../store/outbox';
 import { entryFields, serviceOrigin } from './audit';
-import type { Run } from '../core/run';
+import { PARENT_KINDS, type Run } from '../core/run';
 
 /** Runs move under compare-and-set; a move that loses a race reads again, a bounded number of times. */
 const MAX_MOVE_TRIES = 20;
@@ -17,6 +18,8 @@ export interface RunMove {
   event: { kind: string; body: (next: Run) => Record<string, unknown> };
   guard?: { notCanceled?: boolean };
   audit?: (next: Run) => AuditEntryFields & { run_id: string | null };
+  /** After-commit effects the move owes (store/outbox.ts), added only if it is made. */
+  owed?: Effect[];
 }
 
 /**
@@ -35,7 +38,7 @@ export async function moveRun<T>(
     const current = await getRun(sql, runId);
     const move = decide(current);
     if ('settled' in move) return move;
-    const moved = await updateRunIf(sql, current!, move.changes, move.event, move.guard, move.audit);
+    const moved = await updateRunIf(sql, current!, move.changes, move.event, move.guard, move.audit, move.owed);
     if (moved) return { moved, previous: current! };
   }
   throw new Error(`run ${runId} kept changing under ${MAX_MOVE_TRIES} tries to ${what}`);
@@ -45,7 +48,9 @@ export async function moveRun<T>(
  * The one way a run ends: its terminal status, its `run.finished` event and its `run.ended` chain
  * entry in one statement, a compare-and-set on the run as read. A run already ended is left as it
  * is, so every path that can end a run (the workflow, a decision, an approval step's timeout, a
- * cancel, the sweeper) calls this and the end is still recorded exactly once.
+ * cancel, the outbox) calls this and the end is still recorded once. A parent's end owes the
+ * ending of any step or shard left unended (`run.end_children`): every path ends them before the
+ * parent, so this is for a server lost in between.
  */
 export async function recordRunEnd(sql: Db, runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
   const result = await moveRun(sql, runId, 'end it', (current) => {
@@ -59,6 +64,7 @@ export async function recordRunEnd(sql: Db, runId: string, outcome: ExecutionOut
           body: { kind: 'run.ended', run_id: runId, status: next.status, exit_code: next.exit_code, error: next.error },
           run_id: runId,
         }),
+      owed: PARENT_KINDS.includes(current.kind) ? [{ effect: 'run.end_children', subject: runId, payload: { message: 'not run: its parent ended first' } }] : [],
     };
   });
   return 'settled' in result ? undefined : result.moved;
@@ -66,10 +72,10 @@ export async function recordRunEnd(sql: Db, runId: string, outcome: ExecutionOut
 
 /**
  * Ends every step or shard of a parent that has not ended: it never ran. Called before the parent's
- * own end by its workflow, and for a parent that ended with no workflow (rejected, or canceled
- * while held); the sweeper repeats it for a parent whose server died in between.
+ * own end by its workflow, by a cancel, and by a rejection in its own transaction; the parent's end
+ * owes it again (`run.end_children`) for a server lost in between.
  */
-export async function endUnrunChildren(sql: Sql, parentRunId: string, message: string): Promise<void> {
+export async function endUnrunChildren(sql: Db, parentRunId: string, message: string): Promise<void> {
   for (const child of await listChildRuns(sql, parentRunId)) {
     if (!child.finished_at) await recordRunEnd(sql, child.id, { kind: 'not_run', message });
   }

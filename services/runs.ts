@@ -13,6 +13,8 @@ import { appendEvent } from '../store/events';
 import { findRunByIdempotencyKey, getRun, getRunForUpdate, insertRunWithEvent, markCancelRequested, listChildRuns, markWorkflowStarted, type NewRun } from '../store/runs';
 import { listPolicies } from '../store/policies';
 import { markOwed } from '../store/notifications';
+import { oweEffects } from '../store/outbox';
+import { carryOut } from './effects';
 import { storedEntries, withholdEntrySecrets, type EntryInput } from './notifications';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { environmentFault } from '../tools/extra-vars';
@@ -267,7 +269,7 @@ export async function submitRun(
   try {
     if (children.length === 0 && !hold) {
       // The common case, one run to start now: the run, its event and its chain entry in one statement.
-      run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)));
+      run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)), [{ effect: 'run.start', subject: parent.id }]);
     } else {
       run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
         const inserted = await insertRunWithEvent(tx, parent, created);
@@ -304,7 +306,8 @@ export async function submitRun(
           );
         }
         Object.assign(entry, submitted(inserted));
-        return inserted;
+        // A run released at once owes its workflow's start (the pipeline's or split's: it starts its steps).
+        return { ...inserted, owed_effects: hold ? [] : await oweEffects(tx, [{ effect: 'run.start', subject: inserted.id }], true) };
       });
     }
   } catch (err) {
@@ -315,17 +318,9 @@ export async function submitRun(
     throw err;
   }
   ctx.metrics.runsSubmitted.inc({ tool: run.tool });
-  if (!hold) await handOff(ctx, run);
-  return { run, created: true };
-}
-
-/** Starts a committed run's workflow; a failure is left to the sweeper, which retries it. */
-export async function handOff(ctx: ServerContext, run: Run): Promise<void> {
-  try {
-    await startRunWorkflow(ctx, run);
-  } catch (err) {
-    ctx.logger.warn({ runId: run.id, err: (err as Error).message }, 'starting the run workflow failed; the sweeper will retry');
-  }
+  const { owed_effects: effects, ...submittedRun } = run as Run & { owed_effects?: string[] };
+  await carryOut(ctx, effects ?? [], 'starting the run workflow', () => startRunWorkflow(ctx, submittedRun));
+  return { run: submittedRun, created: true };
 }
 
 /**
@@ -333,7 +328,7 @@ export async function handOff(ctx: ServerContext, run: Run): Promise<void> {
  * run id, with both id policies set explicitly: starting a workflow that is still running returns
  * the running one (`USE_EXISTING`), and a workflow that has finished is never started again for
  * the same run (`REJECT_DUPLICATE`, answered with WorkflowExecutionAlreadyStartedError). Either way
- * the repeat is harmless, so the sweeper may start any run whose start it has not seen recorded.
+ * the repeat is harmless: the `run.start` effect (store/outbox.ts) is carried out at least once.
  */
 export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<void> {
   if (ctx.faults.fire('workflow-start-once')) throw new Error('injected fault: workflow start failed');
@@ -365,39 +360,43 @@ export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<vo
 }
 
 /**
- * Records the cancel, then cancels the workflow, whose activity kills the tool's process group and
- * whose final write marks the run canceled. A run with no workflow (never started, or gone) is
- * ended here directly. The sweeper repeats the Temporal half until the run has ended.
+ * Records the cancel with the `run.cancel` effect it owes, then cancels the workflow, whose
+ * activity kills the tool's process group and whose final write marks the run canceled. A run with
+ * no workflow (held, not started yet, or gone) is ended here directly. The outbox dispatcher
+ * repeats the Temporal half if this server dies first.
  */
 export async function cancelRun(ctx: ServerContext, caller: Caller, origin: AuditOrigin, runId: string): Promise<Run> {
-  const run = await recordMutation(ctx.sql, origin, 202, async (tx, entry) => {
+  const { effects } = await recordMutation(ctx.sql, origin, 202, async (tx, entry) => {
     const current = await getRunForUpdate(tx, runId);
     if (!current) throw notFound(`run ${runId}`);
     await requireRunAccess(tx, caller, current, 'cancel');
     if (current.finished_at) throw conflict(`run ${runId} has already ended (${current.status})`, { status: current.status });
-    // A second cancel of a run still ending changes nothing and is not recorded again.
-    if (current.cancel_requested_at) return unchanged(current);
+    // A second cancel of a run still ending changes nothing and is not recorded again; the first's effect is still owed.
+    if (current.cancel_requested_at) return unchanged({ effects: [] as string[] });
     await markCancelRequested(tx, runId, caller.account.username);
     await appendEvent(tx, runId, 'run.cancel_requested', { by: caller.account.username });
     entry.run_id = runId;
     entry.body = { kind: 'run.cancel_requested', run_id: runId, status: current.status };
-    return current;
+    return { effects: await oweEffects(tx, [{ effect: 'run.cancel', subject: runId }], true) };
   });
-  await deliverCancel(ctx, run);
+  await carryOut(ctx, effects, 'cancelling the run workflow', () => deliverCancel(ctx, runId));
   return waitForEnd(ctx, runId, 3000);
 }
 
-/** The Temporal half of a cancel; safe to repeat. */
-export async function deliverCancel(ctx: ServerContext, run: Run): Promise<void> {
-  if (!run.workflow_started_at) {
-    await endUnrunChildren(ctx.sql, run.id, 'not run: canceled before it started');
-    await recordRunEnd(ctx.sql, run.id, { kind: 'canceled' });
-    return;
-  }
+/**
+ * The Temporal half of a cancel; safe to repeat. The workflow is cancelled if there is one (its
+ * activity ends the tool; its end records `canceled`); a run with none (held, not started yet, or
+ * its workflow gone) is ended here, with any steps it never ran. A workflow started after this
+ * finds its run ended and executes nothing.
+ */
+export async function deliverCancel(ctx: ServerContext, runId: string): Promise<void> {
+  const run = await getRun(ctx.sql, runId);
+  if (!run || run.finished_at) return;
   try {
     await ctx.temporal.workflow.getHandle(runWorkflowId(run.id)).cancel();
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
+    await endUnrunChildren(ctx.sql, run.id, 'not run: canceled before it started');
     await recordRunEnd(ctx.sql, run.id, { kind: 'canceled' });
   }
 }

@@ -12,7 +12,6 @@ import {
   getSchedule,
   getScheduleForUpdate,
   insertSchedule,
-  markDelivered,
   recordFire,
   setNextFire,
   updateSchedule,
@@ -21,6 +20,8 @@ import {
   type ScheduleSubmission,
 } from '../store/schedules';
 import { getTemplate } from '../store/templates';
+import { oweEffects } from '../store/outbox';
+import type { Db } from '../store/db';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
 import { scheduleTaskQueue } from '../workers/names';
@@ -28,6 +29,7 @@ import { SCHEDULE_WORKFLOW, scheduleChanged, scheduleWorkflowId, type ScheduleWo
 import { requireAccess, requireFollowerAccess, requireQueueUse } from './access';
 import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
+import { carryOut } from './effects';
 import { requireCredentialsUsable } from './credentials';
 import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
 import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
@@ -160,12 +162,12 @@ function auditedFields(schedule: Schedule): Record<string, unknown> {
 
 export async function createSchedule(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: ScheduleDraft): Promise<Schedule> {
   const fields = await fieldsOf(ctx, caller, draft, serverZone());
-  const schedule = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+  const { schedule, effects } = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const created = await insertSchedule(tx, newId('sch'), fields, caller.account.username);
     entry.body = { kind: 'schedule.created', schedule_id: created.id, schedule: auditedFields(created) };
-    return created;
+    return { schedule: created, effects: await oweHandOff(tx, created.id) };
   });
-  await handOff(ctx, schedule);
+  await handOff(ctx, schedule.id, effects);
   return schedule;
 }
 
@@ -176,30 +178,27 @@ export async function createSchedule(ctx: ServerContext, caller: Caller, origin:
 export async function replaceSchedule(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string, draft: ScheduleDraft): Promise<Schedule> {
   const current = await readableSchedule(ctx, caller, id, 'change');
   const fields = await fieldsOf(ctx, caller, draft, current.timezone ?? 'UTC');
-  const schedule = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+  const { schedule, effects } = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const previous = await getScheduleForUpdate(tx, id);
     if (!previous) throw notFound(`schedule ${id}`);
     const updated = (await updateSchedule(tx, id, fields))!;
     entry.body = { kind: 'schedule.updated', schedule_id: id, schedule: auditedFields(updated), previous: auditedFields(previous) };
-    return updated;
+    return { schedule: updated, effects: await oweHandOff(tx, id) };
   });
-  await handOff(ctx, schedule);
+  await handOff(ctx, schedule.id, effects);
   return schedule;
 }
 
-/** Deletes a schedule, then cancels its workflow; a workflow that missed the cancel ends at its next wake. */
+/** Deletes a schedule, then cancels its workflow (the hand-off of a schedule that is gone). */
 export async function removeSchedule(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string): Promise<void> {
   await readableSchedule(ctx, caller, id, 'change');
-  await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
+  const effects = await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getScheduleForUpdate(tx, id);
     if (!current || !(await deleteSchedule(tx, id))) throw notFound(`schedule ${id}`);
     entry.body = { kind: 'schedule.deleted', schedule_id: id, schedule: auditedFields(current) };
+    return oweHandOff(tx, id);
   });
-  try {
-    await ctx.temporal.workflow.getHandle(scheduleWorkflowId(id)).cancel();
-  } catch (err) {
-    if (!(err instanceof WorkflowNotFoundError)) ctx.logger.warn({ scheduleId: id, err: (err as Error).message }, 'cancelling a deleted schedule’s workflow failed');
-  }
+  await handOff(ctx, id, effects);
 }
 
 /**
@@ -214,23 +213,32 @@ export async function readableSchedule(ctx: ServerContext, caller: Caller, id: s
   return schedule;
 }
 
-/** Hands a saved schedule to its workflow; a failure is left to the sweeper, which retries it. */
-async function handOff(ctx: ServerContext, schedule: Schedule): Promise<void> {
-  try {
-    await deliverSchedule(ctx, schedule);
-  } catch (err) {
-    ctx.logger.warn({ scheduleId: schedule.id, err: (err as Error).message }, 'handing a schedule to its workflow failed; the sweeper will retry');
-  }
+/** The hand-off a schedule's save or delete owes its workflow (`schedule.hand_off`, store/outbox.ts). */
+const oweHandOff = (tx: Db, scheduleId: string) => oweEffects(tx, [{ effect: 'schedule.hand_off', subject: scheduleId }], true);
+
+/** Hands a saved or deleted schedule to its workflow just after the commit; a failure is left to the outbox dispatcher. */
+async function handOff(ctx: ServerContext, scheduleId: string, effects: string[]): Promise<void> {
+  await carryOut(ctx, effects, 'handing a schedule to its workflow', () => deliverSchedule(ctx, scheduleId));
 }
 
 /**
- * Tells the schedule's workflow of its latest revision: an enabled schedule's is started if it is
- * not running (workflow id = schedule id, so there is never more than one) and signalled to plan
- * again; a disabled schedule's is signalled, and ends. Safe to repeat.
+ * Tells the schedule's workflow of its latest save: an enabled schedule's is started if it is not
+ * running (workflow id = schedule id, so there is never more than one) and signalled to plan
+ * again; a disabled schedule's is signalled, and ends; a deleted schedule's is cancelled. Safe to
+ * repeat.
  */
-export async function deliverSchedule(ctx: ServerContext, schedule: Schedule): Promise<void> {
+export async function deliverSchedule(ctx: ServerContext, scheduleId: string): Promise<void> {
   if (ctx.faults.fire('schedule-handoff-once')) throw new Error('injected fault: schedule hand-off failed');
-  const workflowId = scheduleWorkflowId(schedule.id);
+  const workflowId = scheduleWorkflowId(scheduleId);
+  const schedule = await getSchedule(ctx.sql, scheduleId);
+  if (!schedule) {
+    try {
+      await ctx.temporal.workflow.getHandle(workflowId).cancel();
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+    return;
+  }
   if (schedule.enabled) {
     await ctx.temporal.workflow.signalWithStart<(input: ScheduleWorkflowInput) => Promise<void>, []>(SCHEDULE_WORKFLOW, {
       workflowId,
@@ -248,7 +256,6 @@ export async function deliverSchedule(ctx: ServerContext, schedule: Schedule): P
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
-  await markDelivered(ctx.sql, schedule.id, schedule.revision);
 }
 
 /** The next fire a schedule's workflow sleeps to, under the revision it was planned with. */

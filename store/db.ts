@@ -34,6 +34,26 @@ export async function databaseAnswers(sql: Sql, timeoutMs = 2000): Promise<boole
   }
 }
 
+/**
+ * Waits until the database takes sessions: a server started beside its PostgreSQL (the embedded
+ * one, or a container's) may find it accepting connections while still starting up or recovering,
+ * when it refuses them with SQLSTATE 57P03. Any other error is the caller's to see at once.
+ */
+export async function waitForSessions(sql: Sql, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await sql`SELECT 1`;
+      return;
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      const starting = code === '57P03' || code === 'ECONNREFUSED' || code === 'ECONNRESET';
+      if (!starting || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 /** A write refused by a unique constraint (SQLSTATE 23505), such as a name or key already taken. */
 export function isUniqueViolation(err: unknown): boolean {
   return (err as { code?: string }).code === '23505';

@@ -1,5 +1,6 @@
 import type { AttachmentEvent, NotificationKind, StoredObjectKind } from '../core/notification-kinds';
 import type { Db } from './db';
+import { OUTBOX_CHANNEL } from './outbox';
 
 /**
  * Notification targets, their attachments, the events runs owe them and each delivery (spec part
@@ -7,7 +8,6 @@ import type { Db } from './db';
  */
 
 /** Channel woken at commit when a write marks a run's event owed: `<run id>:<seq>`. */
-export const NOTIFY_OWED_CHANNEL = 'cairn_notify_owed';
 
 export interface StoredTarget {
   id: string;
@@ -48,7 +48,6 @@ export interface Delivery {
   attempts: number;
   reason: string | null;
   queued_at: Date;
-  handed_off_at: Date | null;
   last_attempt_at: Date | null;
   next_attempt_at: Date | null;
   finished_at: Date | null;
@@ -179,28 +178,28 @@ export async function deleteAttachmentsOfObject(db: Db, kind: StoredObjectKind, 
 
 // --- owed events
 
-/** Marks a run event owed to its targets; call it in the transaction that writes the event. */
+/**
+ * Marks a run event owed to its targets, with the outbox effect that records it; call it in the
+ * transaction that writes the event. Dispatchers are woken at commit.
+ */
 export async function markOwed(db: Db, runId: string, seq: number, event: string): Promise<void> {
   await db`
     WITH owed AS (
       INSERT INTO notification_events (run_id, seq, event) VALUES (${runId}, ${seq}, ${event}) ON CONFLICT DO NOTHING RETURNING run_id, seq
+    ), owed_record AS (
+      INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', run_id, jsonb_build_object('seq', seq) FROM owed
     )
-    SELECT pg_notify(${NOTIFY_OWED_CHANNEL}, run_id || ':' || seq) FROM owed`;
+    SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM owed`;
 }
 
-/** Locks an owed event for recording; undefined when another server holds it or it was recorded already. */
-export async function claimOwedEvent(db: Db, runId: string, seq: number): Promise<NotificationEvent | undefined> {
-  const [row] = await db<NotificationEvent[]>`
-    SELECT * FROM notification_events WHERE run_id = ${runId} AND seq = ${seq} AND state = 'owed' FOR UPDATE SKIP LOCKED`;
-  return row;
-}
-
-/** Events still owed a while after they were marked (their server stopped, or its recording failed). */
-export async function findOwedEvents(db: Db, olderThanSeconds: number, limit: number): Promise<Pick<NotificationEvent, 'run_id' | 'seq'>[]> {
-  return db<Pick<NotificationEvent, 'run_id' | 'seq'>[]>`
-    SELECT run_id, seq FROM notification_events
-    WHERE state = 'owed' AND owed_at < now() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY owed_at LIMIT ${limit}`;
+/**
+ * Locks a run's events still owed up to `seq`, in event order, for recording: a server recording
+ * an earlier one is waited for (and what it recorded is no longer owed), so a run's events are
+ * recorded, and their deliveries queued, in the order the run reached them.
+ */
+export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<NotificationEvent[]> {
+  return db<NotificationEvent[]>`
+    SELECT * FROM notification_events WHERE run_id = ${runId} AND seq <= ${seq} AND state = 'owed' ORDER BY seq FOR UPDATE`;
 }
 
 export async function settleEvent(db: Db, runId: string, seq: number, state: 'recorded' | 'skipped', reason: string | null): Promise<void> {
@@ -312,29 +311,6 @@ export async function recordAttempt(
   return rows.length > 0;
 }
 
-export async function markHandedOff(db: Db, targetId: string, runIds: string[]): Promise<void> {
-  await db`
-    UPDATE notification_deliveries SET handed_off_at = now()
-    WHERE target_id = ${targetId} AND run_id IN ${db(runIds)} AND status IN ('pending', 'retrying')`;
-}
-
-/**
- * Target and run pairs with open deliveries whose workflow was never started, or was last woken a
- * while ago (a wake lost with a stopping server): the sweeper starts or wakes them again.
- */
-export async function findUnhandedDeliveries(
-  db: Db,
-  olderThanSeconds: number,
-  rewakeAfterSeconds: number,
-  limit: number,
-): Promise<{ target_id: string; run_id: string }[]> {
-  return db<{ target_id: string; run_id: string }[]>`
-    SELECT DISTINCT target_id, run_id FROM notification_deliveries
-    WHERE status IN ('pending', 'retrying')
-      AND ((handed_off_at IS NULL AND queued_at < now() - make_interval(secs => ${olderThanSeconds}))
-           OR handed_off_at < now() - make_interval(secs => ${rewakeAfterSeconds}))
-    LIMIT ${limit}`;
-}
 
 /** A run's owed events and their deliveries, in event order (GET /v1/runs/{id}/notifications). */
 export async function listRunNotifications(db: Db, runId: string): Promise<{ events: NotificationEvent[]; deliveries: (Delivery & { target_name: string; target_kind: string })[] }> {

@@ -12,7 +12,6 @@ export interface Project {
   commit_sha: string | null;
   last_error: string | null;
   update_requested_at: Date | null;
-  update_claimed_at: Date | null;
   last_updated_at: Date | null;
   owner_id: string | null;
   org_id: string | null;
@@ -83,27 +82,24 @@ export async function listProjectPage(
 }
 
 /**
- * Claims the project's owed update for this server: only when one is owed and nobody holds a
- * claim younger than `staleSeconds`. The status becomes `updating`. Returns the project and the
- * request time the claim answers (an update asked for after it is owed again).
+ * An update starting: the project reads `updating`, and the request it answers is the one made
+ * at or before now. Returns the project, or undefined when it is gone.
  */
-export async function claimProjectUpdate(db: Db, id: string, staleSeconds: number): Promise<Project | undefined> {
-  const [row] = await db<Project[]>`
-    UPDATE projects SET update_claimed_at = date_trunc('milliseconds', clock_timestamp()), status = 'updating'
-    WHERE id = ${id} AND update_requested_at IS NOT NULL
-      AND (update_claimed_at IS NULL OR update_claimed_at < now() - make_interval(secs => ${staleSeconds}))
-    RETURNING *`;
+export async function startProjectUpdate(db: Db, id: string): Promise<(Project & { answering: Date }) | undefined> {
+  const [row] = await db<(Project & { answering: Date })[]>`
+    UPDATE projects SET status = 'updating' WHERE id = ${id}
+    RETURNING *, clock_timestamp() AS answering`;
   return row;
 }
 
 /**
- * Records an update's outcome. The owed request is cleared only when none came after the claim
- * (`claimedAt`); a later request stays owed and the sweeper runs it again.
+ * Records an update's outcome. The owed request is cleared only when none came after the update
+ * started (`answering`); a later request stays owed, and its own signal runs the update again.
  */
 export async function recordProjectUpdate(
   db: Db,
   id: string,
-  claimedAt: Date,
+  answering: Date,
   outcome: { commit: string } | { error: string },
 ): Promise<Project | undefined> {
   const ok = 'commit' in outcome;
@@ -113,19 +109,8 @@ export async function recordProjectUpdate(
       commit_sha = ${ok ? outcome.commit : db`commit_sha`},
       last_error = ${ok ? null : outcome.error},
       last_updated_at = now(),
-      update_claimed_at = NULL,
-      update_requested_at = CASE WHEN update_requested_at <= ${claimedAt} THEN NULL ELSE update_requested_at END
-    WHERE id = ${id} AND update_claimed_at = ${claimedAt}
+      update_requested_at = CASE WHEN update_requested_at <= ${answering} THEN NULL ELSE update_requested_at END
+    WHERE id = ${id}
     RETURNING *`;
   return row;
-}
-
-/** Projects whose update is owed and unclaimed (or whose claim is stale), oldest request first. */
-export async function findOwedProjectUpdates(db: Db, graceSeconds: number, staleSeconds: number, limit: number): Promise<string[]> {
-  const rows = await db<{ id: string }[]>`
-    SELECT id FROM projects
-    WHERE update_requested_at IS NOT NULL AND update_requested_at < now() - make_interval(secs => ${graceSeconds})
-      AND (update_claimed_at IS NULL OR update_claimed_at < now() - make_interval(secs => ${staleSeconds}))
-    ORDER BY update_requested_at LIMIT ${limit}`;
-  return rows.map((r) => r.id);
 }

@@ -5,7 +5,7 @@ import { readableRunCount, readableRunCountMaintained, runReadableBy } from './a
 import { whereAll, type Db } from './db';
 import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
-import { NOTIFY_OWED_CHANNEL } from './notifications';
+import { OUTBOX_CHANNEL, oweEffectsStep, type Effect } from './outbox';
 import { isAnnounced } from '../core/notification-kinds';
 import type { Run } from '../core/run';
 
@@ -29,7 +29,6 @@ function newRunRow(run: NewRun, now: Date): Run {
     template_id: null,
     graph: null,
     sealed_vars: null,
-    signal_delivered_at: null,
     source_kind: 'api',
     source_id: null,
     notifications: [],
@@ -55,17 +54,22 @@ function jsonOrNull(db: Db, value: unknown) {
 
 /**
  * Inserts a run and its first event (seq 1) in one statement: both land, or neither. With
- * `audit`, the submission's chain entry is appended by the same statement.
+ * `audit`, the submission's chain entry is appended by the same statement; with `owed`, the
+ * effects its commit owes (store/outbox.ts, kept for the writing server), whose ids are answered
+ * as `owed_effects`.
  */
 export async function insertRunWithEvent(
   db: Db,
   run: NewRun,
   event: { kind: string; body: (row: Run) => Record<string, unknown> },
   audit?: (row: Run) => AuditEntryFields & { run_id: string | null },
-): Promise<Run> {
+  owed: Effect[] = [],
+): Promise<Run & { owed_effects: string[] }> {
   const row = newRunRow(run, new Date());
   const chained = audit ? db`, ${auditAppendSteps(db, audit(row), 'inserted')}` : db``;
-  const [inserted] = await db<Run[]>`
+  const effects = owed.length ? db`, ${oweEffectsStep(db, owed, true)}` : db``;
+  const effectIds = owed.length ? db`(SELECT array_agg(id::text) FROM owed_effects)` : db`'{}'::text[]`;
+  const [inserted] = await db<(Run & { owed_effects: string[] })[]>`
     WITH inserted AS (
       INSERT INTO runs (id, tool, status, spec, queue, timeout_seconds, requested_by, account_id, token_id, actor_kind,
                         rerun_of, idempotency_key, hold, state_digest, kind, parent_run_id, step_name, step_index,
@@ -80,9 +84,9 @@ export async function insertRunWithEvent(
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
       SELECT id, 1, ${event.kind}, ${db.json(event.body(row) as never)} FROM inserted
-    ) ${chained}
-    SELECT * FROM inserted`;
-  return inserted;
+    ) ${chained} ${effects}
+    SELECT *, ${effectIds} AS owed_effects FROM inserted`;
+  return { ...inserted, owed_effects: inserted.owed_effects ?? [] };
 }
 
 export type RunChanges = Partial<Pick<Run, 'status' | 'error' | 'exit_code' | 'attempts' | 'exec_host' | 'started_at' | 'finished_at'>>;
@@ -101,21 +105,34 @@ export async function updateRunIf(
   event: { kind: string; body: (next: Run) => Record<string, unknown> },
   guard: { notCanceled?: boolean } = {},
   audit?: (next: Run) => AuditEntryFields & { run_id: string | null },
+  effectsOwed: Effect[] = [],
 ): Promise<Run | undefined> {
   const next: Run = { ...previous, ...changes };
+  // Effects the move owes (store/outbox.ts), due at once, only if the move is made.
+  const effects = effectsOwed.length
+    ? db`, owed_effects AS (
+        INSERT INTO outbox (effect, subject, payload)
+        SELECT e.effect, e.subject, e.payload FROM updated, jsonb_to_recordset(${db.json(effectsOwed.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} })) as never)}) AS e(effect text, subject text, payload jsonb)
+        RETURNING id
+      )`
+    : db``;
+  const effectsNotified = effectsOwed.length ? db`(SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM updated)` : db`NULL`;
   // With `audit`, the move's chain entry is appended by the same statement, only if the move is made.
   const chained = audit ? db`, ${auditAppendSteps(db, audit(next), 'updated')}` : db``;
   // A top-level run's start, hold and end are owed to its notification targets from this same
-  // statement (spec part B 6.3 rule 3); the recorder is woken at commit.
+  // statement (spec part B 6.3 rule 3), with the outbox effect that records them; dispatchers are
+  // woken at commit.
   const announced = isAnnounced(event.kind);
   const owed = announced
     ? db`, owed AS (
         INSERT INTO notification_events (run_id, seq, event)
         SELECT id, next_event_seq - 1, ${event.kind} FROM updated WHERE parent_run_id IS NULL
         RETURNING run_id, seq
+      ), owed_record AS (
+        INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', run_id, jsonb_build_object('seq', seq) FROM owed
       )`
     : db``;
-  const owedNotified = announced ? db`(SELECT pg_notify(${NOTIFY_OWED_CHANNEL}, run_id || ':' || seq) FROM owed)` : db`NULL`;
+  const owedNotified = announced ? db`(SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM owed)` : db`NULL`;
   const [row] = await db<(Run & { notified: unknown; owed_notified: unknown })[]>`
     WITH updated AS (
       UPDATE runs SET ${db(changes as Record<string, unknown>)}, next_event_seq = next_event_seq + 1
@@ -125,10 +142,10 @@ export async function updateRunIf(
     ), event AS (
       INSERT INTO run_events (run_id, seq, kind, body)
       SELECT id, next_event_seq - 1, ${event.kind}, ${db.json(event.body(next) as never)} FROM updated
-    ) ${owed} ${chained}
-    SELECT updated.*, pg_notify(${RUN_ACTIVITY_CHANNEL}, updated.id) AS notified, ${owedNotified} AS owed_notified FROM updated`;
+    ) ${owed} ${effects} ${chained}
+    SELECT updated.*, pg_notify(${RUN_ACTIVITY_CHANNEL}, updated.id) AS notified, ${owedNotified} AS owed_notified, ${effectsNotified} AS effects_notified FROM updated`;
   if (!row) return undefined;
-  const { notified: _, owed_notified: _owed, ...run } = row;
+  const { notified: _, owed_notified: _owed, effects_notified: _effects, ...run } = row as typeof row & { effects_notified: unknown };
   return run;
 }
 
@@ -205,28 +222,6 @@ export async function listChildRuns(db: Db, parentRunId: string): Promise<Run[]>
   return db<Run[]>`SELECT * FROM runs WHERE parent_run_id = ${parentRunId} ORDER BY step_index, id`;
 }
 
-export async function markSignalDelivered(db: Db, id: string): Promise<void> {
-  await db`UPDATE runs SET signal_delivered_at = now() WHERE id = ${id} AND signal_delivered_at IS NULL`;
-}
-
-/** Workflow approval steps decided whose workflow has not been told yet. */
-export async function findUndeliveredStepDecisions(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
-  return db<Run[]>`
-    SELECT * FROM runs
-    WHERE kind = 'approval' AND finished_at IS NOT NULL AND signal_delivered_at IS NULL
-      AND finished_at < now() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY finished_at LIMIT ${limit}`;
-}
-
-/** Parents that ended while some of their children never did (their server died in between). */
-export async function findParentsWithUnendedChildren(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
-  return db<Run[]>`
-    SELECT DISTINCT p.* FROM runs p JOIN runs c ON c.parent_run_id = p.id
-    WHERE p.finished_at IS NOT NULL AND c.finished_at IS NULL
-      AND p.finished_at < now() - make_interval(secs => ${olderThanSeconds})
-    LIMIT ${limit}`;
-}
-
 /** Workflow approval steps waiting for a decision, oldest first, each with its workflow's graph; with `readerId`, only those that account may read. */
 export async function listWaitingApprovalSteps(db: Db, readerId?: string): Promise<(Run & { parent_graph: unknown; held_since: Date })[]> {
   return db<(Run & { parent_graph: unknown; held_since: Date })[]>`
@@ -249,27 +244,6 @@ export async function markCancelRequested(db: Db, id: string, by: string): Promi
   await db`UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()),
                            cancel_requested_by = coalesce(cancel_requested_by, ${by})
            WHERE id = ${id}`;
-}
-
-/**
- * Submissions a server committed but whose workflow it never started (it died, or Temporal refused),
- * and approvals whose run it never started. A held run waits for its decision, not for the sweeper.
- */
-export async function findUnstartedRuns(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
-  return db<Run[]>`
-    SELECT * FROM runs
-    WHERE workflow_started_at IS NULL AND finished_at IS NULL AND status <> 'held' AND parent_run_id IS NULL
-      AND created_at < now() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY created_at LIMIT ${limit}`;
-}
-
-/** Runs whose cancel was recorded but that have not ended yet. */
-export async function findCancelOwedRuns(db: Db, olderThanSeconds: number, limit: number): Promise<Run[]> {
-  return db<Run[]>`
-    SELECT * FROM runs
-    WHERE cancel_requested_at IS NOT NULL AND finished_at IS NULL
-      AND cancel_requested_at < now() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY cancel_requested_at LIMIT ${limit}`;
 }
 
 /** Runs per status and tool, from the maintained counts (store/run-counts.ts). */

@@ -2,7 +2,9 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { ToolLauncher } from '../activities/launcher';
+import { createProjectActivities } from '../activities/projects';
 import { createRunActivities } from '../activities/runs';
+import type { ProjectFetchSettings } from '../services/projects';
 import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
@@ -29,6 +31,8 @@ export interface ExecutionWorkerOptions {
   isolation: RunIsolationSettings;
   /** The server's own secrets, which the output masker hides from every run's log. */
   serverSecrets: string[];
+  /** What a project fetch checks (the egress rule, --project-local-roots, --git-timeout). */
+  projects: ProjectFetchSettings;
 }
 
 export interface RunningWorker {
@@ -54,7 +58,9 @@ export interface WorkerRole {
 export async function startExecutionWorker(options: ExecutionWorkerOptions, role: WorkerRole): Promise<RunningWorker> {
   const site = await jobSandbox(options.isolation, (line) => options.logger.info(line));
   const launcher = new ToolLauncher(site.sandbox);
+  const projects = createProjectActivities({ sql: options.sql, logger: options.logger, sealer: options.sealer, site, settings: options.projects });
   const activities = createRunActivities({
+    ensureCommit: projects.ensureCommit,
     launcher,
     sql: options.sql,
     logger: options.logger,
@@ -82,7 +88,7 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
       // that executed the attempt, by the pid and host its `workers` row shows.
       identity: `${process.pid}@${os.hostname()}`,
       workflowBundle: role.workflows?.workflowBundle,
-      activities: { ...activities, ...role.workflows?.activities },
+      activities: { ...activities, updateProject: projects.updateProject, ...role.workflows?.activities },
       maxConcurrentActivityTaskExecutions: options.poolSize,
       maxConcurrentLocalActivityExecutions: Math.max(options.poolSize, 16),
       // Cancels reach an activity through its heartbeat: throttle heartbeats to a second so a cancel lands fast.

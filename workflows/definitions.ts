@@ -74,3 +74,22 @@ export const scheduleWorkflowId = (scheduleId: string) => scheduleId;
 
 /** The schedule was saved (or disabled): the workflow plans again. */
 export const scheduleChanged = defineSignal<[]>('scheduleChanged');
+
+/**
+ * One project's updates (workflows/project.ts): fetch its repository on the pool (activities/projects.ts)
+ * and record the commit, then another while one more was asked for. Workflow id = project id
+ * (`projectWorkflowId`), on the pool queue; started or told with `projectUpdateRequested` by every
+ * save of the project.
+ */
+export const PROJECT_UPDATE_WORKFLOW = 'projectUpdateWorkflow';
+
+export interface ProjectUpdateWorkflowInput {
+  projectId: string;
+  /** --git-timeout: how long one fetch may take. */
+  fetchTimeoutSeconds: number;
+}
+
+export const projectWorkflowId = (projectId: string) => projectId;
+
+/** The project was saved: one more update after the one under way. */
+export const projectUpdateRequested = defineSignal<[]>('projectUpdateRequested');

@@ -3,3 +3,4 @@ export { runWorkflow } from './run';
 export { graphWorkflow } from './graph';
 export { notifyWorkflow } from './notify';
 export { scheduleWorkflow } from './schedule';
+export { projectUpdateWorkflow } from './project';

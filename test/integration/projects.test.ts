@@ -205,18 +205,21 @@ test('an update that fails records the error; a viewer reads only what it is gra
   expect([named.status, named.body.field]).toEqual([400, 'project_id']);
 });
 
-test('an update a stopped server left owed, its claim gone stale, is taken over by the sweeper', async () => {
+test('an update a stopped server left owed in the outbox is carried out by another dispatcher', async () => {
   const created = await t.api.post('/v1/projects', { name: 'owed', url: `file://${bare}` });
   expect(created.status).toBe(201);
   const done = await waitForProject(created.body.id, settled);
   expect(done.status).toBe('successful');
   writeFileSync(path.join(work, 'owed.txt'), 'owed\n');
   const next = commitAndPush('owed');
-  // As a server that claimed the update and died would leave it: owed, claimed long ago, updating.
+  // As a server that committed a save and died before starting its update would leave it: owed,
+  // with the effect past the writer's grace.
   const sql = connectDatabase(t.databaseUrl, { max: 1 });
   try {
-    await sql`UPDATE projects SET update_requested_at = now() - interval '1 minute', update_claimed_at = now() - interval '1 day', status = 'updating'
-              WHERE id = ${created.body.id}`;
+    await sql.begin(async (tx) => {
+      await tx`UPDATE projects SET update_requested_at = now() WHERE id = ${created.body.id}`;
+      await tx`INSERT INTO outbox (effect, subject, due_at) VALUES ('project.update', ${created.body.id}, now())`;
+    });
   } finally {
     await sql.end();
   }

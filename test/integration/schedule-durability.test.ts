@@ -2,8 +2,7 @@ import { createLogger, startServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { Faults } from '../../services/context';
 import { connectDatabase, type Sql } from '../../store/db';
-import { migrate } from '../../store/migrate';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn } from '../support/processes';
 import { soonRule, waitUntil } from '../support/schedules';
@@ -103,7 +102,8 @@ test('a schedule stored without a zone by an earlier release is read in UTC, and
   const database = await createTestDatabase();
   const sql = connectDatabase(database.url, { max: 1 });
   try {
-    await migrate(sql);
+    // The schema of the release before: the schedule's workflow never handed its revision.
+    await schemaBefore(sql, '023');
     await sql`
       INSERT INTO schedules (id, name, cron, timezone, spring_forward, submission, owner_account_id, owner_actor_kind, created_by, updated_by)
       VALUES ('sch_from_an_earlier_release', 'old', '0 9 * * *', NULL, 'jump',
@@ -115,7 +115,7 @@ test('a schedule stored without a zone by an earlier release is read in UTC, and
       const api = apiClient(server.url, server.adminToken!);
       expect((await api.get('/v1/schedules/sch_from_an_earlier_release')).body.timezone).toBe('UTC');
       await waitUntil('UTC written onto the row', async () => (await sql`SELECT timezone FROM schedules WHERE timezone = 'UTC'`).length === 1, 10_000);
-      // Its workflow, started by the sweeper, plans in UTC.
+      // Its hand-off, owed by the upgrade (schema/023_outbox.sql), starts its workflow, which plans in UTC.
       const planned = await waitUntil('the next fire', async () => (await api.get('/v1/schedules/sch_from_an_earlier_release')).body.next_fire_at, 10_000);
       expect(planned).toMatch(/T09:00:00.000Z$/);
     } finally {

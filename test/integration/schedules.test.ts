@@ -426,15 +426,16 @@ describe('firing, end to end on the real Temporal dev server', () => {
 });
 
 describe('durable fires', () => {
-  test('a hand-off lost after the save is made by the sweeper, and the schedule fires', async () => {
+  test('a hand-off lost after the save is carried out by the outbox dispatcher, and the schedule fires', async () => {
     const s = await startTestServer({}, { faults: new Faults(['schedule-handoff-once']) });
     try {
       const created = await s.api.post('/v1/schedules', { name: 'swept', rrule: soon('FREQ=SECONDLY;COUNT=1', 6), run: aRun });
       expect(created.status).toBe(201);
       const local = connectDatabase(s.databaseUrl, { max: 1 });
       try {
-        const [row] = await local<{ delivered_revision: number | null }[]>`SELECT delivered_revision FROM schedules WHERE id = ${created.body.id}`;
-        expect(row.delivered_revision).toBeNull();
+        // The save's own hand-off failed: it is still owed, with why.
+        const [owed] = await local<{ last_error: string | null }[]>`SELECT last_error FROM outbox WHERE effect = 'schedule.hand_off' AND subject = ${created.body.id}`;
+        expect(owed).toBeDefined();
         await waitUntil('the fire', async () => (await local`SELECT 1 FROM runs WHERE source_id = ${created.body.id}`).length === 1, 20_000);
       } finally {
         await local.end();

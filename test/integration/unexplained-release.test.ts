@@ -15,12 +15,18 @@ afterAll(async () => {
   await t?.stop();
 });
 
+/** What an intruder who can write the database also forges: the start a released run owes (store/outbox.ts). */
+async function owesStart(runId: string): Promise<void> {
+  await db`INSERT INTO outbox (effect, subject) VALUES ('run.start', ${runId})`;
+}
+
 test('a held run released in the database without a decision is never executed, and verify names it', async () => {
   const held = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo HOLD-ME executed' });
   expect(held.body.status).toBe('held');
   await db`UPDATE runs SET status = 'pending', hold = NULL WHERE id = ${held.body.id}`;
+  await owesStart(held.body.id);
 
-  // The sweeper starts the workflow of a pending run that has none; execution refuses it.
+  // Its start owed as a released run's would be: the dispatcher starts its workflow; execution refuses it.
   const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
   expect(ended.status).toBe('failed');
   expect(ended.error).toBe(`not executed: run ${held.body.id} was held for approval and no recorded decision released it`);
@@ -38,6 +44,7 @@ test('a held pipeline released in the database runs none of its steps', async ()
   const held = await t.api.post('/v1/pipelines', { steps: [{ tool: 'bash', command: 'echo HOLD-ME step one' }, { tool: 'bash', command: 'echo two' }] });
   expect(held.body.status).toBe('held');
   await db`UPDATE runs SET status = 'pending', hold = NULL WHERE id = ${held.body.id}`;
+  await owesStart(held.body.id);
   const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
   expect(ended.status).toBe('failed');
   const steps = (await t.api.get(`/v1/runs/${held.body.id}/steps`)).body.steps;
@@ -61,6 +68,7 @@ test('another run’s approval moved onto a held run by its run_id column, or a 
   await db`UPDATE audit_entries SET run_id = ${held.body.id} WHERE run_id = ${approved.body.id} AND body->>'kind' = 'run.decision'`;
   await db`UPDATE audit_entries SET body = jsonb_set(body, '{status}', '"pending"') WHERE run_id = ${held.body.id} AND body->>'kind' = 'run.submitted'`;
   await db`UPDATE runs SET status = 'pending', hold = NULL WHERE id = ${held.body.id}`;
+  await owesStart(held.body.id);
   const ended = await waitForRunEnd(t.api, held.body.id, 30_000);
   expect(ended.error).toBe(`not executed: run ${held.body.id} was held for approval and no recorded decision released it`);
 });

@@ -1,0 +1,18 @@
+import { completeEffects } from '../store/outbox';
+import type { ServerContext } from './context';
+
+/**
+ * Carries out, just after its commit, effects this server's write owed and kept for itself
+ * (store/outbox.ts oweEffects with `own`), then completes them. A failure is left to the outbox
+ * dispatcher (services/outbox.ts), which takes the effects once the writer's grace has passed; the
+ * work is the same either way, and safe to repeat.
+ */
+export async function carryOut(ctx: Pick<ServerContext, 'sql' | 'logger'>, ids: string[], what: string, work: () => Promise<void>): Promise<void> {
+  if (ids.length === 0) return;
+  try {
+    await work();
+    await completeEffects(ctx.sql, ids);
+  } catch (err) {
+    ctx.logger.warn({ effects: ids, err: (err as Error).message }, `${what} failed; the outbox dispatcher will retry`);
+  }
+}

@@ -1,0 +1,163 @@
+import { claimDueEffects, completeEffects, OUTBOX_CHANNEL, retryEffectLater, type EffectKind, type OwedEffect } from '../store/outbox';
+import { getRun } from '../store/runs';
+import type { ServerContext } from './context';
+import { deliverStepDecision } from './decisions';
+import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notification-recorder';
+import { startProjectUpdateWorkflow } from './projects';
+import { endUnrunChildren } from './run-lifecycle';
+import { deliverCancel, startRunWorkflow } from './runs';
+import { deliverSchedule } from './schedules';
+
+/**
+ * The outbox dispatcher (schema/023_outbox.sql, store/outbox.ts): every server runs one. It is
+ * woken at the commit of every write that owes an effect now (NOTIFY), and looks every
+ * `pollMs` for effects whose writer's grace, lease or backoff has run out. Each effect is taken
+ * under a lease (no other dispatcher takes it meanwhile), carried out, and then removed.
+ *
+ * One error policy for every kind: an effect that fails is tried again after a backoff (1 s,
+ * doubling to a minute) for as long as it takes, with its last error kept on its row and logged;
+ * the diagnostics check reports effects owed for long. Every effect is safe to repeat, so a
+ * dispatcher lost mid-effect (its lease runs out) only makes it late.
+ */
+
+/** Carries out a batch of one kind's effects; the effects that failed are answered with their errors. */
+type Handler = (ctx: ServerContext, effects: OwedEffect[]) => Promise<Map<string, Error>>;
+
+/** A handler carrying out each effect on its own. */
+const eachOf =
+  (work: (ctx: ServerContext, effect: OwedEffect) => Promise<void>): Handler =>
+  async (ctx, effects) => {
+    const failed = new Map<string, Error>();
+    await Promise.all(
+      effects.map((effect) =>
+        work(ctx, effect).catch((err: Error) => {
+          failed.set(effect.id, err);
+        }),
+      ),
+    );
+    return failed;
+  };
+
+const HANDLERS: Record<EffectKind, Handler> = {
+  'run.start': eachOf(async (ctx, { subject }) => {
+    const run = await getRun(ctx.sql, subject);
+    // Ended, or canceled before its start: nothing to start (a cancel ends a run with no workflow).
+    if (!run || run.finished_at || run.status === 'held') return;
+    if (run.cancel_requested_at) return deliverCancel(ctx, subject);
+    await startRunWorkflow(ctx, run);
+  }),
+  'run.cancel': eachOf((ctx, { subject }) => deliverCancel(ctx, subject)),
+  'run.end_children': eachOf((ctx, { subject, payload }) => endUnrunChildren(ctx.sql, subject, String(payload.message))),
+  'step.decided': eachOf(async (ctx, { subject }) => {
+    const step = await getRun(ctx.sql, subject);
+    if (step?.parent_run_id) await deliverStepDecision(ctx, step);
+  }),
+  'schedule.hand_off': eachOf((ctx, { subject }) => deliverSchedule(ctx, subject)),
+  // An event recorded late (its first dispatcher was lost) is checked for having been overtaken.
+  'event.record': eachOf((ctx, { subject, payload, created_at }) =>
+    recordOwedEvents(ctx, subject, Number(payload.seq), Date.now() - created_at.getTime() > OWED_GRACE_SECONDS * 1000),
+  ),
+  // One signal per target for every run owed to it in the batch.
+  'delivery.hand_off': async (ctx, effects) => {
+    const failed = new Map<string, Error>();
+    const byTarget = new Map<string, OwedEffect[]>();
+    for (const effect of effects) byTarget.set(effect.subject, [...(byTarget.get(effect.subject) ?? []), effect]);
+    await Promise.all(
+      [...byTarget].map(([targetId, owed]) =>
+        handOffDelivery(ctx, targetId, owed.map((e) => String(e.payload.run_id))).catch((err: Error) => {
+          for (const effect of owed) failed.set(effect.id, err);
+        }),
+      ),
+    );
+    return failed;
+  },
+  'project.update': eachOf((ctx, { subject }) => startProjectUpdateWorkflow(ctx, subject)),
+};
+
+/** Effects taken at once by one dispatcher. */
+const BATCH = 100;
+/** How long a taken effect is leased before another dispatcher may take it again. */
+const LEASE_SECONDS = 60;
+const backoffSeconds = (attempts: number) => Math.min(60, 2 ** Math.max(0, attempts - 1));
+
+/** Takes what is due and carries it out until nothing is left; answers how many effects were taken. */
+async function drain(ctx: ServerContext, stopped: () => boolean): Promise<number> {
+  let taken = 0;
+  while (!stopped()) {
+    const effects = await claimDueEffects(ctx.sql, BATCH, LEASE_SECONDS);
+    if (effects.length === 0) break;
+    taken += effects.length;
+    const byKind = new Map<EffectKind, OwedEffect[]>();
+    for (const effect of effects) byKind.set(effect.effect, [...(byKind.get(effect.effect) ?? []), effect]);
+    const failed = new Map<string, Error>();
+    // Kinds side by side; a run's start before its cancel is not needed (each reads the run as it is).
+    await Promise.all(
+      [...byKind].map(async ([kind, owed]) => {
+        const handler = HANDLERS[kind];
+        const errors = handler ? await handler(ctx, owed).catch((err: Error) => new Map(owed.map((e) => [e.id, err]))) : new Map(owed.map((e) => [e.id, new Error(`no handler for ${kind}`)]));
+        for (const [id, err] of errors) failed.set(id, err);
+      }),
+    );
+    await completeEffects(
+      ctx.sql,
+      effects.filter((e) => !failed.has(e.id)).map((e) => e.id),
+    );
+    for (const effect of effects) {
+      const err = failed.get(effect.id);
+      if (!err) continue;
+      const retryIn = backoffSeconds(effect.attempts);
+      ctx.logger.warn({ effect: effect.effect, subject: effect.subject, attempts: effect.attempts, retryInSeconds: retryIn, err: err.message }, 'an owed effect failed; it is tried again');
+      await retryEffectLater(ctx.sql, effect.id, retryIn, err.message);
+    }
+  }
+  return taken;
+}
+
+export interface OutboxDispatcher {
+  stop(): Promise<void>;
+  /** Carries out everything due now (tests wait on it). */
+  drainNow(): Promise<void>;
+}
+
+/** Starts this server's dispatcher: woken by NOTIFY at every commit that owes an effect now, and every `pollMs`. */
+export async function startOutboxDispatcher(ctx: ServerContext, pollMs = 1000): Promise<OutboxDispatcher> {
+  let stopped = false;
+  let running: Promise<void> = Promise.resolve();
+  let again = false;
+  let busy = false;
+  const wake = () => {
+    if (stopped) return;
+    if (busy) {
+      again = true;
+      return;
+    }
+    busy = true;
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await drain(ctx, () => stopped);
+        } while (again && !stopped);
+      } catch (err) {
+        ctx.logger.warn({ err: (err as Error).message }, 'the outbox could not be read; it is read again shortly');
+      } finally {
+        busy = false;
+      }
+    })();
+  };
+  const { unlisten } = await ctx.sql.listen(OUTBOX_CHANNEL, wake);
+  const timer = setInterval(wake, pollMs);
+  wake();
+  return {
+    async drainNow() {
+      await running;
+      await drain(ctx, () => stopped);
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await unlisten().catch(() => undefined);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,100 @@
+import type { Db } from './db';
+
+/**
+ * The outbox of after-commit effects (schema/023_outbox.sql; services/outbox.ts dispatches them).
+ * A write adds the effects it owes in its own transaction, so they commit with it or not at all.
+ */
+
+/** What a write may owe after it commits; `subject` is the record it is owed for. */
+export type Effect =
+  | { effect: 'run.start'; subject: string }
+  | { effect: 'run.cancel'; subject: string }
+  | { effect: 'run.end_children'; subject: string; payload: { message: string } }
+  | { effect: 'step.decided'; subject: string }
+  | { effect: 'schedule.hand_off'; subject: string }
+  | { effect: 'event.record'; subject: string; payload: { seq: number } }
+  | { effect: 'delivery.hand_off'; subject: string; payload: { run_id: string } }
+  | { effect: 'project.update'; subject: string };
+
+export type EffectKind = Effect['effect'];
+
+export interface OwedEffect {
+  id: string;
+  effect: EffectKind;
+  subject: string;
+  payload: Record<string, unknown>;
+  created_at: Date;
+  attempts: number;
+}
+
+/** Where dispatchers are woken when an effect is owed now. */
+export const OUTBOX_CHANNEL = 'cairn_outbox';
+
+/**
+ * How long the server that wrote an effect has to carry it out itself, just after its commit,
+ * before any dispatcher may take it (a server that dies in between leaves it late, not lost).
+ */
+export const OWN_GRACE_SECONDS = 3;
+
+/**
+ * Adds effects owed from `db`'s transaction. `own`: the writing server carries them out itself
+ * after the commit (and completes them), so other dispatchers wait out its grace; otherwise they
+ * are due now and every dispatcher is woken at commit. Answers the effects' ids in order.
+ */
+export async function oweEffects(db: Db, effects: Effect[], own = false): Promise<string[]> {
+  if (effects.length === 0) return [];
+  const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
+  const due = own ? db`now() + make_interval(secs => ${OWN_GRACE_SECONDS})` : db`now()`;
+  const inserted = await db<{ id: string }[]>`
+    INSERT INTO outbox (effect, subject, payload, due_at)
+    SELECT e.effect, e.subject, e.payload, ${due} FROM jsonb_to_recordset(${db.json(rows as never)}) AS e(effect text, subject text, payload jsonb)
+    RETURNING id`;
+  if (!own) await db`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+  return inserted.map((r) => String(r.id));
+}
+
+/**
+ * The same as a step of a larger statement (a CTE named `owed_effects`), for writes made in one
+ * statement; `own` as for oweEffects. Its ids are `SELECT id FROM owed_effects`.
+ */
+export function oweEffectsStep(db: Db, effects: Effect[], own: boolean) {
+  const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
+  const due = own ? db`now() + make_interval(secs => ${OWN_GRACE_SECONDS})` : db`now()`;
+  return db`owed_effects AS (
+    INSERT INTO outbox (effect, subject, payload, due_at)
+    SELECT e.effect, e.subject, e.payload, ${due} FROM jsonb_to_recordset(${db.json(rows as never)}) AS e(effect text, subject text, payload jsonb)
+    RETURNING id
+  )`;
+}
+
+/**
+ * Takes up to `limit` effects due now for this dispatcher: each is leased for `leaseSeconds` (its
+ * due time moved past the lease, its attempts counted), so no other dispatcher takes it meanwhile,
+ * and one whose dispatcher died is due again once the lease runs out.
+ */
+export async function claimDueEffects(db: Db, limit: number, leaseSeconds: number): Promise<OwedEffect[]> {
+  const rows = await db<OwedEffect[]>`
+    UPDATE outbox SET due_at = now() + make_interval(secs => ${leaseSeconds}), attempts = attempts + 1
+    WHERE id IN (SELECT id FROM outbox WHERE due_at <= now() ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+    RETURNING id, effect, subject, payload, created_at, attempts`;
+  return rows.map((r) => ({ ...r, id: String(r.id) })).sort((a, b) => Number(a.id) - Number(b.id));
+}
+
+/** An effect carried out: gone from the outbox. */
+export async function completeEffects(db: Db, ids: string[]): Promise<void> {
+  if (ids.length) await db`DELETE FROM outbox WHERE id IN ${db(ids)}`;
+}
+
+/** An effect that failed: due again after `retryInSeconds`, with why. */
+export async function retryEffectLater(db: Db, id: string, retryInSeconds: number, error: string): Promise<void> {
+  await db`UPDATE outbox SET due_at = now() + make_interval(secs => ${retryInSeconds}), last_error = ${error.slice(0, 2000)} WHERE id = ${id}`;
+}
+
+/** Effects owed for longer than `olderThanSeconds`, for the diagnostics check: how many, and the oldest few. */
+export async function lateEffects(db: Db, olderThanSeconds: number): Promise<{ count: number; oldest: Pick<OwedEffect, 'effect' | 'subject' | 'created_at' | 'attempts'>[] & { last_error?: string | null }[] }> {
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM outbox WHERE created_at < now() - make_interval(secs => ${olderThanSeconds})`;
+  const oldest = await db<(Pick<OwedEffect, 'effect' | 'subject' | 'created_at' | 'attempts'> & { last_error: string | null })[]>`
+    SELECT effect, subject, created_at, attempts, last_error FROM outbox
+    WHERE created_at < now() - make_interval(secs => ${olderThanSeconds}) ORDER BY id LIMIT 10`;
+  return { count: n, oldest };
+}
