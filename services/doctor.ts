@@ -3,6 +3,7 @@ import { boundOf, RUN_BOUND_SETTINGS } from '../core/run-bound-settings';
 import { ANSIBLE_CORE_TESTED_RELEASES } from '../tools/ansible-inventory';
 import { ansibleCoreVersion } from '../activities/inventory-jobs';
 import { chainHead, verifiedPrefix } from '../store/audit';
+import { lateEffects } from '../store/outbox';
 import { databaseAnswers } from '../store/db';
 import { failedDeliveries, orphanedAttachments, scheduledTemplatesWithRequiredQuestions, schedulesFiring } from '../store/doctor';
 import { listWorkerPage, type ListedWorker } from '../store/workers';
@@ -73,6 +74,7 @@ export async function runDoctor(ctx: ServerContext): Promise<DoctorAnswer> {
     guarded('notification_deliveries_failed', 'warning', () => failedDeliveriesCheck(ctx)),
     guarded('notification_attachments_orphaned', 'warning', () => orphanedAttachmentsCheck(ctx)),
     guarded('schedules_broken', 'warning', () => brokenSchedulesCheck(ctx)),
+    guarded('owed_effects_late', 'warning', () => lateEffectsCheck(ctx)),
   ]);
   return {
     ok: checks.every((c) => c.ok || c.severity !== 'error'),
@@ -296,5 +298,26 @@ async function brokenSchedulesCheck(ctx: ServerContext): Promise<DoctorCheck> {
         path: `/v1/schedules/${s.id}`,
       };
     }),
+  };
+}
+
+/** What counts as late for an owed effect: the writer's grace, a lease and several backoffs past. */
+const LATE_EFFECT_SECONDS = 300;
+
+/**
+ * Effects owed for long (services/outbox.ts): a workflow start, cancel, signal, hand-off or event
+ * recording the dispatchers keep failing to carry out, each with its last error.
+ */
+async function lateEffectsCheck(ctx: ServerContext): Promise<DoctorCheck> {
+  const found = await lateEffects(ctx.sql, LATE_EFFECT_SECONDS);
+  return {
+    name: 'owed_effects_late',
+    ok: found.count === 0,
+    severity: 'warning',
+    detail: found.count
+      ? `${plural(found.count, 'owed effect')} not carried out within ${LATE_EFFECT_SECONDS / 60} minutes; Temporal or the store may be failing (the server log has each attempt)`
+      : 'every owed effect was carried out in time',
+    count: found.count,
+    items: found.oldest.map((e) => ({ effect: e.effect, subject: e.subject, owed_since: e.created_at.toISOString(), attempts: e.attempts, last_error: e.last_error })),
   };
 }

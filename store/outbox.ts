@@ -90,8 +90,11 @@ export async function retryEffectLater(db: Db, id: string, retryInSeconds: numbe
   await db`UPDATE outbox SET due_at = now() + make_interval(secs => ${retryInSeconds}), last_error = ${error.slice(0, 2000)} WHERE id = ${id}`;
 }
 
-/** Effects owed for longer than `olderThanSeconds`, for the diagnostics check: how many, and the oldest few. */
-export async function lateEffects(db: Db, olderThanSeconds: number): Promise<{ count: number; oldest: Pick<OwedEffect, 'effect' | 'subject' | 'created_at' | 'attempts'>[] & { last_error?: string | null }[] }> {
+/** Effects owed for longer than `olderThanSeconds`, for the diagnostics check: how many, and the oldest few with their last error. */
+export async function lateEffects(
+  db: Db,
+  olderThanSeconds: number,
+): Promise<{ count: number; oldest: (Pick<OwedEffect, 'effect' | 'subject' | 'created_at' | 'attempts'> & { last_error: string | null })[] }> {
   const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM outbox WHERE created_at < now() - make_interval(secs => ${olderThanSeconds})`;
   const oldest = await db<(Pick<OwedEffect, 'effect' | 'subject' | 'created_at' | 'attempts'> & { last_error: string | null })[]>`
     SELECT effect, subject, created_at, attempts, last_error FROM outbox

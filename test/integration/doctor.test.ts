@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { person, tokenOf } from '../support/access';
+import { connectDatabase } from '../../store/db';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
 /** `GET /v1/doctor`: the install's checks and findings, admin only (spec part A 4.15, 2.6, 4.16; part B 6.3, 9.5). */
@@ -55,6 +56,7 @@ test('an admin gets every check, the install healthy, and the ansible versions',
     'notification_deliveries_failed',
     'notification_attachments_orphaned',
     'schedules_broken',
+    'owed_effects_late',
   ]);
   for (const c of answer.checks) {
     expect(['info', 'warning', 'error']).toContain(c.severity);
@@ -140,4 +142,20 @@ test('an attachment whose object is gone, and a delivery kept as failed, are lis
     attempts: 5,
     reason: 'the target answered 500',
   });
+});
+
+test('an owed effect the dispatchers keep failing to carry out is listed with its last error', async () => {
+  expect(check(await doctor(), 'owed_effects_late')).toMatchObject({ ok: true, count: 0 });
+  const sql = connectDatabase(t.databaseUrl, { max: 1 });
+  try {
+    // As a start Temporal kept refusing for ten minutes would stand: leased again, with its error.
+    await sql`INSERT INTO outbox (effect, subject, created_at, due_at, attempts, last_error)
+              VALUES ('run.start', 'run_never_started', now() - interval '10 minutes', now() + interval '1 hour', 7, 'Temporal does not answer')`;
+    const late = check(await doctor(), 'owed_effects_late');
+    expect(late).toMatchObject({ ok: false, severity: 'warning', count: 1 });
+    expect(late.items).toEqual([expect.objectContaining({ effect: 'run.start', subject: 'run_never_started', attempts: 7, last_error: 'Temporal does not answer' })]);
+  } finally {
+    await sql`DELETE FROM outbox WHERE subject = 'run_never_started'`;
+    await sql.end();
+  }
 });
