@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { execFile } from 'node:child_process';
-import type { RepositoryTarget } from '../core/project-paths';
+import { GitError, UNREACHABLE, type FetchSource, type GitCredential } from '../core/project-paths';
 import { JobFailed, runSandboxedJob, type JobSandbox } from './sandboxed-job';
 
 const execFileAsync = promisify(execFile);
@@ -25,16 +25,6 @@ const execFileAsync = promisify(execFile);
  * connects to exactly the address checked (`http.curloptResolve`, or ssh's `HostName`).
  */
 
-/** A source-control credential to fetch with (the `scm` kind): its secrets reach git only as 0600 files of the job's dir. */
-export interface GitCredential {
-  username?: string;
-  password?: string;
-  sshKey?: string;
-  sshKeyPassphrase?: string;
-}
-
-/** Why a git job failed; its message is what a project's `last_error` or a run's error shows. */
-export class GitError extends Error {}
 
 /** The repository dir of a project's checkout. */
 export const gitDirOf = (checkout: string) => path.join(checkout, '.git');
@@ -130,9 +120,6 @@ commit=$(git --git-dir="$repo" rev-parse --verify --quiet 'FETCH_HEAD^{commit}')
 git --git-dir="$repo" update-ref "refs/cairn/commits/$commit" "$commit"
 printf '%s' "$commit"`;
 
-/** Where a fetch goes: a remote at the address checked against the egress rule, or a local repository. */
-export type FetchSource = { target: Extract<RepositoryTarget, { kind: 'remote' }>; address: string } | { target: Extract<RepositoryTarget, { kind: 'local' }> };
-
 export interface FetchOptions {
   timeoutMs: number;
   /** Ends the fetch when aborted (an activity's cancellation). */
@@ -141,13 +128,6 @@ export interface FetchOptions {
   /** SERVICE_EGRESS_PROXY, for https. */
   proxy?: string;
 }
-
-/**
- * The one message for a remote that could not be reached, whatever the reason (refused by the
- * egress rule, no answer, a refused connection, a failed TLS handshake): telling them apart would
- * let a caller map which ports answer where. The server log keeps the detail.
- */
-export const UNREACHABLE = 'the repository could not be reached: its address is refused by the egress rule, or it did not answer as a git server';
 
 /** Git's words for a remote that never answered as a git server. */
 const NETWORK_FAILURE = /could not resolve|couldn't connect|connection refused|connection timed out|timed out|no route to host|network is unreachable|ssl|tls|certificate|gnutls|handshake|empty reply|recv failure|send failure|connection reset|kex_exchange|could not read from remote repository|host key verification|port \d+:|proxy/i;

@@ -2,8 +2,8 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import { hostPatternFault } from '../core/ansible-spec';
-import { iniHostEntries, iniHosts, InventoryError, type InventoryFormat, type InventoryHost } from '../core/inventory';
-import { inventoryFile } from '../tools/ansible';
+import { iniHostEntries, iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type InventoryFormat, type InventoryHost } from '../core/inventory';
+import { composedInputFile, CONSTRUCTED_FILE, constructedFile, inventoryFile } from '../tools/ansible';
 import {
   listedHosts,
   listHostsOutput,
@@ -143,4 +143,81 @@ export async function resolveInventory(where: JobSandbox, format: InventoryForma
     if (NO_HOSTS_MATCHED.test(err.printed)) return { hosts: [], engine: 'ansible-inventory', ansible_core: version };
     throw new InventoryError(`the limit could not be applied: ${reasonOf(where, err).slice(0, 2000)}`);
   }
+}
+
+/** A smart or constructed inventory over its inputs' contents (services/composed-inventories.ts), as Ansible resolves it. */
+export interface ComposedJob {
+  kind: 'smart' | 'constructed';
+  inputs: { format: InventoryFormat; content: string }[];
+  host_filter?: string;
+  source_vars?: Record<string, unknown>;
+}
+
+/** The hosts a composed inventory reaches, and for a constructed one its groups. */
+export interface ComposedHosts {
+  hosts: string[];
+  groups?: Record<string, string[]>;
+}
+
+/**
+ * Resolves a smart inventory (`ansible all --list-hosts --limit=<filter>` over its inputs, which
+ * connects to nothing) or a constructed one (`ansible-inventory --list` over its inputs and the
+ * constructed plugin's file: `compose` and `groups` are Jinja2, lookups included, so this runs in
+ * the sandbox only). Only the INI, YAML and constructed inventory plugins are enabled. Ansible's
+ * refusal is a JobFailed with its words.
+ */
+export async function resolveComposed(where: JobSandbox, job: ComposedJob): Promise<ComposedHosts> {
+  const files: Record<string, string> = {};
+  const inventoryArgs: string[] = [];
+  job.inputs.forEach((input, i) => {
+    const name = composedInputFile(i, input.format);
+    files[name] = input.content;
+    inventoryArgs.push(`--inventory=${name}`);
+  });
+  const base = { files, timeoutMs: JOB_TIMEOUT_MS, maxOutputBytes: MAX_ANSWER_BYTES, network: 'none' as const, name: `preview-${job.kind}` };
+  if (job.kind === 'smart') {
+    // The filter is an argument of its own: no shell reads it.
+    const out = await runSandboxedJob(where, { ...base, what: 'ansible', argv: ['ansible', 'all', ...inventoryArgs, '--list-hosts', `--limit=${job.host_filter ?? ''}`], env: STATIC_INVENTORY_ENV }).catch((err: unknown) => {
+      if (err instanceof JobFailed && NO_HOSTS_MATCHED.test(err.printed)) return Buffer.alloc(0);
+      throw err;
+    });
+    return { hosts: listHostsOutput(out.toString('utf8')) };
+  }
+  files[CONSTRUCTED_FILE] = constructedFile(job.source_vars ?? {});
+  const out = await runSandboxedJob(where, {
+    ...base,
+    what: 'ansible-inventory',
+    argv: ['ansible-inventory', ...inventoryArgs, `--inventory=${CONSTRUCTED_FILE}`, '--list'],
+    env: { ...STATIC_INVENTORY_ENV, ANSIBLE_INVENTORY_ENABLED: 'ini,yaml,constructed' },
+  });
+  let list: Record<string, unknown>;
+  try {
+    list = JSON.parse(out.toString('utf8'));
+  } catch {
+    throw new InventoryError('ansible-inventory gave an answer that is not JSON');
+  }
+  const hosts = new Set<string>();
+  const groups: Record<string, string[]> = {};
+  for (const [name, group] of Object.entries(list)) {
+    if (name === '_meta' || !group || typeof group !== 'object') continue;
+    const members = ((group as { hosts?: unknown }).hosts as unknown[] | undefined)?.filter((h): h is string => typeof h === 'string') ?? [];
+    for (const host of members) hosts.add(host);
+    if (members.length) groups[name] = members;
+  }
+  return { hosts: [...hosts], groups };
+}
+
+/** A dynamic inventory source's script run with `--list` (spec part A 4.12): its standard output. */
+export async function runInventoryScript(where: JobSandbox, job: { name: string; script: string; timeoutSeconds: number }, signal?: AbortSignal): Promise<string> {
+  const out = await runSandboxedJob(where, {
+    what: 'the script',
+    name: job.name,
+    // Executable for the run account: its files are written 0600, so the shell makes it so first.
+    argv: ['sh', '-c', 'chmod 700 inventory-script && exec ./inventory-script --list'],
+    files: { 'inventory-script': job.script },
+    timeoutMs: job.timeoutSeconds * 1000,
+    maxOutputBytes: INVENTORY_BODY_LIMIT,
+    signal,
+  });
+  return out.toString('utf8');
 }

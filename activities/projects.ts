@@ -1,12 +1,13 @@
 import { Context } from '@temporalio/activity';
+import { promises as fs } from 'node:fs';
 import type { Logger } from 'pino';
-import { checkoutDir } from '../core/project-paths';
 import type { Sealer } from '../core/seal';
 import { CredentialOpenError } from '../services/credentials';
 import { fetchSourceOf, gitCredentialOf, recordUpdateOutcome, type ProjectFetchSettings } from '../services/projects';
 import type { Sql } from '../store/db';
 import { getProject, startProjectUpdate, type Project } from '../store/projects';
-import { fetchProject, GitError, hasCommit } from './git';
+import { checkoutDir, GitError } from '../core/project-paths';
+import { fetchProject, hasCommit } from './git';
 import type { JobSandbox } from './sandboxed-job';
 
 /**
@@ -42,7 +43,7 @@ export function createProjectActivities(deps: ProjectActivityDeps) {
   /** Fetches `ref` (null: the remote's HEAD) of the project into this worker's cache; answers the commit. */
   async function fetchInto(project: Project, ref: string | null, signal?: AbortSignal): Promise<string> {
     const credential = await gitCredentialOf(sql, deps.sealer, project.credential_id);
-    const source = await fetchSourceOf(settings, site, project.url);
+    const source = await fetchSourceOf(settings, project.url);
     return fetchProject(
       site,
       checkoutDir(site.projectsDir, project.id),
@@ -61,7 +62,8 @@ export function createProjectActivities(deps: ProjectActivityDeps) {
    */
   async function updateProject(projectId: string): Promise<void> {
     const started = await startProjectUpdate(sql, projectId);
-    if (!started) return;
+    // Deleted: its repository leaves this worker's cache.
+    if (!started) return fs.rm(checkoutDir(site.projectsDir, projectId), { recursive: true, force: true });
     let outcome: { commit: string } | { error: string };
     try {
       outcome = { commit: await heartbeating((signal) => fetchInto(started, started.branch, signal)) };

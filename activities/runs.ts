@@ -23,8 +23,8 @@ import { LauncherStopped, type ToolLauncher } from './launcher';
 import { exitOutcome, killLeftoverProcess, type SpawnedTool } from './process';
 import { toolPath } from '../tools/registry';
 import type { Run } from '../core/run';
-import { checkoutDir } from '../core/project-paths';
-import { extractCommit, GitError } from './git';
+import { checkoutDir, GitError } from '../core/project-paths';
+import { extractCommit } from './git';
 import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from './work-dir';
 import type { JobSandbox } from './sandboxed-job';
 

@@ -90,3 +90,24 @@ export function checkoutDir(projectsDir: string, projectId: string): string {
   if (!/^prj_[a-z0-9]+$/.test(projectId)) throw new Error(`not a project id: ${JSON.stringify(projectId)}`);
   return path.join(projectsDir, projectId);
 }
+
+/** Why a repository cannot be fetched or read; its message is what a project's `last_error` or a run's error shows. */
+export class GitError extends Error {}
+
+/** Where a fetch goes: a remote at the address checked against the egress rule, or a local repository. */
+export type FetchSource = { target: Extract<RepositoryTarget, { kind: 'remote' }>; address: string } | { target: Extract<RepositoryTarget, { kind: 'local' }> };
+
+/**
+ * The one message for a remote that could not be reached, whatever the reason (refused by the
+ * egress rule, no answer, a refused connection, a failed TLS handshake): telling them apart would
+ * let a caller map which ports answer where. The server log keeps the detail.
+ */
+export const UNREACHABLE = 'the repository could not be reached: its address is refused by the egress rule, or it did not answer as a git server';
+
+/** A source-control credential to fetch with (the `scm` kind): its secrets reach git only as 0600 files of the job's dir. */
+export interface GitCredential {
+  username?: string;
+  password?: string;
+  sshKey?: string;
+  sshKeyPassphrase?: string;
+}

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import type { InventoryFormat, InventoryHost } from '../core/inventory';
 import {
   callbackKeyContext,
   hostsAt,
@@ -23,8 +25,7 @@ import {
 } from '../store/callbacks';
 import type { Db } from '../store/db';
 import { getInventory } from '../store/inventories';
-import { inventoryHostAddresses } from '../activities/inventory-jobs';
-import { jobsOf } from './jobs';
+import { inventoryHostAddresses } from './inventories';
 import { claimHit, type RateLimit } from '../store/rate-limits';
 import { getTemplate, getTemplateForUpdate, type Template } from '../store/templates';
 import { actorKindOf, type Caller } from '../store/tokens';
@@ -131,12 +132,34 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
  */
 export type CallbackHostSource = (ctx: ServerContext, inventoryId: string) => Promise<CallbackHost[] | { resolvedAtStart: 'smart' | 'constructed' } | undefined>;
 
+/**
+ * The few contents resolved last, by hash, so callbacks from many hosts of one inventory (a fleet
+ * booting) read it once; a content that cannot be read is not kept.
+ */
+const ADDRESS_CACHE_SIZE = 4;
+const addressCache = new Map<string, Promise<readonly Readonly<InventoryHost>[]>>();
+
+function cachedHostAddresses(ctx: ServerContext, format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
+  const key = createHash('sha256').update(format).update('\0').update(content).digest('base64');
+  let resolved = addressCache.get(key);
+  if (resolved) {
+    // The most recently used last.
+    addressCache.delete(key);
+  } else {
+    resolved = inventoryHostAddresses(ctx, format, content);
+    resolved.catch(() => addressCache.delete(key));
+    if (addressCache.size >= ADDRESS_CACHE_SIZE) addressCache.delete(addressCache.keys().next().value!);
+  }
+  addressCache.set(key, resolved);
+  return resolved;
+}
+
 /** A smart or constructed inventory is resolved at run start: it answers `resolvedAtStart` (a 409 of spec part B 7.5). */
 export const storedInventoryHosts: CallbackHostSource = async (ctx, inventoryId) => {
   const inventory = await getInventory(ctx.sql, inventoryId);
   if (!inventory) return undefined;
   if (inventory.kind !== 'static') return { resolvedAtStart: inventory.kind };
-  const hosts = await inventoryHostAddresses(await jobsOf(ctx), inventory.format, inventory.content);
+  const hosts = await cachedHostAddresses(ctx, inventory.format, inventory.content);
   return hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) }));
 };
 

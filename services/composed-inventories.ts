@@ -4,13 +4,11 @@ import type { Db } from '../store/db';
 import { getInventory, missingInventories, type Inventory } from '../store/inventories';
 import type { Caller } from '../store/tokens';
 import { ansibleCoreVersion } from '../activities/inventory-jobs';
-import { JobFailed, runSandboxedJob, type SandboxedJob } from '../activities/sandboxed-job';
-import { listHostsOutput, NO_HOSTS_MATCHED, STATIC_INVENTORY_ENV } from '../tools/ansible-inventory';
-import { composedInputFile, CONSTRUCTED_FILE, constructedFile } from '../tools/ansible';
+import type { ComposedHosts } from '../activities/inventory-jobs';
 import type { ComposedRunInventory } from '../tools/types';
 import { requireAccess } from './access';
 import type { ServerContext } from './context';
-import { jobsOf } from './jobs';
+import { JobRefused, runJob } from './jobs';
 
 /**
  * Previews of composed inventories (spec part A 4.12, part B 7.3), nothing saved:
@@ -38,9 +36,6 @@ export type ComposedDefinition =
   | { kind: 'smart'; inputs: string[]; host_filter: string }
   | { kind: 'constructed'; inputs: string[]; source_vars?: Record<string, unknown> };
 
-const PREVIEW_TIMEOUT_MS = 60_000;
-/** The most `ansible-inventory --list` may print for inputs of at most 26 MiB each. */
-const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
 /**
  * Resolves a composed inventory for `caller`, who needs `need` on every input (read to preview,
@@ -68,64 +63,28 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
   const version = await ansibleCoreVersion();
   if (!version) throw new ApiError(422, `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
 
-  const files: Record<string, string> = {};
-  const inventoryArgs: string[] = [];
-  inputs.forEach((inventory, i) => {
-    const name = composedInputFile(i, inventory.format);
-    files[name] = inventory.content;
-    inventoryArgs.push(`--inventory=${name}`);
-  });
   const quotable = caller.account.role === 'admin';
-  const refuse = (err: unknown): never => {
-    if (!(err instanceof JobFailed)) throw err;
+  let resolved: ComposedHosts;
+  try {
+    const job = { kind: definition.kind, inputs: definition.inputs, ...(definition.kind === 'smart' ? { host_filter: definition.host_filter } : { source_vars: sourceVarsFor(definition) }) };
+    resolved = JSON.parse(await runJob(ctx, 'composedInventoryJob', job));
+  } catch (err) {
+    if (!(err instanceof JobRefused) || err.type === 'JobInputGone') throw err;
     throw new ApiError(422, quotable ? `the ${definition.kind} inventory could not be resolved: ${err.message}` : `the ${definition.kind} inventory could not be resolved by Ansible (an admin reads the reason)`);
-  };
-  const where = await jobsOf(ctx);
-  const job = (what: string, argv: string[], env: Record<string, string>): SandboxedJob => ({
-    what,
-    name: `preview-${definition.kind}`,
-    argv,
-    files,
-    env: { ...STATIC_INVENTORY_ENV, ...env },
-    timeoutMs: PREVIEW_TIMEOUT_MS,
-    maxOutputBytes: MAX_ANSWER_BYTES,
-    network: 'none',
-  });
-
-  if (definition.kind === 'smart') {
-    // The filter is an argument of its own: no shell reads it.
-    const out = await runSandboxedJob(where, job('ansible', ['ansible', 'all', ...inventoryArgs, '--list-hosts', `--limit=${definition.host_filter}`], {})).catch((err: unknown) => {
-      if (err instanceof JobFailed && NO_HOSTS_MATCHED.test(err.printed)) return Buffer.alloc(0);
-      return refuse(err);
-    });
-    const hosts = listHostsOutput(out.toString('utf8'));
-    return { kind: 'smart', hosts, count: hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
   }
+  if (definition.kind === 'smart') {
+    return { kind: 'smart', hosts: resolved.hosts, count: resolved.hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
+  }
+  return { kind: 'constructed', hosts: resolved.hosts, count: resolved.hosts.length, groups: resolved.groups ?? {}, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, inventory_id: inventoryId };
+}
 
+/** A constructed inventory's options as its plugin file takes them: the constructed plugin only (422 naming `source_vars.plugin` otherwise). */
+function sourceVarsFor(definition: Extract<ComposedDefinition, { kind: 'constructed' }>): Record<string, unknown> {
   const options = definition.source_vars ?? {};
   if (options.plugin !== undefined && options.plugin !== 'constructed' && options.plugin !== 'ansible.builtin.constructed') {
     throw new ApiError(422, 'source_vars.plugin: a constructed inventory uses the constructed plugin only', { field: 'source_vars.plugin' });
   }
-  files[CONSTRUCTED_FILE] = constructedFile(options);
-  const out = await runSandboxedJob(
-    where,
-    job('ansible-inventory', ['ansible-inventory', ...inventoryArgs, `--inventory=${CONSTRUCTED_FILE}`, '--list'], { ANSIBLE_INVENTORY_ENABLED: 'ini,yaml,constructed' }),
-  ).catch(refuse);
-  let list: Record<string, unknown>;
-  try {
-    list = JSON.parse(out.toString('utf8'));
-  } catch {
-    throw new ApiError(422, 'ansible-inventory gave an answer that is not JSON');
-  }
-  const hosts = new Set<string>();
-  const groups: Record<string, string[]> = {};
-  for (const [name, group] of Object.entries(list)) {
-    if (name === '_meta' || !group || typeof group !== 'object') continue;
-    const members = ((group as { hosts?: unknown }).hosts as unknown[] | undefined)?.filter((h): h is string => typeof h === 'string') ?? [];
-    for (const host of members) hosts.add(host);
-    if (members.length) groups[name] = members;
-  }
-  return { kind: 'constructed', hosts: [...hosts], count: hosts.size, groups, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, inventory_id: inventoryId };
+  return options;
 }
 
 /** A saved smart or constructed inventory's definition. */

@@ -1,6 +1,6 @@
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { detectFormat, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat } from '../core/inventory';
+import { detectFormat, iniHostEntries, iniHosts, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat, type InventoryHost } from '../core/inventory';
 import type { Run } from '../core/run';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
@@ -17,10 +17,8 @@ import {
   type InventorySummary,
 } from '../store/inventories';
 import type { Caller } from '../store/tokens';
-import { inventoryHostNames, resolveInventory } from '../activities/inventory-jobs';
 import type { ResolvedInventory } from '../tools/ansible-inventory';
-import type { JobSandbox } from '../activities/sandboxed-job';
-import { jobsOf } from './jobs';
+import { JobRefused, runJob, withPayload } from './jobs';
 import type { ToolInputs } from '../tools/types';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
@@ -62,13 +60,39 @@ export interface InventoryDraft {
   id?: unknown;
 }
 
+/** A job's answer read as JSON; a refusal of the content is the InventoryError it is. */
+async function inventoryJob<T>(job: () => Promise<string>): Promise<T> {
+  try {
+    return JSON.parse(await job()) as T;
+  } catch (err) {
+    if (err instanceof JobRefused && (err.type === 'InventoryError' || err.type === 'JobFailed')) throw new InventoryError(err.message);
+    throw err;
+  }
+}
+
+/**
+ * The host names an inventory's content names, ranges expanded: an INI inventory by Cairn's own
+ * reading (core/inventory.ts); a YAML one by PyYAML, in the sandbox of a worker
+ * (activities/inventory-jobs.ts). A fault in the content is an InventoryError naming why.
+ */
+export async function inventoryHostNames(ctx: ServerContext, format: InventoryFormat, content: string): Promise<string[]> {
+  if (format === 'ini') return iniHosts(content);
+  return inventoryJob(() => withPayload(ctx, content, (payload) => runJob(ctx, 'inventoryHostsJob', { payload, format, addresses: false })));
+}
+
+/** Each host an inventory names with the `ansible_host` and `ansible_ssh_host` it resolves to, read as inventoryHostNames reads the names. */
+export async function inventoryHostAddresses(ctx: ServerContext, format: InventoryFormat, content: string): Promise<InventoryHost[]> {
+  if (format === 'ini') return iniHostEntries(content);
+  return inventoryJob(() => withPayload(ctx, content, (payload) => runJob(ctx, 'inventoryHostsJob', { payload, format, addresses: true })));
+}
+
 /**
  * The host names content names, ranges expanded; a fault in it is a 400 naming `content` with
  * the whole reason (a configuration error, spec part B 7.3).
  */
-export async function inventoryHosts(where: JobSandbox, format: InventoryFormat, content: string): Promise<string[]> {
+export async function inventoryHosts(ctx: ServerContext, format: InventoryFormat, content: string): Promise<string[]> {
   try {
-    return await inventoryHostNames(where, format, content);
+    return await inventoryHostNames(ctx, format, content);
   } catch (err) {
     if (err instanceof InventoryError) throw badRequest(`content: ${err.message}`, { field: 'content' });
     throw err;
@@ -145,7 +169,7 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraf
     };
   }
   const format = draft.format ?? detectFormat(draft.content);
-  const hosts = await inventoryHosts(await jobsOf(ctx), format, draft.content);
+  const hosts = await inventoryHosts(ctx, format, draft.content);
   return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null };
 }
 
@@ -285,13 +309,14 @@ export async function previewInventory(
     format = source.format ?? detectFormat(content);
   }
   try {
-    const where = await jobsOf(ctx);
-    const resolved = await resolveInventory(where, format, content, limit || undefined);
+    const resolved = await inventoryJob<ResolvedInventory>(() =>
+      withPayload(ctx, content, (payload) => runJob(ctx, 'resolveInventoryJob', { payload, format, ...(limit ? { limit } : {}) })),
+    );
     return { ...resolved, count: resolved.hosts.length, limit: limit ?? '', inventory_id: 'id' in source ? source.id : null };
   } catch (err) {
     if (!(err instanceof InventoryError)) throw err;
     if (quotable) throw new ApiError(422, err.message);
-    const own = await inventoryHostNames(await jobsOf(ctx), format, content).then(
+    const own = await inventoryHostNames(ctx, format, content).then(
       () => null,
       (e: unknown) => (e instanceof InventoryError ? e.message : null),
     );

@@ -1,8 +1,7 @@
-import { JobFailed, runSandboxedJob } from '../activities/sandboxed-job';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath } from '../core/project-paths';
-import { detectFormat, INVENTORY_BODY_LIMIT, type InventoryFormat } from '../core/inventory';
+import { detectFormat, type InventoryFormat } from '../core/inventory';
 import { isUniqueViolation, type Db } from '../store/db';
 import { getInventoryForUpdate, getInventoryHosts, updateInventory } from '../store/inventories';
 import {
@@ -21,7 +20,7 @@ import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { inventoryHosts } from './inventories';
-import { jobsOf } from './jobs';
+import { JobRefused, runJob } from './jobs';
 import { readProjectFile } from './projects';
 
 /**
@@ -227,7 +226,7 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
     format = detectFormat(content);
   }
   try {
-    return { format, content, hosts: await inventoryHosts(await jobsOf(ctx), format, content) };
+    return { format, content, hosts: await inventoryHosts(ctx, format, content) };
   } catch (err) {
     if (err instanceof ApiError) throw new SourceError(`the inventory it produced does not parse: ${err.message.replace(/^content: /, '')}`);
     throw err;
@@ -236,23 +235,12 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
 
 // ---- script sources ----------------------------------------------------------------------------
 
-const SCRIPT_FILE = 'inventory-script';
-
-/** Runs the script with `--list` in the sandbox (activities/sandboxed-job.ts) and returns its standard output. */
+/** Runs the script with `--list` on a worker, in its sandbox (activities/jobs.ts), and returns its standard output. */
 async function runScript(ctx: ServerContext, source: InventorySource): Promise<string> {
   try {
-    const out = await runSandboxedJob(await jobsOf(ctx), {
-      what: 'the script',
-      name: source.id,
-      // Executable for the run account: its files are written 0600, so the shell makes it so first.
-      argv: ['sh', '-c', `chmod 700 ${SCRIPT_FILE} && exec ./${SCRIPT_FILE} --list`],
-      files: { [SCRIPT_FILE]: source.script ?? '' },
-      timeoutMs: source.timeout_seconds * 1000,
-      maxOutputBytes: INVENTORY_BODY_LIMIT,
-    });
-    return out.toString('utf8');
+    return await runJob(ctx, 'inventoryScriptJob', { sourceId: source.id });
   } catch (err) {
-    if (err instanceof JobFailed) throw new SourceError(err.message);
+    if (err instanceof JobRefused && err.type !== 'JobInputGone') throw new SourceError(err.message);
     throw err;
   }
 }

@@ -2,16 +2,16 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { browsePath, checkoutDir, isWithin, repositoryTarget } from '../core/project-paths';
-import { GitError, readTree, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry } from '../activities/git';
-import type { JobSandbox } from '../activities/sandboxed-job';
+import { browsePath, GitError, isWithin, repositoryTarget, UNREACHABLE, type FetchSource, type GitCredential } from '../core/project-paths';
+import type { TreeEntry, TreeRead } from '../activities/git';
+import { perInstallDir } from '../embedded/system-accounts';
 import type { Config } from '../core/config';
 import type { Sealer } from '../core/seal';
 import { oweEffects } from '../store/outbox';
 import { PROJECT_UPDATE_WORKFLOW, projectUpdateRequested, projectWorkflowId, type ProjectUpdateWorkflowInput } from '../workflows/definitions';
 import { carryOut } from './effects';
 import { checkedAddress } from './notification-egress';
-import { jobsOf } from './jobs';
+import { JobRefused, runJob } from './jobs';
 import { getCredentialsWithTypes } from '../store/credentials';
 import { openCredential } from './credentials';
 import { deleteGrantsOn } from '../store/access';
@@ -120,7 +120,7 @@ async function requireScmCredential(db: Db, caller: Caller, credentialId: string
 /** What a fetch's checks read of the server's settings. */
 export type ProjectFetchSettings = Pick<Config, 'delivery' | 'projectLocalRoots' | 'dataDir' | 'gitTimeout'>;
 
-export async function fetchSourceOf(settings: ProjectFetchSettings, site: JobSandbox, url: string): Promise<FetchSource> {
+export async function fetchSourceOf(settings: ProjectFetchSettings, url: string): Promise<FetchSource> {
   const target = repositoryTarget(url);
   if ('fault' in target) throw new GitError(`the repository address ${target.fault}`);
   if (target.kind === 'remote') {
@@ -143,7 +143,9 @@ export async function fetchSourceOf(settings: ProjectFetchSettings, site: JobSan
   }
   const realRoots = await Promise.all(roots.map((root) => fs.realpath(root).catch(() => root)));
   // Never the install's own files: another project's repository, a run's work dir, the database.
-  const own = await Promise.all([settings.dataDir, site.projectsDir, site.workRoot].map((dir) => fs.realpath(dir).catch(() => path.resolve(dir))));
+  const own = await Promise.all(
+    [settings.dataDir, perInstallDir('projects', settings.dataDir), perInstallDir('runs', settings.dataDir)].map((dir) => fs.realpath(dir).catch(() => path.resolve(dir))),
+  );
   if (!realRoots.some((root) => isWithin(root, real)) || own.some((dir) => isWithin(dir, real))) throw new GitError(refusal);
   return { target: { kind: 'local', path: real } };
 }
@@ -151,7 +153,7 @@ export async function fetchSourceOf(settings: ProjectFetchSettings, site: JobSan
 /** The url of a project draft, checked as a fetch would check it: a 400 naming `url` when it could not be fetched from. */
 async function requireFetchableUrl(ctx: ServerContext, url: string): Promise<void> {
   try {
-    await fetchSourceOf(ctx.config, await jobsOf(ctx), url);
+    await fetchSourceOf(ctx.config, url);
   } catch (err) {
     if (err instanceof GitError) throw badRequest(`url: ${err.message}`, { field: 'url' });
     throw err;
@@ -201,9 +203,12 @@ export async function replaceProject(ctx: ServerContext, caller: Caller, origin:
   return requestUpdate(ctx, project);
 }
 
-/** Deletes a project and its checkout; 409 naming the templates while any uses it. */
+/**
+ * Deletes a project; 409 naming the templates while any uses it. Its update workflow runs once
+ * more and, finding it gone, removes the repository from the project cache of the worker it runs on.
+ */
 export async function removeProject(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string): Promise<void> {
-  await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
+  const effects = await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getProjectForUpdate(tx, id);
     if (!current) throw notFound(`project ${id}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `deleting project ${current.id}` });
@@ -219,10 +224,9 @@ export async function removeProject(ctx: ServerContext, caller: Caller, origin: 
     if (typeof deleted === 'object') throw conflict(`project ${id} is in use (${deleted.inUseBy} names it); remove that use first`, { in_use_by: deleted.inUseBy });
     if (!deleted) throw notFound(`project ${id}`);
     entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved };
+    return oweUpdate(tx, id);
   });
-  await fs.rm(checkoutDir((await jobsOf(ctx)).projectsDir, id), { recursive: true, force: true }).catch((err) => {
-    ctx.logger.warn({ projectId: id, err: (err as Error).message }, "removing a deleted project's checkout failed");
-  });
+  await carryOut(ctx, effects, "removing a deleted project's repository", () => startProjectUpdateWorkflow(ctx, id));
 }
 
 async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> {
@@ -303,8 +307,6 @@ export type FileEntry = TreeEntry;
 export const MAX_LISTED_FILES = 10_000;
 /** The largest file `GET /v1/projects/{id}/file` returns. */
 export const MAX_FILE_BYTES = 1024 * 1024;
-/** How long reading a project's tree may take. */
-const TREE_READ_TIMEOUT_MS = 60_000;
 
 /**
  * What a browse path names in the project's commit, read from git's objects in the sandbox
@@ -316,18 +318,15 @@ async function readInTree(ctx: ServerContext, project: Project, asked: string) {
   const checked = browsePath(asked);
   if ('fault' in checked) throw badRequest(`path ${checked.fault}`, { field: 'path' });
   if (!project.commit_sha) throw conflict(`project ${project.id} has no checkout yet (status ${project.status})`);
-  let read;
+  let read: TreeRead;
   try {
-    const site = await jobsOf(ctx);
-    read = await readTree(site, checkoutDir(site.projectsDir, project.id), project.commit_sha, checked.path, {
-      maxEntries: MAX_LISTED_FILES,
-      maxFileBytes: MAX_FILE_BYTES,
-      timeoutMs: TREE_READ_TIMEOUT_MS,
-    });
+    const answer = await runJob(ctx, 'projectTreeJob', { projectId: project.id, commit: project.commit_sha, path: checked.path, maxEntries: MAX_LISTED_FILES, maxFileBytes: MAX_FILE_BYTES });
+    read = JSON.parse(answer);
+    if (read.kind === 'file' && read.bytes !== undefined) read = { ...read, bytes: Buffer.from(read.bytes as unknown as string, 'base64') };
   } catch (err) {
-    if (err instanceof GitError) {
+    if (err instanceof JobRefused && err.type === 'GitError') {
       ctx.logger.warn({ projectId: project.id, err: err.message }, "a project's tree could not be read");
-      throw conflict(`project ${project.id}: its checkout on this server could not be read; update the project to fetch it again`);
+      throw conflict(`project ${project.id}: its commit ${project.commit_sha} could not be read on a worker; update the project to fetch it again`);
     }
     throw err;
   }

@@ -1,5 +1,6 @@
 import type { ServerContext } from './context';
 import { compactRunCounts } from '../store/run-counts';
+import { deleteStalePayloads } from '../store/job-payloads';
 import { sweepAttention } from './attention';
 import { sweepResultHistory } from './host-results';
 
@@ -15,6 +16,8 @@ const JOBS: { name: string; run: (ctx: ServerContext, stopped: () => boolean) =>
   { name: 'attention alerts', run: (ctx, stopped) => sweepAttention(ctx, stopped) },
   // --retain-history: ansible summaries past the newest N per host and per task (services/host-results.ts).
   { name: 'result history pruning', run: (ctx) => sweepResultHistory(ctx.sql, ctx.config.retainHistory) },
+  // Job payloads a lost server left behind (store/job-payloads.ts).
+  { name: 'job payload cleanup', run: (ctx) => deleteStalePayloads(ctx.sql, 3600) },
 ];
 
 export function startSweeper(ctx: ServerContext, intervalMs = 2000): { stop(): Promise<void>; sweepOnce(): Promise<void> } {

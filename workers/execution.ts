@@ -2,6 +2,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { ToolLauncher } from '../activities/launcher';
+import { createJobActivities } from '../activities/jobs';
 import { createProjectActivities } from '../activities/projects';
 import { createRunActivities } from '../activities/runs';
 import type { ProjectFetchSettings } from '../services/projects';
@@ -88,7 +89,12 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
       // that executed the attempt, by the pid and host its `workers` row shows.
       identity: `${process.pid}@${os.hostname()}`,
       workflowBundle: role.workflows?.workflowBundle,
-      activities: { ...activities, updateProject: projects.updateProject, ...role.workflows?.activities },
+      activities: {
+        ...activities,
+        updateProject: projects.updateProject,
+        ...createJobActivities({ sql: options.sql, site, ensureCommit: projects.ensureCommit }),
+        ...role.workflows?.activities,
+      },
       maxConcurrentActivityTaskExecutions: options.poolSize,
       maxConcurrentLocalActivityExecutions: Math.max(options.poolSize, 16),
       // Cancels reach an activity through its heartbeat: throttle heartbeats to a second so a cancel lands fast.

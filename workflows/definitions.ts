@@ -93,3 +93,17 @@ export const projectWorkflowId = (projectId: string) => projectId;
 
 /** The project was saved: one more update after the one under way. */
 export const projectUpdateRequested = defineSignal<[]>('projectUpdateRequested');
+
+/**
+ * A job the API asks of a worker and waits for (workflows/job.ts, activities/jobs.ts): read an
+ * inventory, run a dynamic source's script, read a project's tree. Workflow id `job_…`, on the
+ * pool queue; its activity on `taskQueue`, the execution queue of the inventory or project.
+ */
+export const JOB_WORKFLOW = 'jobWorkflow';
+
+export interface JobWorkflowInput {
+  /** The activity (activities/jobs.ts) that does the job. */
+  job: 'inventoryHostsJob' | 'resolveInventoryJob' | 'composedInventoryJob' | 'inventoryScriptJob' | 'projectTreeJob';
+  input: unknown;
+  taskQueue: string;
+}

@@ -4,3 +4,4 @@ export { graphWorkflow } from './graph';
 export { notifyWorkflow } from './notify';
 export { scheduleWorkflow } from './schedule';
 export { projectUpdateWorkflow } from './project';
+export { jobWorkflow } from './job';

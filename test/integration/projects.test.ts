@@ -163,6 +163,9 @@ test('a project clones, records its commit, is browsed within its checkout, runs
   expect((await t.api.request('DELETE', `/v1/templates/${template.body.id}`)).status).toBe(204);
   expect((await t.api.request('DELETE', `/v1/projects/${id}`)).status).toBe(204);
   expect((await t.api.get(`/v1/projects/${id}`)).status).toBe(404);
+  // Its repository leaves the project cache of the worker its last update ran on.
+  const deadline = Date.now() + 20_000;
+  while (existsSync(path.join(t.config.dataDir, 'projects', id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   expect(existsSync(path.join(t.config.dataDir, 'projects', id))).toBe(false);
 
   // The chain recorded the create, each update's outcome and the delete.
