@@ -48,7 +48,8 @@ import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
 
 /** What a create or update asks for, parsed by the route. */
 export interface ScheduleDraft {
-  name: string;
+  /** Null: an update keeps the schedule's name, a create takes defaultScheduleName. */
+  name: string | null;
   cron: string | null;
   rrule: string | null;
   timezone: string | null;
@@ -99,15 +100,16 @@ export function previewSchedule(rule: CalendarRule, now = new Date()) {
  * schedule naming no zone gets `fallbackZone`'s name), refused with 400 when the rule has no fire
  * left after now or what it fires cannot be fired by the saver.
  */
-async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft, fallbackZone: string): Promise<ScheduleFields> {
+async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft, fallbackZone: string, current?: Schedule): Promise<ScheduleFields> {
   const calendar = calendarOf(draft, fallbackZone);
   if (calendar.firesAfter(new Date(), 1).length === 0) {
     const field = draft.cron !== null ? 'cron' : 'rrule';
     throw badRequest(`${field}: the rule has no fire left after now`, { field });
   }
   await requireFireable(ctx, caller, draft);
+  const templateName = draft.template_id !== null ? (await getTemplate(ctx.sql, draft.template_id))?.name : undefined;
   return {
-    name: draft.name,
+    name: draft.name ?? current?.name ?? defaultScheduleName(draft, templateName),
     cron: draft.cron,
     rrule: draft.rrule,
     timezone: calendar.zone,
@@ -119,6 +121,34 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft
     owner_actor_kind: actorKindOf(caller),
     updated_by: caller.account.username,
   };
+}
+
+/** The most bytes a schedule's name holds. */
+const NAME_BYTES = 255;
+
+/**
+ * The name of a schedule created without one: what it fires (the template's name, `<tool> run`,
+ * `<tool> split` or `pipeline`), a comma, and its rule (`cron <expression>`, or `rrule` and the
+ * first RRULE line's value), cut to 255 bytes with a closing `…` when longer.
+ */
+export function defaultScheduleName(draft: Pick<ScheduleDraft, 'cron' | 'rrule' | 'template_id' | 'submission'>, templateName: string | undefined): string {
+  const submission = draft.submission;
+  const what =
+    draft.template_id !== null
+      ? (templateName ?? `template ${draft.template_id}`)
+      : submission!.kind === 'pipeline'
+        ? 'pipeline'
+        : `${String(submission!.body.tool)} ${submission!.body.shards != null ? 'split' : 'run'}`;
+  const rruleLine = draft.rrule?.split(/\s+/).find((line) => /^RRULE[:;]/i.test(line));
+  const rule = draft.cron !== null ? `cron ${draft.cron.trim()}` : `rrule ${rruleLine?.slice(rruleLine.indexOf(':') + 1) ?? ''}`;
+  const name = `${what}, ${rule}`;
+  if (Buffer.byteLength(name) <= NAME_BYTES) return name;
+  let cut = '';
+  for (const char of name) {
+    if (Buffer.byteLength(cut + char + '…') > NAME_BYTES) break;
+    cut += char;
+  }
+  return `${cut}…`;
 }
 
 /**
@@ -175,7 +205,7 @@ export async function createSchedule(ctx: ServerContext, caller: Caller, origin:
  */
 export async function replaceSchedule(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string, draft: ScheduleDraft): Promise<Schedule> {
   const current = await readableSchedule(ctx, caller, id, 'change');
-  const fields = await fieldsOf(ctx, caller, draft, current.timezone ?? 'UTC');
+  const fields = await fieldsOf(ctx, caller, draft, current.timezone ?? 'UTC', current);
   const schedule = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const previous = await getScheduleForUpdate(tx, id);
     if (!previous) throw notFound(`schedule ${id}`);

@@ -54,7 +54,8 @@ const READ_ONLY = [
 
 export const scheduleInput = z
   .strictObject({
-    name: z.string({ message: 'name is required and must be a string' }).min(1, 'name must not be empty').refine(fitsBytes(255), 'name must be at most 255 bytes'),
+    // Optional: a schedule sent without one is named by services/schedules.ts defaultScheduleName.
+    name: absent(z.string({ message: 'name must be a string' }).min(1, 'name must not be empty').refine(fitsBytes(255), 'name must be at most 255 bytes')),
     cron: absent(rule.cron),
     rrule: absent(rule.rrule),
     timezone: absent(rule.timezone),

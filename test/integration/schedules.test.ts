@@ -172,6 +172,32 @@ describe('saving schedules', () => {
     expect(res.body.field).toBe(field);
   });
 
+  test('name is optional: a schedule sent without one is named after what it fires and its rule; an update without one keeps it', async () => {
+    const tpl = await template(t.api, { name: 'nightly backup' });
+    const onTemplate = await t.api.post('/v1/schedules', { cron: '30 2 * * *', template_id: tpl.id });
+    expect(onTemplate.status).toBe(201);
+    expect(onTemplate.body.name).toBe('nightly backup, cron 30 2 * * *');
+    const aRunByRule = await t.api.post('/v1/schedules', { rrule: 'DTSTART:20250101T090000Z\nRRULE:FREQ=DAILY;BYHOUR=9,17', run: aRun });
+    expect(aRunByRule.status).toBe(201);
+    expect(aRunByRule.body.name).toBe('bash run, rrule FREQ=DAILY;BYHOUR=9,17');
+    const aPipeline = await t.api.post('/v1/schedules', { cron: '0 9 * * 1', pipeline: { steps: [{ tool: 'bash', command: 'true' }] } });
+    expect(aPipeline.body.name).toBe('pipeline, cron 0 9 * * 1');
+    // A long rule keeps the name within 255 bytes.
+    const long = await t.api.post('/v1/schedules', { cron: `${Array.from({ length: 60 }, (_, m) => m).join(',')} ${Array.from({ length: 24 }, (_, h) => h).join(',')} ${Array.from({ length: 28 }, (_, d) => d + 1).join(',')} * *`, template_id: tpl.id });
+    expect(long.status).toBe(201);
+    expect(Buffer.byteLength(long.body.name)).toBeLessThanOrEqual(255);
+    expect(long.body.name).toMatch(/^nightly backup, cron 0,1,2,.*…$/);
+
+    const { name: _dropped, ...withoutName } = onTemplate.body;
+    const updated = await put(onTemplate.body.id, { ...withoutName, cron: '45 2 * * *' });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ name: 'nightly backup, cron 30 2 * * *', cron: '45 2 * * *' });
+    const renamed = await put(onTemplate.body.id, { ...withoutName, name: 'backups' });
+    expect(renamed.body.name).toBe('backups');
+    expect((await t.api.post('/v1/schedules', { name: '', cron: '0 9 * * *', run: aRun })).body).toMatchObject({ field: 'name', error: expect.stringMatching(/empty/) });
+    for (const s of [onTemplate.body, aRunByRule.body, aPipeline.body, long.body]) await del(s.id);
+  });
+
   test('an update naming no zone keeps the schedule’s; the update and the delete are on the audit chain', async () => {
     const schedule = await createSchedule({ name: 'zone kept', cron: '0 9 * * *', timezone: 'Asia/Tokyo', run: aRun });
     const updated = await put(schedule.id, { ...schedule, timezone: null, cron: '0 10 * * *' });
