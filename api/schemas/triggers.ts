@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { fitsBytes } from './common';
 
 /**
- * The bodies of `/v1/triggers` (spec part A 4.7). A `PUT` replaces the trigger's settings whole
- * (an omitted `enforce_signature` goes back to true); a read sent back is a valid `PUT` body, its
+ * The bodies of `/v1/triggers` (spec part A 4.7). A `PUT` changes what it names: an omitted (or
+ * null) `name` or `enforce_signature` keeps the trigger's; a read sent back is a valid `PUT` body, its
  * read-only fields accepted and ignored, but its `template_id` cannot change. `review` (pull
  * request review triggers) is refused with a 400 saying it is not served yet.
  */
@@ -42,7 +42,7 @@ export const triggerCreateInput = z.strictObject({
 });
 
 export const triggerUpdateInput = z.strictObject({
-  name,
+  name: name.nullable().optional(),
   enforce_signature: enforceSignature,
   template_id: templateId.optional(),
   review,

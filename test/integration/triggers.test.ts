@@ -197,6 +197,22 @@ describe('triggers: make, read, change, rotate, delete', () => {
     expect(kinds).toEqual(['trigger.created', 'trigger.updated', 'trigger.updated']);
   });
 
+  test('a PUT keeps what it omits: renaming a trigger without enforce_signature leaves enforcement off', async () => {
+    const made = await createTrigger({ name: 'unsigned hook', enforce_signature: false });
+    const renamed = await t.api.request('PUT', `/v1/triggers/${made.id}`, { body: { name: 'renamed hook' } });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body).toMatchObject({ name: 'renamed hook', enforce_signature: false });
+    const toggled = await t.api.request('PUT', `/v1/triggers/${made.id}`, { body: { enforce_signature: true } });
+    expect(toggled.body).toMatchObject({ name: 'renamed hook', enforce_signature: true });
+    const nulls = await t.api.request('PUT', `/v1/triggers/${made.id}`, { body: { name: null, enforce_signature: null } });
+    expect(nulls.body).toMatchObject({ name: 'renamed hook', enforce_signature: true });
+    expect(await readTrigger(made.id)).toMatchObject({ name: 'renamed hook', enforce_signature: true });
+    // An unsigned delivery to the renamed, still unenforced trigger was accepted before the toggle.
+    const unsigned = await createTrigger({ enforce_signature: false });
+    await t.api.request('PUT', `/v1/triggers/${unsigned.id}`, { body: { name: 'renamed unsigned' } });
+    expect((await deliver(unsigned.hook_path, unsigned.secret, { unsigned: true })).status).toBe(201);
+  });
+
   test('DELETE revokes the hook: its deliveries answer 404 and launch nothing', async () => {
     const made = await createTrigger();
     expect((await t.api.request('DELETE', `/v1/triggers/${made.id}`)).status).toBe(204);
