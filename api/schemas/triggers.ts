@@ -20,12 +20,18 @@ const templateId = z
 
 const enforceSignature = z.boolean({ message: 'enforce_signature must be true or false' }).nullable().optional();
 
-/** A signing secret of the caller's own: it travels in a header (GitLab's X-Gitlab-Token), so visible ASCII only. */
+/**
+ * A signing secret of the caller's own, as the forges take one: printable text (spaces and any
+ * Unicode letters included; no control characters, line or paragraph separators, or lone
+ * surrogates), with no space at either end (GitLab sends it as a header, whose ends HTTP trims),
+ * 16 characters to 255 bytes of UTF-8.
+ */
 const secret = z
   .string({ message: 'secret must be a string' })
-  .regex(/^[\x21-\x7e]*$/, 'secret must be visible ASCII characters, without spaces')
-  .min(16, 'secret must be at least 16 characters')
-  .max(255, 'secret must be at most 255 characters')
+  .regex(/^[^\p{Cc}\p{Cs}\p{Zl}\p{Zp}]*$/u, 'secret must be printable text: no control characters or line breaks')
+  .refine((value) => value.trim() === value, 'secret must not start or end with a space')
+  .refine((value) => [...value].length >= 16, 'secret must be at least 16 characters')
+  .refine(fitsBytes(255), 'secret must be at most 255 bytes')
   .optional();
 
 const review = z

@@ -135,7 +135,11 @@ describe('triggers: make, read, change, rotate, delete', () => {
       [{ name: 'x', template_id: 'tpl_missing' }, 'template_id'],
       [{ name: 'x', template_id: template.id, enforce_signature: 'yes' }, 'enforce_signature'],
       [{ name: 'x', template_id: template.id, secret: 'short' }, 'secret'],
-      [{ name: 'x', template_id: template.id, secret: 'has spaces in it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'a line\nbreak inside it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'a tab\tinside it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: ' a space before it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'a space after it, sixteen+ ' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'x'.repeat(256) }, 'secret'],
       [{ name: 'x', template_id: template.id, colour: 'red' }, 'colour'],
       [{ name: 'x', template_id: template.id, review: { plan: true } }, 'review'],
     ];
@@ -232,6 +236,37 @@ describe('triggers: make, read, change, rotate, delete', () => {
     expect(entry.fingerprint).toBe(requestFingerprint('POST', '/v1/triggers', {}, body, new Set(['secret'])));
     expect(entry.fingerprint).toBe(requestFingerprint('POST', '/v1/triggers', {}, { ...body, secret: 'any other value' }, new Set(['secret'])));
     expect((await deliver(made.hook_path, secret)).status).toBe(201);
+  });
+});
+
+describe('secrets a forge accepts, and Bitbucket', () => {
+  test("GitHub's documented example secret, with spaces and an apostrophe, is accepted and checks a GitHub delivery", async () => {
+    const secret = "It's a Secret to Everybody";
+    const made = await createTrigger({ name: 'documented secret', secret });
+    expect(made.secret).toBe(secret);
+    expect((await deliver(made.hook_path, secret, { forge: 'github' })).status).toBe(201);
+    expect((await deliver(made.hook_path, secret, { forge: 'gitlab' })).status).toBe(201);
+    expect((await deliver(made.hook_path, "It's a Secret to Everybody!", { forge: 'github' })).status).toBe(403);
+    const rotated = await t.api.post(`/v1/triggers/${made.id}/rotate-secret`, { secret: 'Ünïcödé secrets are text too' });
+    expect(rotated.status).toBe(200);
+    expect((await deliver(made.hook_path, 'Ünïcödé secrets are text too', { forge: 'gitea' })).status).toBe(201);
+  });
+
+  test('a Bitbucket Cloud push, signed in X-Hub-Signature, starts the template with what it says; a redelivery starts nothing more', async () => {
+    const made = await createTrigger({ name: 'bitbucket' });
+    const facts = { ...SAMPLE_PUSH, ref: 'refs/heads/release', pusher: 'bb-user', repository: 'team/infra' };
+    const delivery = randomUUID();
+    const answer = await deliver(made.hook_path, made.secret, { forge: 'bitbucket', payload: PUSH_PAYLOADS.bitbucket(facts), delivery });
+    expect(answer.status).toBe(201);
+    const run = await waitForRunEnd(t.api, answer.body.run_id);
+    expect(run.status).toBe('succeeded');
+    expect(run.extra_vars).toMatchObject({ git_forge: 'bitbucket', git_ref: 'refs/heads/release', git_branch: 'release', git_tag: '', git_commit: SAMPLE_PUSH.commit, git_repository: 'team/infra', git_pusher: 'bb-user' });
+    const again = await deliver(made.hook_path, made.secret, { forge: 'bitbucket', payload: PUSH_PAYLOADS.bitbucket(facts), delivery });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ run_id: run.id, repeated: true });
+    expect((await deliver(made.hook_path, 'not-the-secret-at-all', { forge: 'bitbucket' })).body).toMatchObject({ header: 'X-Hub-Signature' });
+    expect((await deliver(made.hook_path, made.secret, { forge: 'bitbucket', unsigned: true })).status).toBe(401);
+    expect(await triggerRuns(made.id)).toEqual([run.id]);
   });
 });
 
