@@ -282,11 +282,25 @@ class ZonedCalendar implements ScheduleCalendar {
 
 // ---- cron (croner) ----
 
+/**
+ * How the two day fields combine, as Vixie cron and cronie read them (crontab(5)): when both are
+ * restricted a day matching either fires; when either starts with `*` (croner's `?` too) a day
+ * must match both, so every other day of the month (`*` stepped by 2) with weekday 1 fires on
+ * odd-dated Mondays only. croner ORs them unless a field is
+ * exactly `*`, so the AND is asked of it whenever a field starts with `*`.
+ */
+function daysMustBothMatch(expression: string): boolean {
+  const fields = expression.trim().split(/\s+/);
+  if (fields.length < 5) return false; // a nickname: croner expands it with `*` days
+  const [dayOfMonth, dayOfWeek] = fields.length === 6 ? [fields[3], fields[5]] : [fields[2], fields[4]];
+  return /^[*?]/.test(dayOfMonth) || /^[*?]/.test(dayOfWeek);
+}
+
 function cronSource(expression: string): NominalSource {
   let cron: Cron;
   try {
     // Run in UTC, which has no shifts: the pattern's times are wall times (see the top of the file).
-    cron = new Cron(expression.trim(), { timezone: 'Etc/UTC', mode: '5-or-6-parts', paused: true });
+    cron = new Cron(expression.trim(), { timezone: 'Etc/UTC', mode: '5-or-6-parts', paused: true, domAndDow: daysMustBothMatch(expression) });
   } catch (err) {
     throw new CalendarError(`cron: ${(err as Error).message.replace(/^CronPattern: /, '')}`, 'cron');
   }

@@ -482,3 +482,89 @@ describe('long-running rules', () => {
     );
   });
 });
+
+/**
+ * A cron matcher written from crontab(5) as Vixie cron and cronie read a five-field line, one
+ * minute at a time: each field a comma-separated list of `*`, a number, or a range `a-b`, each
+ * optionally stepped `/n`; month and weekday names; 0 and 7 are Sunday. The day is told by two
+ * fields: when both are restricted (neither starts with `*`), a day matching either runs; when
+ * either starts with `*`, a day must match both (cron's DOM_STAR and DOW_STAR flags).
+ */
+function vixieMatcher(expression: string): (time: Date) => boolean {
+  const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+  const DAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+  const field = (text: string, first: number, last: number, names: string[] = [], base = 0): Set<number> => {
+    const values = new Set<number>();
+    const number = (word: string) => {
+      const named = names.indexOf(word.toLowerCase());
+      return named >= 0 ? named + base : Number(word);
+    };
+    for (const element of text.split(',')) {
+      const [range, stepText] = element.split('/');
+      const step = stepText === undefined ? 1 : Number(stepText);
+      const [low, high] = range === '*' ? [first, last] : range.includes('-') ? range.split('-').map(number) : [number(range), stepText === undefined ? number(range) : last];
+      for (let v = low; v <= high; v += step) values.add(v);
+    }
+    return values;
+  };
+  const [minute, hour, dom, month, dow] = expression.trim().split(/\s+/);
+  const minutes = field(minute, 0, 59);
+  const hours = field(hour, 0, 23);
+  const days = field(dom, 1, 31);
+  const months = field(month, 1, 12, MONTHS, 1);
+  const weekdays = field(dow, 0, 7, DAYS);
+  if (weekdays.has(7)) weekdays.add(0);
+  const eitherStar = dom.startsWith('*') || dow.startsWith('*');
+  return (time) => {
+    const dayOfMonth = days.has(time.getUTCDate());
+    const dayOfWeek = weekdays.has(time.getUTCDay());
+    const day = eitherStar ? dayOfMonth && dayOfWeek : dayOfMonth || dayOfWeek;
+    return minutes.has(time.getUTCMinutes()) && hours.has(time.getUTCHours()) && months.has(time.getUTCMonth() + 1) && day;
+  };
+}
+
+/** The first `count` minutes after `after` (UTC) a matcher accepts, looking up to `days` ahead. */
+function matchedMinutes(matches: (time: Date) => boolean, after: string, count: number, days = 2200): string[] {
+  const found: string[] = [];
+  const start = Math.floor(Date.parse(after) / 60_000) * 60_000 + 60_000;
+  for (let t = start; found.length < count && t < start + days * 86_400_000; t += 60_000) {
+    const time = new Date(t);
+    if (matches(time)) found.push(time.toISOString().replace('.000Z', 'Z'));
+  }
+  return found;
+}
+
+describe('cron day fields as Vixie cron and cronie read them (crontab(5))', () => {
+  test.each([
+    // Either day field starting with `*`: both must match.
+    ['0 12 */2 * 1', 'odd days that are Mondays'],
+    ['0 0 1 * */3', 'the first of the month when it is a Sunday, Wednesday or Saturday'],
+    ['0 0 */10 * 0-2', 'days 1, 11, 21, 31 that fall Sunday to Tuesday'],
+    ['0 0 * * */2', 'Sundays, Tuesdays, Thursdays and Saturdays'],
+    ['0 12 */2 * *', 'odd days'],
+    ['15 6 *,15 * 5', 'a day field starting with * that lists more'],
+    // Both restricted: either matches.
+    ['0 12 1-7 * 1', 'the first seven days, and every Monday'],
+    ['0 0 13 * 5', 'the 13th, and every Friday'],
+    ['30 4 1,15 * 5', 'the 1st and 15th, and every Friday'],
+    ['0 0 31 * 7', 'the 31st, and every Sunday (7)'],
+    ['0 0 29 2 1', 'in February: the 29th, and every Monday'],
+    ['0 0 1-31/2 * 1', 'a stepped range that is no star: odd days, or Mondays'],
+    // One day field alone, and the other fields.
+    ['0 12 * * 1', 'Mondays'],
+    ['0 12 15 * *', 'the 15th'],
+    ['*/15 9-17 * * 1-5', 'quarter hours of office hours on weekdays'],
+    ['23 0-20/2 * * *', 'every other hour from midnight to 20:00'],
+    ['0 9 * jul mon', 'Mondays in July, by name'],
+    ['5 4 * * sun', 'Sundays, by name'],
+  ])('%s: %s', (expression) => {
+    const after = '2027-01-01T00:00:00Z';
+    const expected = matchedMinutes(vixieMatcher(expression), after, 16);
+    expect(expected).toHaveLength(16);
+    expect(fires({ cron: expression, timezone: 'UTC' }, after, 16)).toEqual(expected);
+  });
+
+  test('the matcher itself: 0 12 */2 * 1 fires on odd-dated Mondays only', () => {
+    expect(matchedMinutes(vixieMatcher('0 12 */2 * 1'), '2027-01-01T00:00:00Z', 3)).toEqual(['2027-01-11T12:00:00Z', '2027-01-25T12:00:00Z', '2027-02-01T12:00:00Z']);
+  });
+});
