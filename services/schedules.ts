@@ -42,8 +42,9 @@ import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
  *   like the agent's own). So editing another account's schedule makes it fire as the editor,
  *   never with the rights of the account that made it.
  * - A fire's identity is the schedule and the time it fires at: its run is submitted with the
- *   Idempotency-Key `schedule/<id>/<time>`, and what the fire did is recorded only once
- *   (`recordFire`), so no restart or retry makes a fire twice.
+ *   Idempotency-Key `schedule/<id>/<time>`, unique to the schedule whichever account it fires as
+ *   (store/runs.ts IdempotencyScope), and what the fire did is recorded only once (`recordFire`),
+ *   so no restart, retry or edit meanwhile makes a fire twice.
  */
 
 /** What a create or update asks for, parsed by the route. */
@@ -349,13 +350,14 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
   if (schedule.revision !== revision && !isFireOf(schedule, fireAt)) return 'stale';
   if (schedule.last_fire_at && schedule.last_fire_at >= fireAt) return schedule.last_outcome ?? 'started';
   const key = fireKey(scheduleId, fireAt);
-  const owner = await getAccountById(ctx.sql, schedule.owner_account_id);
-  const made = owner ? await findRunByIdempotencyKey(ctx.sql, owner.id, key) : undefined;
+  // Whoever the fire's run was submitted as (an edit since may have changed who it fires as).
+  const made = await findRunByIdempotencyKey(ctx.sql, { source: { kind: 'schedule', id: scheduleId } }, key);
   if (made) {
     await recordFire(ctx.sql, scheduleId, fireAt, { kind: 'started', runId: made.id });
     return 'started';
   }
 
+  const owner = await getAccountById(ctx.sql, schedule.owner_account_id);
   const going = await findUnfinishedRunFrom(ctx.sql, 'schedule', scheduleId);
   if (going) {
     const streak = schedule.last_outcome === 'skipped' ? schedule.last_skipped : null;

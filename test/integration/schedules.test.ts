@@ -500,6 +500,55 @@ describe('durable fires', () => {
     await del(schedule.id);
   });
 
+  test('a fire retried after its run was submitted, when another account saved the schedule meanwhile, makes no second run', async () => {
+    // The fire's first attempt submits its run as the saver, then is lost before the fire is
+    // recorded; another admin saves the schedule before the retry (1 s later), so the retry fires
+    // as that admin. The fire's run is found by the schedule and the time, not by the account.
+    let edit: Promise<{ status: number; at: number }> | undefined;
+    let lostAt = 0;
+    let editAs: ApiClient | undefined;
+    let scheduleBody: Record<string, unknown> | undefined;
+    class EditWhenLost extends Faults {
+      fire(name: string): boolean {
+        const lost = super.fire(name);
+        if (lost && name === 'schedule-fire-after-submit') {
+          lostAt = Date.now();
+          edit = editAs!
+            .request('PUT', `/v1/schedules/${scheduleBody!.id}`, { body: { ...scheduleBody, name: 'saved by another admin meanwhile' } })
+            .then((res) => ({ status: res.status, at: Date.now() }));
+        }
+        return lost;
+      }
+    }
+    const s = await startTestServer({}, { faults: new EditWhenLost(['schedule-fire-after-submit']) });
+    try {
+      await s.api.post('/v1/users', { username: 'second-admin', role: 'admin' });
+      editAs = s.as((await s.api.post('/v1/tokens', { name: 'second', username: 'second-admin' })).body.token);
+      const created = await s.api.post('/v1/schedules', { name: 'retried after an edit', rrule: soon('FREQ=MINUTELY;COUNT=2'), run: aRun });
+      expect(created.status).toBe(201);
+      scheduleBody = created.body;
+      const done = await waitUntil('the fire to be recorded', async () => {
+        const { body } = await s.api.get(`/v1/schedules/${created.body.id}`);
+        return body.last_outcome === 'started' && body;
+      });
+      // (The rule's second fire is a minute on, after the test.)
+      const edited = await edit!;
+      expect(edited.status).toBe(200);
+      // The save landed before the retry, which comes a second after the loss.
+      expect(edited.at - lostAt).toBeLessThan(900);
+      expect(done).toMatchObject({ updated_by: 'second-admin', name: 'saved by another admin meanwhile' });
+      const local = connectDatabase(s.databaseUrl, { max: 1 });
+      try {
+        const rows = await local<{ id: string; requested_by: string }[]>`SELECT id, requested_by FROM runs WHERE source_id = ${created.body.id}`;
+        expect([...rows]).toEqual([{ id: done.last_run_id, requested_by: 'admin' }]);
+      } finally {
+        await local.end();
+      }
+    } finally {
+      await s.stop();
+    }
+  });
+
   test('a fire retried after its run was submitted makes no second run', async () => {
     const s = await startTestServer({}, { faults: new Faults(['schedule-fire-after-submit']) });
     try {
