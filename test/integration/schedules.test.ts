@@ -2,6 +2,7 @@ import { DateTime } from 'luxon';
 import { connectDatabase, type Sql } from '../../store/db';
 import { serverZone } from '../../services/schedules';
 import { Faults } from '../../services/context';
+import { SCHEDULE_HISTORY_EVENTS } from '../../workflows/definitions';
 import { grant, person, template } from '../support/access';
 import type { ApiClient } from '../support/http';
 import { soonRule, waitUntil } from '../support/schedules';
@@ -450,6 +451,29 @@ describe('firing, end to end on the real Temporal dev server', () => {
     await waitUntil('the workflow to be cancelled', async () => (await handle.describe()).status.name === 'CANCELLED');
   });
 });
+
+test('a schedule saved over and over continues as new before its history passes its bound, and keeps its plan', async () => {
+  const schedule = await createSchedule({ name: 'saved often', cron: '0 3 1 1 *', timezone: 'UTC', run: aRun });
+  const handle = t.server.context.temporal.workflow.getHandle(schedule.id);
+  const planned = await waitUntil('the first plan', async () => (await t.api.get(`/v1/schedules/${schedule.id}`)).body.next_fire_at);
+  const { runId: firstRun } = await handle.describe();
+  // Each save signals the workflow, which plans again: none of them fires.
+  let saves = 0;
+  for (; saves < 800 && (await handle.describe()).runId === firstRun; saves++) {
+    const res = await put(schedule.id, { ...schedule, name: `saved ${saves}` });
+    expect(res.status).toBe(200);
+  }
+  const current = await handle.describe();
+  expect(current.runId).not.toBe(firstRun);
+  const ended = await t.server.context.temporal.workflow.getHandle(schedule.id, firstRun).describe();
+  expect(ended.status.name).toBe('CONTINUED_AS_NEW');
+  // The bound is checked once per wake, and a wake records a few events.
+  expect(ended.historyLength).toBeLessThanOrEqual(SCHEDULE_HISTORY_EVENTS + 20);
+  expect(ended.historyLength).toBeGreaterThanOrEqual(SCHEDULE_HISTORY_EVENTS);
+  // The new run plans the same fire.
+  await waitUntil('the plan after continuing', async () => (await t.api.get(`/v1/schedules/${schedule.id}`)).body.next_fire_at === planned && (await handle.describe()).historyLength > 3);
+  await del(schedule.id);
+}, 120_000);
 
 describe('durable fires', () => {
   test('a hand-off lost after the save is made by the sweeper, and the schedule fires', async () => {
