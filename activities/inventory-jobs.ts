@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import { hostPatternFault } from '../core/ansible-spec';
-import { iniHostEntries, iniHosts, InventoryError, type InventoryFormat, type InventoryHost } from '../core/inventory';
+import { iniHosts, iniLayout, InventoryError, resolveHostAddresses, type InventoryFormat, type InventoryHost, type InventoryLayout } from '../core/inventory';
 import { inventoryFile } from '../tools/ansible';
 import {
   listedHosts,
@@ -10,8 +10,8 @@ import {
   NO_HOSTS_MATCHED,
   STATIC_INVENTORY_ENV,
   YAML_HOSTS,
-  yamlHostAddresses,
   yamlHostNames,
+  yamlLayout,
   type ResolvedInventory,
 } from '../tools/ansible-inventory';
 import { JobFailed, runSandboxedJob, type JobSandbox } from './sandboxed-job';
@@ -63,32 +63,50 @@ export async function inventoryHostNames(where: JobSandbox, format: InventoryFor
   return yamlHostNames(await readYaml(where, content, false));
 }
 
+/** A stored inventory as a provisioning callback reads it: its hosts and groups, and each host with the addresses it resolves to. */
+export interface InventoryReading {
+  layout: InventoryLayout;
+  hosts: readonly Readonly<InventoryHost>[];
+}
+
 /**
  * The few contents resolved last, by hash, so callbacks from many hosts of one inventory (a fleet
  * booting) read it once; a content that cannot be read is not kept.
  */
-const ADDRESS_CACHE_SIZE = 4;
-const addressCache = new Map<string, Promise<readonly Readonly<InventoryHost>[]>>();
+const READING_CACHE_SIZE = 4;
+const readingCache = new Map<string, Promise<Readonly<InventoryReading>>>();
 
 /**
- * The hosts a stored inventory names, each with the `ansible_host` and `ansible_ssh_host` it
- * resolves to: what a provisioning callback matches its caller against. The answer is shared
- * (kept for the next call with the same content): it is not to be changed.
+ * A stored inventory's hosts and groups (its layout: what a callback's limit is evaluated over) and
+ * each host with the `ansible_host` and `ansible_ssh_host` it resolves to (what a callback matches
+ * its caller against). The answer is shared (kept for the next call with the same content): it is
+ * not to be changed.
  */
-export async function inventoryHostAddresses(where: JobSandbox, format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
-  if (format === 'ini') return iniHostEntries(content);
-  const key = createHash('sha256').update(content).digest('base64');
-  let resolved = addressCache.get(key);
-  if (resolved) {
-    // The most recently used last.
-    addressCache.delete(key);
-  } else {
-    resolved = readYaml(where, content, true).then(yamlHostAddresses);
-    resolved.catch(() => addressCache.delete(key));
-    if (addressCache.size >= ADDRESS_CACHE_SIZE) addressCache.delete(addressCache.keys().next().value!);
+export async function inventoryReading(where: JobSandbox, format: InventoryFormat, content: string): Promise<Readonly<InventoryReading>> {
+  if (format === 'ini') {
+    const layout = iniLayout(content);
+    return { layout, hosts: resolveHostAddresses(layout) };
   }
-  addressCache.set(key, resolved);
-  return resolved;
+  const key = createHash('sha256').update(content).digest('base64');
+  let reading = readingCache.get(key);
+  if (reading) {
+    // The most recently used last.
+    readingCache.delete(key);
+  } else {
+    reading = readYaml(where, content, true).then((answer) => {
+      const layout = yamlLayout(answer);
+      return { layout, hosts: resolveHostAddresses(layout) };
+    });
+    reading.catch(() => readingCache.delete(key));
+    if (readingCache.size >= READING_CACHE_SIZE) readingCache.delete(readingCache.keys().next().value!);
+  }
+  readingCache.set(key, reading);
+  return reading;
+}
+
+/** The hosts a stored inventory names, each with the addresses it resolves to (inventoryReading). */
+export async function inventoryHostAddresses(where: JobSandbox, format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
+  return (await inventoryReading(where, format, content)).hosts;
 }
 
 let coreVersion: Promise<string | null> | undefined;

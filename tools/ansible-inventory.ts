@@ -10,6 +10,7 @@ import {
   MAX_INVENTORY_HOSTS,
   resolveHostAddresses,
   type InventoryHost,
+  type InventoryLayout,
 } from '../core/inventory';
 
 /**
@@ -60,6 +61,11 @@ export function yamlHostNames(answer: unknown): string[] {
  * (core/inventory.ts resolveHostAddresses), ranges expanded.
  */
 export function yamlHostAddresses(answer: unknown): InventoryHost[] {
+  return resolveHostAddresses(yamlLayout(answer));
+}
+
+/** yaml_hosts.py's `--layout` answer as a layout (core/inventory.ts): each host, each group's hosts and children, ranges expanded. */
+export function yamlLayout(answer: unknown): InventoryLayout {
   const read = (answer ?? {}) as { groups?: unknown; hosts?: unknown; error?: unknown };
   if (!Array.isArray(read.groups) || !Array.isArray(read.hosts)) throw new InventoryError(`the YAML inventory is not valid: ${typeof read.error === 'string' ? read.error : 'unreadable'}`);
   const layout = emptyLayout();
@@ -80,7 +86,7 @@ export function yamlHostAddresses(answer: unknown): InventoryHost[] {
     if (typeof vars.ansible_group_priority === 'number') group.priority = vars.ansible_group_priority;
   }
   for (const [pattern, vars] of read.hosts as [string, Record<string, string>][]) for (const host of expand(pattern)) layoutHost(layout, host, vars);
-  return resolveHostAddresses(layout);
+  return layout;
 }
 
 /** The host names of `ansible-inventory --list` output: every group's hosts, groups walked once. */
