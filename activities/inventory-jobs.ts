@@ -1,8 +1,7 @@
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import os from 'node:os';
 import { hostPatternFault } from '../core/ansible-spec';
-import { iniHostEntries, iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type InventoryFormat, type InventoryHost } from '../core/inventory';
+import { iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type InventoryFormat } from '../core/inventory';
 import { composedInputFile, CONSTRUCTED_FILE, constructedFile, inventoryFile } from '../tools/ansible';
 import {
   listedHosts,
@@ -10,7 +9,6 @@ import {
   NO_HOSTS_MATCHED,
   STATIC_INVENTORY_ENV,
   YAML_HOSTS,
-  yamlHostAddresses,
   yamlHostNames,
   type ResolvedInventory,
 } from '../tools/ansible-inventory';
@@ -64,31 +62,12 @@ export async function inventoryHostNames(where: JobSandbox, format: InventoryFor
 }
 
 /**
- * The few contents resolved last, by hash, so callbacks from many hosts of one inventory (a fleet
- * booting) read it once; a content that cannot be read is not kept.
+ * What PyYAML (tools/ansible/yaml_hosts.py `--layout`) reads of a YAML inventory: each group's
+ * hosts, children and address variables, and each host entry's; a layout is made of it
+ * (tools/ansible-inventory.ts yamlLayout) where it is read.
  */
-const ADDRESS_CACHE_SIZE = 4;
-const addressCache = new Map<string, Promise<readonly Readonly<InventoryHost>[]>>();
-
-/**
- * The hosts a stored inventory names, each with the `ansible_host` and `ansible_ssh_host` it
- * resolves to: what a provisioning callback matches its caller against. The answer is shared
- * (kept for the next call with the same content): it is not to be changed.
- */
-export async function inventoryHostAddresses(where: JobSandbox, format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
-  if (format === 'ini') return iniHostEntries(content);
-  const key = createHash('sha256').update(content).digest('base64');
-  let resolved = addressCache.get(key);
-  if (resolved) {
-    // The most recently used last.
-    addressCache.delete(key);
-  } else {
-    resolved = readYaml(where, content, true).then(yamlHostAddresses);
-    resolved.catch(() => addressCache.delete(key));
-    if (addressCache.size >= ADDRESS_CACHE_SIZE) addressCache.delete(addressCache.keys().next().value!);
-  }
-  addressCache.set(key, resolved);
-  return resolved;
+export function yamlLayoutAnswer(where: JobSandbox, content: string): Promise<unknown> {
+  return readYaml(where, content, true);
 }
 
 let coreVersion: Promise<string | null> | undefined;

@@ -8,7 +8,7 @@ import { getInventorySource } from '../store/inventory-sources';
 import { putPayload, readPayload } from '../store/job-payloads';
 import { GitError } from '../core/project-paths';
 import { readTree } from './git';
-import { inventoryHostAddresses, inventoryHostNames, resolveComposed, resolveInventory, runInventoryScript, type ComposedJob } from './inventory-jobs';
+import { inventoryHostNames, resolveComposed, resolveInventory, runInventoryScript, yamlLayoutAnswer, type ComposedJob } from './inventory-jobs';
 import { JobFailed, type JobSandbox } from './sandboxed-job';
 
 /**
@@ -59,10 +59,10 @@ export function createJobActivities(deps: JobActivityDeps) {
   const answer = (value: unknown) => putPayload(sql, typeof value === 'string' ? value : JSON.stringify(value));
 
   return {
-    /** A YAML inventory's host names (or, with `addresses`, each host's address variables); the answer's payload id. */
-    async inventoryHostsJob(job: { payload: string; format: InventoryFormat; addresses: boolean }): Promise<string> {
+    /** A YAML inventory's host names (or, with `layout`, what PyYAML reads of its groups and hosts); the answer's payload id. */
+    async inventoryHostsJob(job: { payload: string; format: InventoryFormat; layout: boolean }): Promise<string> {
       const content = await input(job.payload);
-      return asJob(async () => answer(job.addresses ? await inventoryHostAddresses(site, job.format, content) : await inventoryHostNames(site, job.format, content)));
+      return asJob(async () => answer(job.layout ? await yamlLayoutAnswer(site, content) : await inventoryHostNames(site, job.format, content)));
     },
 
     /** An inventory resolved as a launch would see it, with a limit; the answer's payload id. */

@@ -1,5 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
+import { limitSelectsHost, patternInventory, splitHostPattern } from './host-patterns';
+import type { InventoryLayout } from './inventory';
 
 /**
  * Provisioning callbacks as pure rules (spec part A 1.1, 2.3, 4.6; part B 7.5): the two addresses,
@@ -61,47 +63,23 @@ export function hostsAt(address: string, hosts: readonly CallbackHost[]): string
 }
 
 /**
- * Whether an Ansible limit (`web*:&prod:!db1`, or comma-separated) selects `host`, given the
- * inventory's host names; undefined when it cannot be told without the inventory tool: a pattern
- * that is a regular expression (`~...`), a range (`[1:3]`), or a name that is no host and so may
- * be a group.
+ * Whether a template's Ansible limit selects the calling `host`, evaluated as Ansible evaluates it
+ * over the stored inventory's hosts and groups (core/host-patterns.ts): undefined when the limit
+ * holds a pattern only Ansible itself can evaluate (a `~` regular expression, a subscript).
  */
-export function limitSelects(limit: string, host: string, hostNames: readonly string[]): boolean | undefined {
-  const terms = limit
-    .split(/[,:]/)
-    .map((t) => t.trim())
-    .filter((t) => t !== '');
-  if (terms.length === 0) return true;
-  const known = new Set(hostNames);
-  const matches = (pattern: string): boolean | undefined => {
-    if (pattern === 'all' || pattern === '*') return true;
-    if (pattern.startsWith('~') || /\[/.test(pattern)) return undefined;
-    if (/[*?]/.test(pattern)) return globMatch(pattern, host) ? true : hostNames.some((h) => globMatch(pattern, h)) ? false : undefined;
-    if (known.has(pattern)) return pattern === host;
-    return undefined;
-  };
-  const positives = terms.filter((t) => !t.startsWith('!') && !t.startsWith('&')).map(matches);
-  const intersections = terms.filter((t) => t.startsWith('&')).map((t) => t.slice(1));
-  const exclusions = terms.filter((t) => t.startsWith('!')).map((t) => t.slice(1));
-  // With no plain pattern, Ansible starts from every host.
-  let selected: boolean | undefined = positives.length === 0 || positives.includes(true) ? true : positives.includes(undefined) ? undefined : false;
-  if (selected === false) return false;
-  for (const term of intersections) {
-    const m = matches(term);
-    if (m === false) return false;
-    if (m === undefined) selected = undefined;
-  }
-  for (const term of exclusions) {
-    const m = matches(term);
-    if (m === true) return false;
-    if (m === undefined) selected = undefined;
-  }
-  return selected;
+export function limitSelects(limit: string, host: string, layout: InventoryLayout): boolean | undefined {
+  return limitSelectsHost(limit, host, patternInventory(layout));
 }
 
-function globMatch(pattern: string, name: string): boolean {
-  const re = new RegExp(`^${pattern.replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
-  return re.test(name);
+/**
+ * The limit a callback's run keeps (spec part A 2.3 `callback_limit`): with `intersect` the
+ * template's limit and the calling host both (`<limit>,&<host>`, the limit's own patterns joined by
+ * commas so none is read apart), so the run is held to the template's limit as well as to the
+ * host; with `replace`, or with no limit, the host alone.
+ */
+export function callbackRunLimit(templateLimit: string | null, host: string, mode: 'intersect' | 'replace'): string {
+  if (mode === 'replace' || templateLimit === null) return host;
+  return [...splitHostPattern(templateLimit), `&${host}`].join(',');
 }
 
 /** What a callback's body says, read as JSON or as a form. */

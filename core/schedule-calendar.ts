@@ -28,8 +28,9 @@ import { Frequency, RRule, type Options as RRuleOptions } from 'rrule';
  * Decisions where RFC 5545 or the spec leave room:
  * - An rrule is content lines separated by line breaks or spaces: exactly one DTSTART, one or
  *   more RRULE, any EXRULE, RDATE and EXDATE (lines are not folded). Other properties are refused.
- * - DTSTART always counts as the first occurrence (RFC 5545 3.8.5.3), even when the rule would
- *   not produce it; an EXDATE can remove it.
+ * - DTSTART always counts as the first occurrence (RFC 5545 3.8.5.3), and as the first of an
+ *   RRULE's COUNT (3.3.10), even when the rule would not produce it; an EXDATE can remove it
+ *   (its place in COUNT stays taken). COUNT counts after every BY part (countAsUntil).
  * - Zone: `timezone` when given. Otherwise DTSTART's TZID, UTC for a DTSTART in UTC form (`Z`),
  *   else the fallback (the server's zone, chosen by the caller). A TZID on any line, or a DTSTART
  *   in UTC form, that names another zone than `timezone` is refused: the rule and the schedule
@@ -282,11 +283,25 @@ class ZonedCalendar implements ScheduleCalendar {
 
 // ---- cron (croner) ----
 
+/**
+ * How the two day fields combine, as Vixie cron and cronie read them (crontab(5)): when both are
+ * restricted a day matching either fires; when either starts with `*` (croner's `?` too) a day
+ * must match both, so every other day of the month (`*` stepped by 2) with weekday 1 fires on
+ * odd-dated Mondays only. croner ORs them unless a field is
+ * exactly `*`, so the AND is asked of it whenever a field starts with `*`.
+ */
+function daysMustBothMatch(expression: string): boolean {
+  const fields = expression.trim().split(/\s+/);
+  if (fields.length < 5) return false; // a nickname: croner expands it with `*` days
+  const [dayOfMonth, dayOfWeek] = fields.length === 6 ? [fields[3], fields[5]] : [fields[2], fields[4]];
+  return /^[*?]/.test(dayOfMonth) || /^[*?]/.test(dayOfWeek);
+}
+
 function cronSource(expression: string): NominalSource {
   let cron: Cron;
   try {
     // Run in UTC, which has no shifts: the pattern's times are wall times (see the top of the file).
-    cron = new Cron(expression.trim(), { timezone: 'Etc/UTC', mode: '5-or-6-parts', paused: true });
+    cron = new Cron(expression.trim(), { timezone: 'Etc/UTC', mode: '5-or-6-parts', paused: true, domAndDow: daysMustBothMatch(expression) });
   } catch (err) {
     throw new CalendarError(`cron: ${(err as Error).message.replace(/^CronPattern: /, '')}`, 'cron');
   }
@@ -490,16 +505,16 @@ function ruleOf(line: ContentLine, dtstart: number, clock: ZoneClock): Recurrenc
     ...Object.fromEntries(limits.map((part) => [part, null])),
     dtstart: new Date(dtstart),
     tzid: null,
+    count: null,
     until: until === undefined ? null : new Date(until),
   });
-  return {
-    rule,
-    keeps(wall) {
-      if (!limits.length) return true;
-      const time = DateTime.fromMillis(wall, { zone: UTC });
-      return (!hours.size || hours.has(time.hour)) && (!minutes.size || minutes.has(time.minute));
-    },
+  const keeps = (wall: number) => {
+    if (!limits.length) return true;
+    const time = DateTime.fromMillis(wall, { zone: UTC });
+    return (!hours.size || hours.has(time.hour)) && (!minutes.size || minutes.has(time.minute));
   };
+  if (options.count == null) return { rule, keeps };
+  return { rule: countAsUntil(rule, keeps, options.count, line.name === 'RRULE' ? dtstart : undefined), keeps };
 }
 
 /** The units of frequencies whose occurrences repeat exactly every INTERVAL units of wall time. */
@@ -530,14 +545,32 @@ function startingNear(rule: RRule, from: number): RRule {
 }
 
 /**
- * COUNT counts from DTSTART, so a rule with COUNT cannot start elsewhere: its COUNT becomes the
- * UNTIL of its last time (one walk of at most MAX_COUNT times), which gives the same times.
+ * COUNT as the UNTIL of the rule's last time, so the rule can start anywhere (startingNear) and
+ * every walk gives the same times. COUNT counts the times the rule gives after the BY parts applied
+ * here (`keeps`), and an RRULE's DTSTART is always the first of them (RFC 5545 3.3.10), so a
+ * DTSTART the rule would not give leaves it COUNT - 1 times of its own. One walk of at most COUNT
+ * kept times, run as near the year 9999 as the calendar allows (Shift) so that a rule with fewer
+ * times than COUNT gives up soon.
  */
-function countAsUntil(rule: RRule): RRule {
-  if (rule.options.count == null || !EVEN_UNITS[rule.options.freq]) return rule;
-  const times = rule.all();
-  if (!times.length) return rule;
-  return new RRule({ ...rule.origOptions, count: null, until: times[times.length - 1] });
+function countAsUntil(rule: RRule, keeps: (wall: number) => boolean, count: number, dtstart: number | undefined): RRule {
+  const shift = new Shift(rule.options.dtstart.getTime());
+  let left = count;
+  let last: number | undefined;
+  let first = true;
+  shift.rule(rule).all((date) => {
+    const wall = shift.back(date.getTime());
+    if (!keeps(wall)) return true;
+    // DTSTART, which the walk adds by itself, took the first place.
+    if (first && dtstart !== undefined && wall !== dtstart) left--;
+    first = false;
+    if (left <= 0) return false;
+    last = wall;
+    left--;
+    return left > 0;
+  });
+  // No time of its own left: an UNTIL before DTSTART gives none.
+  const until = last ?? rule.options.dtstart.getTime() - 1;
+  return new RRule({ ...rule.origOptions, count: null, until: new Date(until) });
 }
 
 /**
@@ -591,7 +624,7 @@ class RruleSource implements NominalSource {
 
   walk(from: number, until: number, visit: (wall: number) => boolean): void {
     const shift = new Shift(until);
-    const prepare = ({ rule, keeps }: Recurrence): Recurrence => ({ rule: countAsUntil(shift.rule(rule)), keeps });
+    const prepare = ({ rule, keeps }: Recurrence): Recurrence => ({ rule: shift.rule(rule), keeps });
     const rules = this.rules.map(prepare);
     const exrules = this.exrules.map(prepare);
     const timesIn = ({ rule }: Recurrence, low: number, high: number) =>

@@ -27,13 +27,16 @@ export const signingSecretContext = (triggerId: string) => `trigger:${triggerId}
  *
  * - `hmac`: HMAC-SHA256 of the raw body under the signing secret, in hex. GitHub and Gitea or
  *   Forgejo send `X-Hub-Signature-256: sha256=<hex>`; Gitea also `X-Gitea-Signature: <hex>`,
- *   Forgejo `X-Forgejo-Signature`, and both the Gogs form `X-Gogs-Signature`.
+ *   Forgejo `X-Forgejo-Signature`, and both the Gogs form `X-Gogs-Signature`. Bitbucket Cloud
+ *   sends `X-Hub-Signature: sha256=<hex>`.
  * - `token`: the signing secret itself, sent as a shared token (GitLab's `X-Gitlab-Token`).
  *
- * GitHub's SHA-1 `X-Hub-Signature` is neither checked nor counted: SHA-1 is not accepted.
+ * GitHub's own `X-Hub-Signature` carries SHA-1 (`sha1=<hex>`): that header counts only in its
+ * `sha256=` form (`countedOnlyWithPrefix`), so a SHA-1 value is neither checked nor counted.
  */
-const SIGNATURE_HEADERS: readonly { header: string; kind: 'hmac' | 'token'; prefix: string }[] = [
+const SIGNATURE_HEADERS: readonly { header: string; kind: 'hmac' | 'token'; prefix: string; countedOnlyWithPrefix?: true }[] = [
   { header: 'x-hub-signature-256', kind: 'hmac', prefix: 'sha256=' },
+  { header: 'x-hub-signature', kind: 'hmac', prefix: 'sha256=', countedOnlyWithPrefix: true },
   { header: 'x-gitea-signature', kind: 'hmac', prefix: '' },
   { header: 'x-forgejo-signature', kind: 'hmac', prefix: '' },
   { header: 'x-gogs-signature', kind: 'hmac', prefix: '' },
@@ -41,7 +44,15 @@ const SIGNATURE_HEADERS: readonly { header: string; kind: 'hmac' | 'token'; pref
 ];
 
 /** The signature headers Cairn reads, for the words of a refusal. */
-export const SIGNATURE_HEADER_NAMES = ['X-Hub-Signature-256', 'X-Gitea-Signature', 'X-Forgejo-Signature', 'X-Gogs-Signature', 'X-Gitlab-Token'] as const;
+export const SIGNATURE_HEADER_NAMES = ['X-Hub-Signature-256', 'X-Hub-Signature', 'X-Gitea-Signature', 'X-Forgejo-Signature', 'X-Gogs-Signature', 'X-Gitlab-Token'] as const;
+
+/** A signature header's value as received, when the delivery carries that header in a form that counts. */
+function signatureValue(headers: DeliveryHeaders, entry: (typeof SIGNATURE_HEADERS)[number]): string | undefined {
+  const value = headers[entry.header];
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value.join(', ') : value;
+  return entry.countedOnlyWithPrefix && !text.toLowerCase().startsWith(entry.prefix) ? undefined : text;
+}
 
 export type SignatureVerdict =
   /** Every signature header the delivery carries matches, and it carries at least one. */
@@ -53,7 +64,7 @@ export type SignatureVerdict =
 
 /** Whether the delivery carries any signature header at all; a check is needed only then, or when one is required. */
 export function hasSignature(headers: DeliveryHeaders): boolean {
-  return SIGNATURE_HEADERS.some(({ header }) => headers[header] !== undefined);
+  return SIGNATURE_HEADERS.some((entry) => signatureValue(headers, entry) !== undefined);
 }
 
 const HEX_SHA256 = /^[0-9a-fA-F]{64}$/;
@@ -63,18 +74,19 @@ const HEX_SHA256 = /^[0-9a-fA-F]{64}$/;
  * bytes received. Each comparison takes the same time whatever the bytes compared: the HMAC is
  * compared as 32 bytes with timingSafeEqual, and a shared token by its SHA-256, so neither its
  * length nor its first differing byte shows in the time taken. A header given twice (Node joins
- * the values) or not in its form is a mismatch.
+ * the values) or not in its form is a mismatch. The secret is keyed as its UTF-8 bytes.
  */
 export function checkSignature(headers: DeliveryHeaders, rawBody: Uint8Array, secret: string): SignatureVerdict {
   const matched: string[] = [];
   let expectedHmac: Buffer | undefined;
-  for (const { header, kind, prefix } of SIGNATURE_HEADERS) {
-    const value = headers[header];
-    if (value === undefined) continue;
-    const text = Array.isArray(value) ? value.join(', ') : value;
+  for (const entry of SIGNATURE_HEADERS) {
+    const { header, kind, prefix } = entry;
+    const text = signatureValue(headers, entry);
+    if (text === undefined) continue;
     let ok: boolean;
     if (kind === 'token') {
-      ok = timingSafeEqual(sha256(text), sha256(secret));
+      // Node reads a header's bytes as Latin-1 characters: compared as those bytes, the secret's UTF-8.
+      ok = timingSafeEqual(sha256(Buffer.from(text, 'latin1')), sha256(Buffer.from(secret, 'utf8')));
     } else {
       expectedHmac ??= createHmac('sha256', secret).update(rawBody).digest();
       const hex = text.startsWith(prefix) ? text.slice(prefix.length) : '';
@@ -94,7 +106,7 @@ export function hubSignature256(rawBody: Uint8Array | string, secret: string): s
 const displayName = (header: string) => SIGNATURE_HEADER_NAMES.find((name) => name.toLowerCase() === header) ?? header;
 
 /** The forges whose push payloads Cairn reads. */
-export type Forge = 'github' | 'gitlab' | 'gitea';
+export type Forge = 'github' | 'gitlab' | 'gitea' | 'bitbucket';
 
 /** What a push says, as the run's extra vars carry it (see {@link pushExtraVars}). */
 export interface Push {
@@ -132,7 +144,7 @@ const headerText = (headers: DeliveryHeaders, name: string): string | undefined 
 
 /**
  * The forge and its event name, from the event headers. Gitea and Forgejo also send GitHub's
- * headers for compatibility, so their own are read first. A delivery with no event header is
+ * headers for compatibility, so their own are read first; Bitbucket's is `X-Event-Key`. A delivery with no event header is
  * read by its body: GitLab's carries `object_kind`; any other is read as GitHub's shape.
  */
 function forgeEvent(headers: DeliveryHeaders, body: Record<string, unknown>): { forge: Forge | undefined; event: string } {
@@ -140,6 +152,8 @@ function forgeEvent(headers: DeliveryHeaders, body: Record<string, unknown>): { 
     const event = headerText(headers, name);
     if (event !== undefined) return { forge: 'gitea', event };
   }
+  const bitbucket = headerText(headers, 'x-event-key');
+  if (bitbucket !== undefined) return { forge: 'bitbucket', event: bitbucket };
   const github = headerText(headers, 'x-github-event');
   if (github !== undefined) return { forge: 'github', event: github };
   const gitlab = headerText(headers, 'x-gitlab-event');
@@ -152,6 +166,8 @@ const PUSH_EVENTS: Record<Forge, readonly string[]> = {
   github: ['push'],
   gitea: ['push'],
   gitlab: ['Push Hook', 'Tag Push Hook'],
+  // Bitbucket Cloud's push; Bitbucket Data Center's `repo:refs_changed` has another shape and is not read.
+  bitbucket: ['repo:push'],
 };
 
 const ZERO_COMMIT = /^0+$/;
@@ -162,6 +178,7 @@ export function readDelivery(headers: DeliveryHeaders, body: unknown): DeliveryR
   const { forge, event } = forgeEvent(headers, object);
   if (forge === 'github' && event === 'ping') return { kind: 'ping', forge };
   if (forge !== undefined && !PUSH_EVENTS[forge].includes(event)) return { kind: 'other', forge, event };
+  if (forge === 'bitbucket') return readBitbucketPush(object);
   const read = forge ?? 'github';
 
   const ref = text(object.ref);
@@ -196,6 +213,39 @@ export function readDelivery(headers: DeliveryHeaders, body: unknown): DeliveryR
 }
 
 /**
+ * A Bitbucket Cloud `repo:push`: its first change (`push.changes[0]`; a push of several refs at
+ * once is read by the first), the ref from `new` (from `old` when the push deleted it: `new` is
+ * null), the commit `new.target.hash`, the repository's `full_name`, and who pushed: the actor's
+ * `nickname`, else its `display_name`.
+ */
+function readBitbucketPush(object: Record<string, unknown>): DeliveryReading {
+  const changes = field(object.push, 'changes');
+  const change = Array.isArray(changes) && isObject(changes[0]) ? changes[0] : undefined;
+  if (!change) return { kind: 'unreadable', forge: 'bitbucket', missing: 'push.changes' };
+  const deleted = change.new === null || change.new === undefined;
+  const state = deleted ? change.old : change.new;
+  const name = text(field(state, 'name'));
+  const type = text(field(state, 'type'));
+  if (!name || (type !== 'branch' && type !== 'tag')) return { kind: 'unreadable', forge: 'bitbucket', missing: `push.changes[0].${deleted ? 'old' : 'new'}.name` };
+  const commit = deleted ? '' : text(field(field(state, 'target'), 'hash'));
+  if (!deleted && !commit) return { kind: 'unreadable', forge: 'bitbucket', missing: 'push.changes[0].new.target.hash' };
+  const ref = `refs/${type === 'tag' ? 'tags' : 'heads'}/${name}`;
+  return {
+    kind: 'push',
+    push: {
+      forge: 'bitbucket',
+      ref,
+      branch: type === 'branch' ? name : '',
+      tag: type === 'tag' ? name : '',
+      commit,
+      repository: text(field(object.repository, 'full_name')),
+      pusher: text(field(object.actor, 'nickname')) || text(field(object.actor, 'display_name')),
+      deleted,
+    },
+  };
+}
+
+/**
  * What a push gives the run, as extra vars over the template's own and under its survey's
  * answers (so a survey question of the same name wins). Every name is always set, "" when the
  * push does not say, so a tool can rely on each variable being there.
@@ -213,7 +263,7 @@ export function pushExtraVars(push: Push): Record<string, string> {
 }
 
 /** Where a delivery's id is, by forge: a redelivery carries the same one. */
-const DELIVERY_ID_HEADERS = ['x-github-delivery', 'x-gitlab-event-uuid', 'x-gitea-delivery', 'x-forgejo-delivery', 'x-gogs-delivery'];
+const DELIVERY_ID_HEADERS = ['x-github-delivery', 'x-gitlab-event-uuid', 'x-gitea-delivery', 'x-forgejo-delivery', 'x-gogs-delivery', 'x-request-uuid'];
 
 /** The delivery's id, or undefined when it carries none. */
 export function deliveryIdOf(headers: DeliveryHeaders): string | undefined {

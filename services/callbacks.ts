@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { InventoryFormat, InventoryHost } from '../core/inventory';
 import {
   callbackKeyContext,
+  callbackRunLimit,
   hostsAt,
   keysMatch,
   limitSelects,
@@ -25,7 +26,8 @@ import {
 } from '../store/callbacks';
 import type { Db } from '../store/db';
 import { getInventory } from '../store/inventories';
-import { inventoryHostAddresses } from './inventories';
+import { InventoryError, resolveHostAddresses, type InventoryLayout } from '../core/inventory';
+import { inventoryLayout, resolveContent } from './inventories';
 import { claimHit, type RateLimit } from '../store/rate-limits';
 import { getTemplate, getTemplateForUpdate, type Template } from '../store/templates';
 import { actorKindOf, type Caller } from '../store/tokens';
@@ -44,7 +46,8 @@ import { templateView, type TemplateDraft } from './templates';
  * sealed under the install key (context `callback:<template id>:host-config-key`); minting needs
  * SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT. A callback fires as the account that minted
  * the key, through launchUnattended, so the approval gate judges it as that account's own launch
- * and the run records source `callback` (id: the template) and `limit` the calling host.
+ * and the run records source `callback` (id: the template) and its `limit`: the template's limit
+ * and the calling host (`intersect`), or the calling host alone (`replace`).
  */
 
 /** The flag that sets how many callbacks one address may send a minute. */
@@ -124,44 +127,77 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
 }
 
 /**
- * The hosts of a stored inventory a callback can match, or undefined when the inventory is gone.
- * The stored host list keeps names only, so the content is read on demand (INI by Cairn's parser,
- * YAML by PyYAML in the sandbox: activities/inventory-jobs.ts) for each host's `ansible_host` and
+ * The hosts of a stored inventory a callback can match, and its groups, or undefined when the
+ * inventory is gone. The stored host list keeps names only, so the content is read on demand (INI
+ * by Cairn's parser, YAML by PyYAML in the sandbox: activities/inventory-jobs.ts) for its groups
+ * (what the template's limit is evaluated over) and each host's `ansible_host` and
  * `ansible_ssh_host` as Ansible resolves them: its own entries over its groups' variables, a child
  * group's over its parent's, `all`'s lowest (core/inventory.ts resolveHostAddresses).
  */
-export type CallbackHostSource = (ctx: ServerContext, inventoryId: string) => Promise<CallbackHost[] | { resolvedAtStart: 'smart' | 'constructed' } | undefined>;
+export interface CallbackInventory {
+  hosts: CallbackHost[];
+  layout: InventoryLayout;
+  /** The content, for a limit only Ansible can evaluate. */
+  format: 'ini' | 'yaml';
+  content: string;
+}
 
 /**
- * The few contents resolved last, by hash, so callbacks from many hosts of one inventory (a fleet
- * booting) read it once; a content that cannot be read is not kept.
+ * The few contents read last, by hash, so callbacks from many hosts of one inventory (a fleet
+ * booting) read it once; a content that cannot be read is not kept. An answer is shared: it is
+ * not to be changed.
  */
-const ADDRESS_CACHE_SIZE = 4;
-const addressCache = new Map<string, Promise<readonly Readonly<InventoryHost>[]>>();
+const READING_CACHE_SIZE = 4;
+const readingCache = new Map<string, Promise<Readonly<{ layout: InventoryLayout; hosts: readonly Readonly<InventoryHost>[] }>>>();
 
-function cachedHostAddresses(ctx: ServerContext, format: InventoryFormat, content: string): Promise<readonly Readonly<InventoryHost>[]> {
+function cachedReading(ctx: ServerContext, format: InventoryFormat, content: string) {
   const key = createHash('sha256').update(format).update('\0').update(content).digest('base64');
-  let resolved = addressCache.get(key);
-  if (resolved) {
+  let reading = readingCache.get(key);
+  if (reading) {
     // The most recently used last.
-    addressCache.delete(key);
+    readingCache.delete(key);
   } else {
-    resolved = inventoryHostAddresses(ctx, format, content);
-    resolved.catch(() => addressCache.delete(key));
-    if (addressCache.size >= ADDRESS_CACHE_SIZE) addressCache.delete(addressCache.keys().next().value!);
+    reading = inventoryLayout(ctx, format, content).then((layout) => ({ layout, hosts: resolveHostAddresses(layout) }));
+    reading.catch(() => readingCache.delete(key));
+    if (readingCache.size >= READING_CACHE_SIZE) readingCache.delete(readingCache.keys().next().value!);
   }
-  addressCache.set(key, resolved);
-  return resolved;
+  readingCache.set(key, reading);
+  return reading;
 }
 
 /** A smart or constructed inventory is resolved at run start: it answers `resolvedAtStart` (a 409 of spec part B 7.5). */
-export const storedInventoryHosts: CallbackHostSource = async (ctx, inventoryId) => {
+async function storedInventoryHosts(ctx: ServerContext, inventoryId: string): Promise<CallbackInventory | { resolvedAtStart: 'smart' | 'constructed' } | undefined> {
   const inventory = await getInventory(ctx.sql, inventoryId);
   if (!inventory) return undefined;
   if (inventory.kind !== 'static') return { resolvedAtStart: inventory.kind };
-  const hosts = await cachedHostAddresses(ctx, inventory.format, inventory.content);
-  return hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) }));
-};
+  const { layout, hosts } = await cachedReading(ctx, inventory.format, inventory.content);
+  return {
+    layout,
+    hosts: hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) })),
+    format: inventory.format,
+    content: inventory.content,
+  };
+}
+
+/**
+ * Whether the template's limit selects the calling host, as Ansible evaluates it over the stored
+ * inventory's hosts and groups (core/host-patterns.ts); a limit holding a pattern only Ansible can
+ * evaluate (a `~` regular expression, a subscript) is asked of `ansible --list-hosts` in the
+ * sandbox. 409 when this server cannot run it or the limit cannot apply; 503 when the job failed.
+ */
+async function templateLimitSelects(ctx: ServerContext, limit: string, host: string, inventory: CallbackInventory): Promise<boolean> {
+  const selected = limitSelects(limit, host, inventory.layout);
+  if (selected !== undefined) return selected;
+  try {
+    return (await resolveContent(ctx, inventory.format, inventory.content, limit)).hosts.includes(host);
+  } catch (err) {
+    if (err instanceof InventoryError) {
+      throw conflict(`this template cannot launch from a callback: it keeps the limit ${JSON.stringify(limit)}, which this server cannot evaluate: ${err.message}`, { field: 'limit' });
+    }
+    ctx.logger.error({ err }, "a callback could not evaluate its template's limit");
+    throw new ApiError(503, "the template's limit could not be evaluated; nothing was launched");
+  }
+}
 
 /** A callback as received. */
 export interface CallbackRequest {
@@ -196,7 +232,8 @@ const WRONG_KEY = 'the host config key is not valid for this template';
  * 5. The inventory: none, or gone, or smart or constructed (resolved only when a run starts), 409
  *    (part B 7.3: naming, never quoting); the caller's address matching no host, or more than one, 400.
  * 6. With `callback_limit` `intersect` and a limit the template keeps: a host outside it 403; a
- *    limit that cannot be evaluated without the inventory tool 409.
+ *    limit only Ansible can evaluate that this server cannot (no inventory tool) 409, or whose
+ *    evaluation failed 503. The run keeps the limit with the host (`<limit>,&<host>`).
  * 7. One callback run per host at a time: 409 while one is pending or running.
  * 8. The launch, as the key's minter: 201 naming the run (held, when a policy holds it); a survey
  *    nobody can answer 400; a deny rule 403; a configuration error 409; a failure of the server
@@ -226,7 +263,7 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
   if (!keysMatch(body.hostConfigKey, stored)) throw forbidden(WRONG_KEY);
 
   if (!template.inventory_id) throw conflict('this template cannot launch from a callback: it has no stored inventory to match the calling host in');
-  let hosts: Awaited<ReturnType<CallbackHostSource>>;
+  let hosts: Awaited<ReturnType<typeof storedInventoryHosts>>;
   try {
     hosts = await storedInventoryHosts(ctx, template.inventory_id);
   } catch (err) {
@@ -239,7 +276,7 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
       inventory_id: template.inventory_id,
     });
   }
-  const matched = hostsAt(request.address, hosts);
+  const matched = hostsAt(request.address, hosts.hosts);
   if (matched.length !== 1) {
     throw badRequest(
       matched.length === 0
@@ -251,12 +288,8 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
   const host = matched[0];
 
   const limit = templateLimit(template);
-  if (template.callback_limit === 'intersect' && limit !== null) {
-    const selected = limitSelects(limit, host, hosts.map((h) => h.name));
-    if (selected === undefined) {
-      throw conflict(`this template cannot launch from a callback: it keeps the limit ${JSON.stringify(limit)}, which this server cannot evaluate without the inventory tool`);
-    }
-    if (!selected) throw forbidden(`host ${host} is outside the limit this template keeps`, { host });
+  if (template.callback_limit === 'intersect' && limit !== null && !(await templateLimitSelects(ctx, limit, host, hosts))) {
+    throw forbidden(`host ${host} is outside the limit this template keeps`, { host });
   }
 
   const claim = await claimCallback(ctx.sql, template.id, host, LAUNCH_CLAIM_SECONDS);
@@ -284,7 +317,7 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
       origin,
       template,
       { kind: 'callback', id: template.id, name: host, owner, actorKind: key.owner_actor_kind },
-      { limit: host },
+      { limit: callbackRunLimit(limit, host, template.callback_limit) },
     );
     await settleCallbackClaim(ctx.sql, template.id, host, claim.claimedAt, run.id);
     if ('externalId' in request.target) await noteExternalCallback(ctx.sql, template.id);

@@ -1,6 +1,6 @@
 import { ApiError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { detectFormat, iniHostEntries, iniHosts, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat, type InventoryHost } from '../core/inventory';
+import { detectFormat, iniHosts, iniLayout, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat, type InventoryLayout } from '../core/inventory';
 import type { Run } from '../core/run';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
@@ -17,7 +17,7 @@ import {
   type InventorySummary,
 } from '../store/inventories';
 import type { Caller } from '../store/tokens';
-import type { ResolvedInventory } from '../tools/ansible-inventory';
+import { yamlLayout, type ResolvedInventory } from '../tools/ansible-inventory';
 import { JobRefused, runJob, withPayload } from './jobs';
 import type { ToolInputs } from '../tools/types';
 import { requireAccess } from './access';
@@ -80,10 +80,23 @@ export async function inventoryHostNames(ctx: ServerContext, format: InventoryFo
   return inventoryJob(() => withPayload(ctx, content, (payload) => runJob(ctx, 'inventoryHostsJob', { payload, format, addresses: false })));
 }
 
-/** Each host an inventory names with the `ansible_host` and `ansible_ssh_host` it resolves to, read as inventoryHostNames reads the names. */
-export async function inventoryHostAddresses(ctx: ServerContext, format: InventoryFormat, content: string): Promise<InventoryHost[]> {
-  if (format === 'ini') return iniHostEntries(content);
-  return inventoryJob(() => withPayload(ctx, content, (payload) => runJob(ctx, 'inventoryHostsJob', { payload, format, addresses: true })));
+/**
+ * An inventory's hosts and groups (its layout: what a callback's limit is evaluated over), read as
+ * inventoryHostNames reads the names; each host's addresses are resolved from it
+ * (core/inventory.ts resolveHostAddresses).
+ */
+export async function inventoryLayout(ctx: ServerContext, format: InventoryFormat, content: string): Promise<InventoryLayout> {
+  if (format === 'ini') return iniLayout(content);
+  return yamlLayout(await inventoryJob(() => withPayload(ctx, content, (payload) => runJob(ctx, 'inventoryHostsJob', { payload, format, layout: true }))));
+}
+
+/**
+ * An inventory's content resolved as a launch would see it, a limit applied (spec part A 4.12):
+ * by `ansible-inventory` and `ansible --list-hosts` in a worker's sandbox (activities/inventory-jobs.ts).
+ * A fault is an InventoryError with the reason.
+ */
+export async function resolveContent(ctx: ServerContext, format: InventoryFormat, content: string, limit?: string): Promise<ResolvedInventory> {
+  return inventoryJob<ResolvedInventory>(() => withPayload(ctx, content, (payload) => runJob(ctx, 'resolveInventoryJob', { payload, format, ...(limit ? { limit } : {}) })));
 }
 
 /**
@@ -309,9 +322,7 @@ export async function previewInventory(
     format = source.format ?? detectFormat(content);
   }
   try {
-    const resolved = await inventoryJob<ResolvedInventory>(() =>
-      withPayload(ctx, content, (payload) => runJob(ctx, 'resolveInventoryJob', { payload, format, ...(limit ? { limit } : {}) })),
-    );
+    const resolved = await resolveContent(ctx, format, content, limit || undefined);
     return { ...resolved, count: resolved.hosts.length, limit: limit ?? '', inventory_id: 'id' in source ? source.id : null };
   } catch (err) {
     if (!(err instanceof InventoryError)) throw err;

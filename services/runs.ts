@@ -10,7 +10,7 @@ import { runView } from '../core/run-view';
 import { stateDigest } from '../core/state-digest';
 import { isUniqueViolation } from '../store/db';
 import { appendEvent } from '../store/events';
-import { findRunByIdempotencyKey, getRun, getRunForUpdate, insertRunWithEvent, markCancelRequested, listChildRuns, markWorkflowStarted, type NewRun } from '../store/runs';
+import { findRunByIdempotencyKey, getRun, SOURCE_KEYED, type IdempotencyScope, type SourceKeyed, getRunForUpdate, insertRunWithEvent, markCancelRequested, listChildRuns, markWorkflowStarted, type NewRun } from '../store/runs';
 import { listPolicies } from '../store/policies';
 import { markOwed } from '../store/notifications';
 import { oweEffects } from '../store/outbox';
@@ -158,7 +158,8 @@ async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, ex
  * The one way a run comes to exist: checked, judged by the approval gate, recorded with its events
  * and its chain entry in one transaction, then handed to Temporal unless it is held. If the
  * hand-off fails the sweeper finishes it, so nothing is lost. A repeat with the same
- * Idempotency-Key by the same account returns the original run and records nothing.
+ * Idempotency-Key by the same account (for a schedule's fire or a trigger's delivery: from the
+ * same source) returns the original run and records nothing.
  */
 /**
  * A limit reaches here from a body (checked there too), a template saved before the rule, a stored
@@ -172,6 +173,12 @@ function requireHostPatterns(executions: { spec: RunSpec }[]): void {
   }
 }
 
+/** A schedule's fire and a trigger's delivery are keyed by their source; everything else by the caller's account. */
+function idempotencyScope(caller: Caller, request: RunRequest): IdempotencyScope {
+  const source = request.source;
+  return source && (SOURCE_KEYED as readonly string[]).includes(source.kind) ? { source: { kind: source.kind as SourceKeyed, id: source.id } } : { accountId: caller.account.id };
+}
+
 export async function submitRun(
   ctx: ServerContext,
   caller: Caller,
@@ -179,8 +186,9 @@ export async function submitRun(
   request: RunRequest,
   idempotencyKey?: string,
 ): Promise<{ run: Run; created: boolean }> {
+  const keyScope = idempotencyScope(caller, request);
   if (idempotencyKey) {
-    const existing = await findRunByIdempotencyKey(ctx.sql, caller.account.id, idempotencyKey);
+    const existing = await findRunByIdempotencyKey(ctx.sql, keyScope, idempotencyKey);
     if (existing) return { run: existing, created: false };
   }
   requireQueueAllowed(request.queue, ctx.licensing.tier);
@@ -312,7 +320,7 @@ export async function submitRun(
     }
   } catch (err) {
     if (idempotencyKey && isUniqueViolation(err)) {
-      const existing = await findRunByIdempotencyKey(ctx.sql, caller.account.id, idempotencyKey);
+      const existing = await findRunByIdempotencyKey(ctx.sql, keyScope, idempotencyKey);
       if (existing) return { run: existing, created: false };
     }
     throw err;

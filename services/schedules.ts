@@ -44,13 +44,15 @@ import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
  *   like the agent's own). So editing another account's schedule makes it fire as the editor,
  *   never with the rights of the account that made it.
  * - A fire's identity is the schedule and the time it fires at: its run is submitted with the
- *   Idempotency-Key `schedule/<id>/<time>`, and what the fire did is recorded only once
- *   (`recordFire`), so no restart or retry makes a fire twice.
+ *   Idempotency-Key `schedule/<id>/<time>`, unique to the schedule whichever account it fires as
+ *   (store/runs.ts IdempotencyScope), and what the fire did is recorded only once (`recordFire`),
+ *   so no restart, retry or edit meanwhile makes a fire twice.
  */
 
 /** What a create or update asks for, parsed by the route. */
 export interface ScheduleDraft {
-  name: string;
+  /** Null: an update keeps the schedule's name, a create takes defaultScheduleName. */
+  name: string | null;
   cron: string | null;
   rrule: string | null;
   timezone: string | null;
@@ -101,15 +103,16 @@ export function previewSchedule(rule: CalendarRule, now = new Date()) {
  * schedule naming no zone gets `fallbackZone`'s name), refused with 400 when the rule has no fire
  * left after now or what it fires cannot be fired by the saver.
  */
-async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft, fallbackZone: string): Promise<ScheduleFields> {
+async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft, fallbackZone: string, current?: Schedule): Promise<ScheduleFields> {
   const calendar = calendarOf(draft, fallbackZone);
   if (calendar.firesAfter(new Date(), 1).length === 0) {
     const field = draft.cron !== null ? 'cron' : 'rrule';
     throw badRequest(`${field}: the rule has no fire left after now`, { field });
   }
   await requireFireable(ctx, caller, draft);
+  const templateName = draft.template_id !== null ? (await getTemplate(ctx.sql, draft.template_id))?.name : undefined;
   return {
-    name: draft.name,
+    name: draft.name ?? current?.name ?? defaultScheduleName(draft, templateName),
     cron: draft.cron,
     rrule: draft.rrule,
     timezone: calendar.zone,
@@ -121,6 +124,34 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: ScheduleDraft
     owner_actor_kind: actorKindOf(caller),
     updated_by: caller.account.username,
   };
+}
+
+/** The most bytes a schedule's name holds. */
+const NAME_BYTES = 255;
+
+/**
+ * The name of a schedule created without one: what it fires (the template's name, `<tool> run`,
+ * `<tool> split` or `pipeline`), a comma, and its rule (`cron <expression>`, or `rrule` and the
+ * first RRULE line's value), cut to 255 bytes with a closing `…` when longer.
+ */
+export function defaultScheduleName(draft: Pick<ScheduleDraft, 'cron' | 'rrule' | 'template_id' | 'submission'>, templateName: string | undefined): string {
+  const submission = draft.submission;
+  const what =
+    draft.template_id !== null
+      ? (templateName ?? `template ${draft.template_id}`)
+      : submission!.kind === 'pipeline'
+        ? 'pipeline'
+        : `${String(submission!.body.tool)} ${submission!.body.shards != null ? 'split' : 'run'}`;
+  const rruleLine = draft.rrule?.split(/\s+/).find((line) => /^RRULE[:;]/i.test(line));
+  const rule = draft.cron !== null ? `cron ${draft.cron.trim()}` : `rrule ${rruleLine?.slice(rruleLine.indexOf(':') + 1) ?? ''}`;
+  const name = `${what}, ${rule}`;
+  if (Buffer.byteLength(name) <= NAME_BYTES) return name;
+  let cut = '';
+  for (const char of name) {
+    if (Buffer.byteLength(cut + char + '…') > NAME_BYTES) break;
+    cut += char;
+  }
+  return `${cut}…`;
 }
 
 /**
@@ -177,7 +208,7 @@ export async function createSchedule(ctx: ServerContext, caller: Caller, origin:
  */
 export async function replaceSchedule(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string, draft: ScheduleDraft): Promise<Schedule> {
   const current = await readableSchedule(ctx, caller, id, 'change');
-  const fields = await fieldsOf(ctx, caller, draft, current.timezone ?? 'UTC');
+  const fields = await fieldsOf(ctx, caller, draft, current.timezone ?? 'UTC', current);
   const { schedule, effects } = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const previous = await getScheduleForUpdate(tx, id);
     if (!previous) throw notFound(`schedule ${id}`);
@@ -326,13 +357,14 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
   if (schedule.revision !== revision && !isFireOf(schedule, fireAt)) return 'stale';
   if (schedule.last_fire_at && schedule.last_fire_at >= fireAt) return schedule.last_outcome ?? 'started';
   const key = fireKey(scheduleId, fireAt);
-  const owner = await getAccountById(ctx.sql, schedule.owner_account_id);
-  const made = owner ? await findRunByIdempotencyKey(ctx.sql, owner.id, key) : undefined;
+  // Whoever the fire's run was submitted as (an edit since may have changed who it fires as).
+  const made = await findRunByIdempotencyKey(ctx.sql, { source: { kind: 'schedule', id: scheduleId } }, key);
   if (made) {
     await recordFire(ctx.sql, scheduleId, fireAt, { kind: 'started', runId: made.id });
     return 'started';
   }
 
+  const owner = await getAccountById(ctx.sql, schedule.owner_account_id);
   const going = await findUnfinishedRunFrom(ctx.sql, 'schedule', scheduleId);
   if (going) {
     const streak = schedule.last_outcome === 'skipped' ? schedule.last_skipped : null;

@@ -109,21 +109,22 @@ export async function createTrigger(
   return { trigger, secret, hookPath: `/hooks/${token}` };
 }
 
-/** Renames a trigger or turns its signature enforcement on or off; its template stays. */
+/** Renames a trigger or turns its signature enforcement on or off; what the change omits stays, and so does its template. */
 export async function changeTrigger(
   ctx: ServerContext,
   caller: Caller,
   origin: AuditOrigin,
   id: string,
-  settings: Pick<Trigger, 'name' | 'enforce_signature'> & { template_id?: string },
+  change: Partial<Pick<Trigger, 'name' | 'enforce_signature'>> & { template_id?: string },
 ): Promise<Trigger> {
   await readableTrigger(ctx, caller, id, 'change');
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getTriggerForUpdate(tx, id);
     if (!current) throw notFound(`trigger ${id}`);
-    if (settings.template_id !== undefined && settings.template_id !== current.template_id) {
-      throw badRequest(`template_id: a trigger's template cannot change; make a new trigger for template ${settings.template_id}`, { field: 'template_id' });
+    if (change.template_id !== undefined && change.template_id !== current.template_id) {
+      throw badRequest(`template_id: a trigger's template cannot change; make a new trigger for template ${change.template_id}`, { field: 'template_id' });
     }
+    const settings = { name: change.name ?? current.name, enforce_signature: change.enforce_signature ?? current.enforce_signature };
     if (current.name === settings.name && current.enforce_signature === settings.enforce_signature) return unchanged(current);
     const updated = (await updateTriggerSettings(tx, id, settings))!;
     entry.body = { kind: 'trigger.updated', trigger_id: id, trigger: audited(updated), previous: audited(current) };

@@ -159,8 +159,24 @@ export async function getRunForUpdate(db: Db, id: string): Promise<Run | undefin
   return row;
 }
 
-export async function findRunByIdempotencyKey(db: Db, accountId: string, key: string): Promise<Run | undefined> {
-  const [row] = await db<Run[]>`SELECT * FROM runs WHERE account_id = ${accountId} AND idempotency_key = ${key}`;
+/** The run sources whose Idempotency-Keys are theirs, whichever account they fire as (a schedule's fires, a trigger's deliveries). */
+export const SOURCE_KEYED = ['schedule', 'trigger'] as const;
+export type SourceKeyed = (typeof SOURCE_KEYED)[number];
+
+/**
+ * Whose Idempotency-Key a run's is: an account's own (the API's), or a source's: a schedule's
+ * fire or a trigger's delivery is one run whoever it fires as, so an edit that changes the account
+ * a schedule fires as cannot make a fire twice. The two never meet (schema/023).
+ */
+export type IdempotencyScope = { accountId: string } | { source: { kind: SourceKeyed; id: string } };
+
+export async function findRunByIdempotencyKey(db: Db, scope: IdempotencyScope, key: string): Promise<Run | undefined> {
+  const [row] =
+    'source' in scope
+      ? await db<Run[]>`SELECT * FROM runs WHERE source_kind = ${scope.source.kind} AND source_id = ${scope.source.id} AND idempotency_key = ${key}
+                          AND source_kind IN ('schedule', 'trigger')`
+      : await db<Run[]>`SELECT * FROM runs WHERE account_id = ${scope.accountId} AND idempotency_key = ${key}
+                          AND source_kind NOT IN ('schedule', 'trigger')`;
   return row;
 }
 

@@ -8,8 +8,7 @@ import {
   layoutGroup,
   layoutHost,
   MAX_INVENTORY_HOSTS,
-  resolveHostAddresses,
-  type InventoryHost,
+  type InventoryLayout,
 } from '../core/inventory';
 
 /**
@@ -54,12 +53,8 @@ export function yamlHostNames(answer: unknown): string[] {
   return [...hosts];
 }
 
-/**
- * Each host of yaml_hosts.py's `--layout` answer with the `ansible_host` and `ansible_ssh_host` it
- * resolves to, its own entries over its groups' variables as Ansible merges them
- * (core/inventory.ts resolveHostAddresses), ranges expanded.
- */
-export function yamlHostAddresses(answer: unknown): InventoryHost[] {
+/** yaml_hosts.py's `--layout` answer as a layout (core/inventory.ts): each host, each group's hosts and children, ranges expanded. */
+export function yamlLayout(answer: unknown): InventoryLayout {
   const read = (answer ?? {}) as { groups?: unknown; hosts?: unknown; error?: unknown };
   if (!Array.isArray(read.groups) || !Array.isArray(read.hosts)) throw new InventoryError(`the YAML inventory is not valid: ${typeof read.error === 'string' ? read.error : 'unreadable'}`);
   const layout = emptyLayout();
@@ -80,7 +75,7 @@ export function yamlHostAddresses(answer: unknown): InventoryHost[] {
     if (typeof vars.ansible_group_priority === 'number') group.priority = vars.ansible_group_priority;
   }
   for (const [pattern, vars] of read.hosts as [string, Record<string, string>][]) for (const host of expand(pattern)) layoutHost(layout, host, vars);
-  return resolveHostAddresses(layout);
+  return layout;
 }
 
 /** The host names of `ansible-inventory --list` output: every group's hosts, groups walked once. */

@@ -72,6 +72,13 @@ export interface ScheduleWorkflowInput {
 
 export const scheduleWorkflowId = (scheduleId: string) => scheduleId;
 
+/**
+ * The most events one run of a schedule's workflow records before it continues as new (sooner
+ * when Temporal suggests it): saves are signals, each one a plan, so a schedule saved often grows
+ * its history without firing.
+ */
+export const SCHEDULE_HISTORY_EVENTS = 1000;
+
 /** The schedule was saved (or disabled): the workflow plans again. */
 export const scheduleChanged = defineSignal<[]>('scheduleChanged');
 

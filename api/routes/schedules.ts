@@ -60,7 +60,7 @@ export function scheduleRoutes(server: ServerContext): Router {
 function draftOf(ctx: Context): ScheduleDraft {
   const input = parseInput(scheduleInput, ctx.request.body);
   return {
-    name: input.name,
+    name: input.name ?? null,
     cron: input.cron ?? null,
     rrule: input.rrule ?? null,
     timezone: input.timezone ?? null,

@@ -49,8 +49,8 @@ export function triggerRoutes(server: ServerContext): Router {
       throw badRequest(`id: the body names trigger ${String(input.id)} but the path names ${ctx.params.id}; the id cannot change`, { field: 'id' });
     }
     const trigger = await changeTrigger(server, caller, originOf(ctx), ctx.params.id, {
-      name: input.name,
-      enforce_signature: input.enforce_signature ?? true,
+      name: input.name ?? undefined,
+      enforce_signature: input.enforce_signature ?? undefined,
       template_id: input.template_id,
     });
     ctx.body = triggerView(trigger);

@@ -7,7 +7,8 @@ import { pipelineSteps } from './steps';
 
 /**
  * The body of `POST /v1/schedules` and `PUT /v1/schedules/{id}` (spec part A 2.6), and the query
- * of `GET /v1/schedules/preview`. A PUT replaces the schedule whole. `null` reads as omitted, and
+ * of `GET /v1/schedules/preview`. A PUT replaces the schedule whole, but for an omitted `name`,
+ * which keeps the schedule's (a create without one is given one). `null` reads as omitted, and
  * the read-only fields of a read are accepted and ignored, so a read can be sent back as it is.
  * Whether the rule can be read (cron or rrule, not both; the zone) is core/schedule-calendar.ts's
  * to say, naming the field.
@@ -54,7 +55,8 @@ const READ_ONLY = [
 
 export const scheduleInput = z
   .strictObject({
-    name: z.string({ message: 'name is required and must be a string' }).min(1, 'name must not be empty').refine(fitsBytes(255), 'name must be at most 255 bytes'),
+    // Optional: a schedule sent without one is named by services/schedules.ts defaultScheduleName.
+    name: absent(z.string({ message: 'name must be a string' }).min(1, 'name must not be empty').refine(fitsBytes(255), 'name must be at most 255 bytes')),
     cron: absent(rule.cron),
     rrule: absent(rule.rrule),
     timezone: absent(rule.timezone),

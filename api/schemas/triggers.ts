@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { fitsBytes } from './common';
 
 /**
- * The bodies of `/v1/triggers` (spec part A 4.7). A `PUT` replaces the trigger's settings whole
- * (an omitted `enforce_signature` goes back to true); a read sent back is a valid `PUT` body, its
+ * The bodies of `/v1/triggers` (spec part A 4.7). A `PUT` changes what it names: an omitted (or
+ * null) `name` or `enforce_signature` keeps the trigger's; a read sent back is a valid `PUT` body, its
  * read-only fields accepted and ignored, but its `template_id` cannot change. `review` (pull
  * request review triggers) is refused with a 400 saying it is not served yet.
  */
@@ -20,12 +20,18 @@ const templateId = z
 
 const enforceSignature = z.boolean({ message: 'enforce_signature must be true or false' }).nullable().optional();
 
-/** A signing secret of the caller's own: it travels in a header (GitLab's X-Gitlab-Token), so visible ASCII only. */
+/**
+ * A signing secret of the caller's own, as the forges take one: printable text (spaces and any
+ * Unicode letters included; no control characters, line or paragraph separators, or lone
+ * surrogates), with no space at either end (GitLab sends it as a header, whose ends HTTP trims),
+ * 16 characters to 255 bytes of UTF-8.
+ */
 const secret = z
   .string({ message: 'secret must be a string' })
-  .regex(/^[\x21-\x7e]*$/, 'secret must be visible ASCII characters, without spaces')
-  .min(16, 'secret must be at least 16 characters')
-  .max(255, 'secret must be at most 255 characters')
+  .regex(/^[^\p{Cc}\p{Cs}\p{Zl}\p{Zp}]*$/u, 'secret must be printable text: no control characters or line breaks')
+  .refine((value) => value.trim() === value, 'secret must not start or end with a space')
+  .refine((value) => [...value].length >= 16, 'secret must be at least 16 characters')
+  .refine(fitsBytes(255), 'secret must be at most 255 bytes')
   .optional();
 
 const review = z
@@ -42,7 +48,7 @@ export const triggerCreateInput = z.strictObject({
 });
 
 export const triggerUpdateInput = z.strictObject({
-  name,
+  name: name.nullable().optional(),
   enforce_signature: enforceSignature,
   template_id: templateId.optional(),
   review,

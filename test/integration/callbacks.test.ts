@@ -316,7 +316,7 @@ test('409: a callback run for the host still running; a template that cannot lau
   expect(gone.body.error).toBe('this template cannot launch: inventory not found');
 });
 
-test('a limit the template keeps: intersect refuses a host outside it (403) or one it cannot evaluate (409); replace launches for any matched host', async () => {
+test('a limit the template keeps: intersect refuses a host outside it (403) and keeps the limit on the run; replace launches for any matched host', async () => {
   const ansible = { tool: 'ansible', command: undefined, playbook: 'site.yml' };
   const outside = await callbackTemplate('limited', { ...ansible, limit: '127.0.0.2,127.0.0.4' });
   expect((await t.api.get(`/v1/templates/${outside.id}`)).body.limit).toBe('127.0.0.2,127.0.0.4');
@@ -324,10 +324,10 @@ test('a limit the template keeps: intersect refuses a host outside it (403) or o
   expect(refused.status).toBe(403);
   expect(refused.body.error).toContain('outside the limit');
 
+  // No host or group of the inventory is named so: Ansible selects nothing, and so is the host refused.
   const grouped = await callbackTemplate('grouped', { ...ansible, limit: 'webservers' });
   const unknown = await call('127.0.0.16', `/v1/templates/${grouped.id}/callback`, { host_config_key: grouped.key });
-  expect(unknown.status).toBe(409);
-  expect(unknown.body.error).toMatch(/cannot evaluate/);
+  expect(unknown.status).toBe(403);
 
   const replaced = await callbackTemplate('replaced', { ...ansible, limit: 'webservers', callback_limit: 'replace' });
   const launched = await call('127.0.0.16', `/v1/templates/${replaced.id}/callback`, { host_config_key: replaced.key });
@@ -335,6 +335,43 @@ test('a limit the template keeps: intersect refuses a host outside it (403) or o
   const [stored] = await sql`SELECT spec->>'limit' AS "limit" FROM runs WHERE id = ${launched.body.run_id}`;
   expect(stored.limit).toBe('127.0.0.16');
   await waitForRunEnd(t.api, launched.body.run_id);
+});
+
+test("a template's limit is read over the inventory's groups as Ansible reads it: all:!web* refuses a webserver, web* admits it; a regular expression is asked of Ansible", async () => {
+  const inventory = await t.api.post('/v1/inventories', {
+    name: 'grouped fleet',
+    content: '[webservers]\n127.0.0.30\n127.0.0.31\n[dbservers]\n127.0.0.32\n[prod:children]\nwebservers\ndbservers\n',
+  });
+  expect(inventory.status).toBe(201);
+  const ansible = { tool: 'ansible', command: undefined, playbook: 'site.yml' };
+  const storedLimit = async (runId: string) => (await sql`SELECT spec->>'limit' AS "limit" FROM runs WHERE id = ${runId}`)[0].limit;
+
+  const notWeb = await callbackTemplate('not web', { ...ansible, limit: 'all:!web*' }, inventory.body.id);
+  const webserver = await call('127.0.0.30', `/v1/templates/${notWeb.id}/callback`, { host_config_key: notWeb.key });
+  expect([webserver.status, webserver.body.error]).toEqual([403, 'host 127.0.0.30 is outside the limit this template keeps']);
+  const database = await call('127.0.0.32', `/v1/templates/${notWeb.id}/callback`, { host_config_key: notWeb.key });
+  expect(database.status).toBe(201);
+  // The run keeps the template's limit, intersected with the calling host.
+  expect(await storedLimit(database.body.run_id)).toBe('all,!web*,&127.0.0.32');
+  await waitForRunEnd(t.api, database.body.run_id);
+
+  const web = await callbackTemplate('web', { ...ansible, limit: 'web*' }, inventory.body.id);
+  const admitted = await call('127.0.0.31', `/v1/templates/${web.id}/callback`, { host_config_key: web.key });
+  expect(admitted.status).toBe(201);
+  expect(await storedLimit(admitted.body.run_id)).toBe('web*,&127.0.0.31');
+  await waitForRunEnd(t.api, admitted.body.run_id);
+  expect((await call('127.0.0.32', `/v1/templates/${web.id}/callback`, { host_config_key: web.key })).status).toBe(403);
+
+  const prodNotDb = await callbackTemplate('prod not db', { ...ansible, limit: 'prod:!dbservers' }, inventory.body.id);
+  expect((await call('127.0.0.32', `/v1/templates/${prodNotDb.id}/callback`, { host_config_key: prodNotDb.key })).status).toBe(403);
+
+  // A regular expression is Python's: evaluated by `ansible --list-hosts` in the sandbox.
+  const byRegex = await callbackTemplate('by regex', { ...ansible, limit: '~127\\.0\\.0\\.3[01]$' }, inventory.body.id);
+  const regexOutside = await call('127.0.0.32', `/v1/templates/${byRegex.id}/callback`, { host_config_key: byRegex.key });
+  expect(regexOutside.status).toBe(403);
+  const regexInside = await call('127.0.0.30', `/v1/templates/${byRegex.id}/callback`, { host_config_key: byRegex.key });
+  expect(regexInside.status).toBe(201);
+  await waitForRunEnd(t.api, regexInside.body.run_id);
 });
 
 test('the external-compatible address: with and without the slash, off answers as a wrong key, 410 once deleted; nothing else under /api/', async () => {

@@ -1,4 +1,6 @@
-import { inventoryHostAddresses, inventoryHostNames, resolveInventory } from '../../activities/inventory-jobs';
+import { inventoryHostNames, resolveInventory, yamlLayoutAnswer } from '../../activities/inventory-jobs';
+import { iniHostEntries, resolveHostAddresses } from '../../core/inventory';
+import { yamlLayout } from '../../tools/ansible-inventory';
 import type { JobSandbox } from '../../activities/sandboxed-job';
 import { loadConfig } from '../../core/config';
 import { InventoryError } from '../../core/inventory';
@@ -14,6 +16,10 @@ let where: JobSandbox;
 beforeAll(async () => {
   where = await jobSandbox(loadConfig({}, { CAIRN_DATA_DIR: tempDir('cairn-inventory-data'), CAIRN_RUN_NETWORK: 'none' }), () => undefined);
 });
+
+/** Each host's addresses, as a callback reads them: PyYAML's layout in the sandbox, resolved by Cairn. */
+const inventoryHostAddresses = async (where: JobSandbox, format: 'ini' | 'yaml', content: string) =>
+  format === 'ini' ? iniHostEntries(content) : resolveHostAddresses(yamlLayout(await yamlLayoutAnswer(where, content)));
 
 describe('inventory reading in the sandbox', () => {
   test('YAML host addresses: from each host entry over its groups\' vars, ranges expanded, a later entry overriding', async () => {

@@ -2,6 +2,7 @@ import { DateTime } from 'luxon';
 import { connectDatabase, type Sql } from '../../store/db';
 import { serverZone } from '../../services/schedules';
 import { Faults } from '../../services/context';
+import { SCHEDULE_HISTORY_EVENTS } from '../../workflows/definitions';
 import { grant, person, template } from '../support/access';
 import type { ApiClient } from '../support/http';
 import { soonRule, waitUntil } from '../support/schedules';
@@ -170,6 +171,32 @@ describe('saving schedules', () => {
     const res = await t.api.post('/v1/schedules', { name: 'bad target', cron: '0 9 * * *', ...target });
     expect([400, 403]).toContain(res.status);
     expect(res.body.field).toBe(field);
+  });
+
+  test('name is optional: a schedule sent without one is named after what it fires and its rule; an update without one keeps it', async () => {
+    const tpl = await template(t.api, { name: 'nightly backup' });
+    const onTemplate = await t.api.post('/v1/schedules', { cron: '30 2 * * *', template_id: tpl.id });
+    expect(onTemplate.status).toBe(201);
+    expect(onTemplate.body.name).toBe('nightly backup, cron 30 2 * * *');
+    const aRunByRule = await t.api.post('/v1/schedules', { rrule: 'DTSTART:20250101T090000Z\nRRULE:FREQ=DAILY;BYHOUR=9,17', run: aRun });
+    expect(aRunByRule.status).toBe(201);
+    expect(aRunByRule.body.name).toBe('bash run, rrule FREQ=DAILY;BYHOUR=9,17');
+    const aPipeline = await t.api.post('/v1/schedules', { cron: '0 9 * * 1', pipeline: { steps: [{ tool: 'bash', command: 'true' }] } });
+    expect(aPipeline.body.name).toBe('pipeline, cron 0 9 * * 1');
+    // A long rule keeps the name within 255 bytes.
+    const long = await t.api.post('/v1/schedules', { cron: `${Array.from({ length: 60 }, (_, m) => m).join(',')} ${Array.from({ length: 24 }, (_, h) => h).join(',')} ${Array.from({ length: 28 }, (_, d) => d + 1).join(',')} * *`, template_id: tpl.id });
+    expect(long.status).toBe(201);
+    expect(Buffer.byteLength(long.body.name)).toBeLessThanOrEqual(255);
+    expect(long.body.name).toMatch(/^nightly backup, cron 0,1,2,.*…$/);
+
+    const { name: _dropped, ...withoutName } = onTemplate.body;
+    const updated = await put(onTemplate.body.id, { ...withoutName, cron: '45 2 * * *' });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ name: 'nightly backup, cron 30 2 * * *', cron: '45 2 * * *' });
+    const renamed = await put(onTemplate.body.id, { ...withoutName, name: 'backups' });
+    expect(renamed.body.name).toBe('backups');
+    expect((await t.api.post('/v1/schedules', { name: '', cron: '0 9 * * *', run: aRun })).body).toMatchObject({ field: 'name', error: expect.stringMatching(/empty/) });
+    for (const s of [onTemplate.body, aRunByRule.body, aPipeline.body, long.body]) await del(s.id);
   });
 
   test('an update naming no zone keeps the schedule’s; the update and the delete are on the audit chain', async () => {
@@ -425,6 +452,29 @@ describe('firing, end to end on the real Temporal dev server', () => {
   });
 });
 
+test('a schedule saved over and over continues as new before its history passes its bound, and keeps its plan', async () => {
+  const schedule = await createSchedule({ name: 'saved often', cron: '0 3 1 1 *', timezone: 'UTC', run: aRun });
+  const handle = t.server.context.temporal.workflow.getHandle(schedule.id);
+  const planned = await waitUntil('the first plan', async () => (await t.api.get(`/v1/schedules/${schedule.id}`)).body.next_fire_at);
+  const { runId: firstRun } = await handle.describe();
+  // Each save signals the workflow, which plans again: none of them fires.
+  let saves = 0;
+  for (; saves < 800 && (await handle.describe()).runId === firstRun; saves++) {
+    const res = await put(schedule.id, { ...schedule, name: `saved ${saves}` });
+    expect(res.status).toBe(200);
+  }
+  const current = await handle.describe();
+  expect(current.runId).not.toBe(firstRun);
+  const ended = await t.server.context.temporal.workflow.getHandle(schedule.id, firstRun).describe();
+  expect(ended.status.name).toBe('CONTINUED_AS_NEW');
+  // The bound is checked once per wake, and a wake records a few events.
+  expect(ended.historyLength).toBeLessThanOrEqual(SCHEDULE_HISTORY_EVENTS + 20);
+  expect(ended.historyLength).toBeGreaterThanOrEqual(SCHEDULE_HISTORY_EVENTS);
+  // The new run plans the same fire.
+  await waitUntil('the plan after continuing', async () => (await t.api.get(`/v1/schedules/${schedule.id}`)).body.next_fire_at === planned && (await handle.describe()).historyLength > 3);
+  await del(schedule.id);
+}, 120_000);
+
 describe('durable fires', () => {
   test('a hand-off lost after the save is carried out by the outbox dispatcher, and the schedule fires', async () => {
     const s = await startTestServer({}, { faults: new Faults(['schedule-handoff-once']) });
@@ -473,6 +523,55 @@ describe('durable fires', () => {
       expect(await runsOf(schedule.id)).toHaveLength(0);
     }
     await del(schedule.id);
+  });
+
+  test('a fire retried after its run was submitted, when another account saved the schedule meanwhile, makes no second run', async () => {
+    // The fire's first attempt submits its run as the saver, then is lost before the fire is
+    // recorded; another admin saves the schedule before the retry (1 s later), so the retry fires
+    // as that admin. The fire's run is found by the schedule and the time, not by the account.
+    let edit: Promise<{ status: number; at: number }> | undefined;
+    let lostAt = 0;
+    let editAs: ApiClient | undefined;
+    let scheduleBody: Record<string, unknown> | undefined;
+    class EditWhenLost extends Faults {
+      fire(name: string): boolean {
+        const lost = super.fire(name);
+        if (lost && name === 'schedule-fire-after-submit') {
+          lostAt = Date.now();
+          edit = editAs!
+            .request('PUT', `/v1/schedules/${scheduleBody!.id}`, { body: { ...scheduleBody, name: 'saved by another admin meanwhile' } })
+            .then((res) => ({ status: res.status, at: Date.now() }));
+        }
+        return lost;
+      }
+    }
+    const s = await startTestServer({}, { faults: new EditWhenLost(['schedule-fire-after-submit']) });
+    try {
+      await s.api.post('/v1/users', { username: 'second-admin', role: 'admin' });
+      editAs = s.as((await s.api.post('/v1/tokens', { name: 'second', username: 'second-admin' })).body.token);
+      const created = await s.api.post('/v1/schedules', { name: 'retried after an edit', rrule: soon('FREQ=MINUTELY;COUNT=2'), run: aRun });
+      expect(created.status).toBe(201);
+      scheduleBody = created.body;
+      const done = await waitUntil('the fire to be recorded', async () => {
+        const { body } = await s.api.get(`/v1/schedules/${created.body.id}`);
+        return body.last_outcome === 'started' && body;
+      });
+      // (The rule's second fire is a minute on, after the test.)
+      const edited = await edit!;
+      expect(edited.status).toBe(200);
+      // The save landed before the retry, which comes a second after the loss.
+      expect(edited.at - lostAt).toBeLessThan(900);
+      expect(done).toMatchObject({ updated_by: 'second-admin', name: 'saved by another admin meanwhile' });
+      const local = connectDatabase(s.databaseUrl, { max: 1 });
+      try {
+        const rows = await local<{ id: string; requested_by: string }[]>`SELECT id, requested_by FROM runs WHERE source_id = ${created.body.id}`;
+        expect([...rows]).toEqual([{ id: done.last_run_id, requested_by: 'admin' }]);
+      } finally {
+        await local.end();
+      }
+    } finally {
+      await s.stop();
+    }
   });
 
   test('a fire retried after its run was submitted makes no second run', async () => {

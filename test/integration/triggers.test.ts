@@ -135,7 +135,11 @@ describe('triggers: make, read, change, rotate, delete', () => {
       [{ name: 'x', template_id: 'tpl_missing' }, 'template_id'],
       [{ name: 'x', template_id: template.id, enforce_signature: 'yes' }, 'enforce_signature'],
       [{ name: 'x', template_id: template.id, secret: 'short' }, 'secret'],
-      [{ name: 'x', template_id: template.id, secret: 'has spaces in it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'a line\nbreak inside it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'a tab\tinside it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: ' a space before it, sixteen+' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'a space after it, sixteen+ ' }, 'secret'],
+      [{ name: 'x', template_id: template.id, secret: 'x'.repeat(256) }, 'secret'],
       [{ name: 'x', template_id: template.id, colour: 'red' }, 'colour'],
       [{ name: 'x', template_id: template.id, review: { plan: true } }, 'review'],
     ];
@@ -197,6 +201,22 @@ describe('triggers: make, read, change, rotate, delete', () => {
     expect(kinds).toEqual(['trigger.created', 'trigger.updated', 'trigger.updated']);
   });
 
+  test('a PUT keeps what it omits: renaming a trigger without enforce_signature leaves enforcement off', async () => {
+    const made = await createTrigger({ name: 'unsigned hook', enforce_signature: false });
+    const renamed = await t.api.request('PUT', `/v1/triggers/${made.id}`, { body: { name: 'renamed hook' } });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body).toMatchObject({ name: 'renamed hook', enforce_signature: false });
+    const toggled = await t.api.request('PUT', `/v1/triggers/${made.id}`, { body: { enforce_signature: true } });
+    expect(toggled.body).toMatchObject({ name: 'renamed hook', enforce_signature: true });
+    const nulls = await t.api.request('PUT', `/v1/triggers/${made.id}`, { body: { name: null, enforce_signature: null } });
+    expect(nulls.body).toMatchObject({ name: 'renamed hook', enforce_signature: true });
+    expect(await readTrigger(made.id)).toMatchObject({ name: 'renamed hook', enforce_signature: true });
+    // An unsigned delivery to the renamed, still unenforced trigger was accepted before the toggle.
+    const unsigned = await createTrigger({ enforce_signature: false });
+    await t.api.request('PUT', `/v1/triggers/${unsigned.id}`, { body: { name: 'renamed unsigned' } });
+    expect((await deliver(unsigned.hook_path, unsigned.secret, { unsigned: true })).status).toBe(201);
+  });
+
   test('DELETE revokes the hook: its deliveries answer 404 and launch nothing', async () => {
     const made = await createTrigger();
     expect((await t.api.request('DELETE', `/v1/triggers/${made.id}`)).status).toBe(204);
@@ -216,6 +236,42 @@ describe('triggers: make, read, change, rotate, delete', () => {
     expect(entry.fingerprint).toBe(requestFingerprint('POST', '/v1/triggers', {}, body, new Set(['secret'])));
     expect(entry.fingerprint).toBe(requestFingerprint('POST', '/v1/triggers', {}, { ...body, secret: 'any other value' }, new Set(['secret'])));
     expect((await deliver(made.hook_path, secret)).status).toBe(201);
+  });
+});
+
+describe('secrets a forge accepts, and Bitbucket', () => {
+  test("GitHub's documented example secret, with spaces and an apostrophe, is accepted and checks a GitHub delivery", async () => {
+    const secret = "It's a Secret to Everybody";
+    const made = await createTrigger({ name: 'documented secret', secret });
+    expect(made.secret).toBe(secret);
+    const github = await deliver(made.hook_path, secret, { forge: 'github' });
+    expect(github.status).toBe(201);
+    const gitlab = await deliver(made.hook_path, secret, { forge: 'gitlab' });
+    expect(gitlab.status).toBe(201);
+    expect((await deliver(made.hook_path, "It's a Secret to Everybody!", { forge: 'github' })).status).toBe(403);
+    const rotated = await t.api.post(`/v1/triggers/${made.id}/rotate-secret`, { secret: 'Ünïcödé secrets are text too' });
+    expect(rotated.status).toBe(200);
+    const gitea = await deliver(made.hook_path, 'Ünïcödé secrets are text too', { forge: 'gitea' });
+    expect(gitea.status).toBe(201);
+    // Their ends are on the audit chain: let them land before the next test counts it.
+    for (const answer of [github, gitlab, gitea]) expect((await waitForRunEnd(t.api, answer.body.run_id)).status).toBe('succeeded');
+  });
+
+  test('a Bitbucket Cloud push, signed in X-Hub-Signature, starts the template with what it says; a redelivery starts nothing more', async () => {
+    const made = await createTrigger({ name: 'bitbucket' });
+    const facts = { ...SAMPLE_PUSH, ref: 'refs/heads/release', pusher: 'bb-user', repository: 'team/infra' };
+    const delivery = randomUUID();
+    const answer = await deliver(made.hook_path, made.secret, { forge: 'bitbucket', payload: PUSH_PAYLOADS.bitbucket(facts), delivery });
+    expect(answer.status).toBe(201);
+    const run = await waitForRunEnd(t.api, answer.body.run_id);
+    expect(run.status).toBe('succeeded');
+    expect(run.extra_vars).toMatchObject({ git_forge: 'bitbucket', git_ref: 'refs/heads/release', git_branch: 'release', git_tag: '', git_commit: SAMPLE_PUSH.commit, git_repository: 'team/infra', git_pusher: 'bb-user' });
+    const again = await deliver(made.hook_path, made.secret, { forge: 'bitbucket', payload: PUSH_PAYLOADS.bitbucket(facts), delivery });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ run_id: run.id, repeated: true });
+    expect((await deliver(made.hook_path, 'not-the-secret-at-all', { forge: 'bitbucket' })).body).toMatchObject({ header: 'X-Hub-Signature' });
+    expect((await deliver(made.hook_path, made.secret, { forge: 'bitbucket', unsigned: true })).status).toBe(401);
+    expect(await triggerRuns(made.id)).toEqual([run.id]);
   });
 });
 

@@ -6,7 +6,7 @@ import { createHmac, randomUUID } from 'node:crypto';
  * The HMACs are computed here with node:crypto, independently of Cairn's own check.
  */
 
-export type ForgeName = 'github' | 'gitlab' | 'gitea';
+export type ForgeName = 'github' | 'gitlab' | 'gitea' | 'bitbucket';
 
 export interface PushFacts {
   ref: string;
@@ -87,6 +87,47 @@ export function giteaPush(facts: PushFacts = SAMPLE_PUSH, extra: Record<string, 
   };
 }
 
+/**
+ * A Bitbucket Cloud `repo:push` payload (its documented shape: `actor`, `repository`, and
+ * `push.changes[]`, each with the ref's `new` and `old` state; `new` is null when the push
+ * deleted the ref).
+ */
+export function bitbucketPush(facts: PushFacts = SAMPLE_PUSH, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const tag = facts.ref.startsWith('refs/tags/');
+  const name = facts.ref.replace(/^refs\/(heads|tags)\//, '');
+  const state = (hash: string) => ({
+    type: tag ? 'tag' : 'branch',
+    name,
+    target: { type: 'commit', hash, date: '2025-03-01T09:00:00+00:00', message: 'Update README.md\n', author: { type: 'author', raw: 'Mona <mona@example.com>' } },
+    links: { html: { href: `https://bitbucket.org/${facts.repository}/branch/${name}` } },
+  });
+  return {
+    push: {
+      changes: [
+        {
+          new: state(facts.commit),
+          old: state('e0d1b2a3c4f5e6d7c8b9a0f1e2d3c4b5a6978899'),
+          created: false,
+          forced: false,
+          closed: false,
+          truncated: false,
+          commits: [{ type: 'commit', hash: facts.commit, message: 'Update README.md\n' }],
+        },
+      ],
+    },
+    repository: {
+      type: 'repository',
+      full_name: facts.repository,
+      name: facts.repository.split('/')[1],
+      uuid: '{3b6f2c1e-8f2d-4d55-9f8e-0c1d2e3f4a5b}',
+      is_private: true,
+      scm: 'git',
+    },
+    actor: { type: 'user', display_name: 'Mona Lisa', nickname: facts.pusher, account_id: '557058:0f1e2d3c', uuid: '{d301aafa-d676-4ee0-88be-962be7417567}' },
+    ...extra,
+  };
+}
+
 export const hmacHex = (body: string | Buffer, secret: string) => createHmac('sha256', secret).update(body).digest('hex');
 
 export interface SignOptions {
@@ -132,6 +173,16 @@ export function forgeHeaders(forge: ForgeName, body: string | Buffer, secret: st
         headers['x-hub-signature-256'] = `sha256=${hmacHex(body, secret)}`;
       }
       break;
+    case 'bitbucket':
+      // Bitbucket Cloud: the event key, the hook's and the request's ids, and with a secret the
+      // HMAC-SHA256 in X-Hub-Signature (GitHub's header name, with its SHA-256 value).
+      headers['x-event-key'] = options.event ?? 'repo:push';
+      headers['x-hook-uuid'] = '{1b2c3d4e-5f60-4718-9a2b-3c4d5e6f7a8b}';
+      headers['x-request-uuid'] = delivery;
+      headers['x-attempt-number'] = '1';
+      headers['user-agent'] = 'Bitbucket-Webhooks/2.0';
+      if (!options.unsigned) headers['x-hub-signature'] = `sha256=${hmacHex(body, secret)}`;
+      break;
   }
   return headers;
 }
@@ -140,4 +191,5 @@ export const PUSH_PAYLOADS: Record<ForgeName, (facts?: PushFacts, extra?: Record
   github: githubPush,
   gitlab: gitlabPush,
   gitea: giteaPush,
+  bitbucket: bitbucketPush,
 };

@@ -1,4 +1,5 @@
-import { callerAddress, formFields, hostsAt, keysMatch, limitSelects } from '../../core/callbacks';
+import { callbackRunLimit, callerAddress, formFields, hostsAt, keysMatch, limitSelects } from '../../core/callbacks';
+import { iniLayout } from '../../core/inventory';
 import { browsePath, gitUrlFault, isWithin, repositoryTarget } from '../../core/project-paths';
 
 describe('repository addresses (core/project-paths.ts gitUrlFault, repositoryTarget)', () => {
@@ -73,8 +74,8 @@ describe('callback matching (core/callbacks.ts)', () => {
     expect(hostsAt('10.0.0.9', hosts)).toEqual([]);
     expect(hostsAt('web1', hosts)).toEqual([]);
   });
-  test('a limit selects, refuses, or cannot be told without the inventory tool', () => {
-    const names = ['web1', 'web2', 'db1'];
+  test('a limit selects or refuses by host and group names, or is left to Ansible', () => {
+    const names = iniLayout('web1\nweb2\ndb1\n');
     expect(limitSelects('web1', 'web1', names)).toBe(true);
     expect(limitSelects('web1', 'web2', names)).toBe(false);
     expect(limitSelects('web1,web2', 'web2', names)).toBe(true);
@@ -84,9 +85,18 @@ describe('callback matching (core/callbacks.ts)', () => {
     expect(limitSelects('all:!db1', 'web1', names)).toBe(true);
     expect(limitSelects('!web1', 'web2', names)).toBe(true);
     expect(limitSelects('web*:&web1', 'web2', names)).toBe(false);
-    expect(limitSelects('webservers', 'web1', names)).toBeUndefined();
+    // No host or group of that name: Ansible selects nothing.
+    expect(limitSelects('webservers', 'web1', names)).toBe(false);
+    expect(limitSelects('webservers', 'web1', iniLayout('[webservers]\nweb1\n[db]\ndb1\n'))).toBe(true);
     expect(limitSelects('~web[0-9]', 'web1', names)).toBeUndefined();
     expect(limitSelects('', 'web1', names)).toBe(true);
+  });
+  test("a callback's run keeps the template's limit with the calling host, joined by commas; replace keeps the host alone", () => {
+    expect(callbackRunLimit('all:!web*', 'db1', 'intersect')).toBe('all,!web*,&db1');
+    expect(callbackRunLimit('webservers,dbservers', '127.0.0.2', 'intersect')).toBe('webservers,dbservers,&127.0.0.2');
+    expect(callbackRunLimit('webservers', 'fe80::1', 'intersect')).toBe('webservers,&fe80::1');
+    expect(callbackRunLimit(null, 'web1', 'intersect')).toBe('web1');
+    expect(callbackRunLimit('webservers', 'web1', 'replace')).toBe('web1');
   });
   test('keys compare whole; form bodies read first values', () => {
     expect(keysMatch('abc', 'abc')).toBe(true);

@@ -261,11 +261,11 @@ const RRULE_ROWS: Row[] = [
     expected: ['2028-02-29T09:00:00Z', '2029-02-28T09:00:00Z', '2030-02-28T09:00:00Z'],
   },
   {
-    name: 'DTSTART is the first occurrence even when the rule would not give it',
+    name: 'DTSTART is the first occurrence even when the rule would not give it, and the first of COUNT',
     rule: { rrule: 'DTSTART:20250101T090000Z RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=2' },
     after: '2024-12-31T00:00:00Z',
     count: 5,
-    expected: ['2025-01-01T09:00:00Z', '2025-01-06T09:00:00Z', '2025-01-13T09:00:00Z'],
+    expected: ['2025-01-01T09:00:00Z', '2025-01-06T09:00:00Z'],
   },
   {
     name: 'a secondly rule with INTERVAL=3, a year after its DTSTART',
@@ -480,5 +480,214 @@ describe('long-running rules', () => {
     expect(fires({ rrule: `DTSTART:20240103T040506Z RRULE:${rule}` }, after.toISOString(), 6)).toEqual(
       reference.map((d) => d.toISOString().replace('.000Z', 'Z')),
     );
+  });
+});
+
+/**
+ * A cron matcher written from crontab(5) as Vixie cron and cronie read a five-field line, one
+ * minute at a time: each field a comma-separated list of `*`, a number, or a range `a-b`, each
+ * optionally stepped `/n`; month and weekday names; 0 and 7 are Sunday. The day is told by two
+ * fields: when both are restricted (neither starts with `*`), a day matching either runs; when
+ * either starts with `*`, a day must match both (cron's DOM_STAR and DOW_STAR flags).
+ */
+function vixieMatcher(expression: string): (time: Date) => boolean {
+  const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+  const DAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+  const field = (text: string, first: number, last: number, names: string[] = [], base = 0): Set<number> => {
+    const values = new Set<number>();
+    const number = (word: string) => {
+      const named = names.indexOf(word.toLowerCase());
+      return named >= 0 ? named + base : Number(word);
+    };
+    for (const element of text.split(',')) {
+      const [range, stepText] = element.split('/');
+      const step = stepText === undefined ? 1 : Number(stepText);
+      const [low, high] = range === '*' ? [first, last] : range.includes('-') ? range.split('-').map(number) : [number(range), stepText === undefined ? number(range) : last];
+      for (let v = low; v <= high; v += step) values.add(v);
+    }
+    return values;
+  };
+  const [minute, hour, dom, month, dow] = expression.trim().split(/\s+/);
+  const minutes = field(minute, 0, 59);
+  const hours = field(hour, 0, 23);
+  const days = field(dom, 1, 31);
+  const months = field(month, 1, 12, MONTHS, 1);
+  const weekdays = field(dow, 0, 7, DAYS);
+  if (weekdays.has(7)) weekdays.add(0);
+  const eitherStar = dom.startsWith('*') || dow.startsWith('*');
+  return (time) => {
+    const dayOfMonth = days.has(time.getUTCDate());
+    const dayOfWeek = weekdays.has(time.getUTCDay());
+    const day = eitherStar ? dayOfMonth && dayOfWeek : dayOfMonth || dayOfWeek;
+    return minutes.has(time.getUTCMinutes()) && hours.has(time.getUTCHours()) && months.has(time.getUTCMonth() + 1) && day;
+  };
+}
+
+/** The first `count` minutes after `after` (UTC) a matcher accepts, looking up to `days` ahead. */
+function matchedMinutes(matches: (time: Date) => boolean, after: string, count: number, days = 2200): string[] {
+  const found: string[] = [];
+  const start = Math.floor(Date.parse(after) / 60_000) * 60_000 + 60_000;
+  for (let t = start; found.length < count && t < start + days * 86_400_000; t += 60_000) {
+    const time = new Date(t);
+    if (matches(time)) found.push(time.toISOString().replace('.000Z', 'Z'));
+  }
+  return found;
+}
+
+describe('cron day fields as Vixie cron and cronie read them (crontab(5))', () => {
+  test.each([
+    // Either day field starting with `*`: both must match.
+    ['0 12 */2 * 1', 'odd days that are Mondays'],
+    ['0 0 1 * */3', 'the first of the month when it is a Sunday, Wednesday or Saturday'],
+    ['0 0 */10 * 0-2', 'days 1, 11, 21, 31 that fall Sunday to Tuesday'],
+    ['0 0 * * */2', 'Sundays, Tuesdays, Thursdays and Saturdays'],
+    ['0 12 */2 * *', 'odd days'],
+    ['15 6 *,15 * 5', 'a day field starting with * that lists more'],
+    // Both restricted: either matches.
+    ['0 12 1-7 * 1', 'the first seven days, and every Monday'],
+    ['0 0 13 * 5', 'the 13th, and every Friday'],
+    ['30 4 1,15 * 5', 'the 1st and 15th, and every Friday'],
+    ['0 0 31 * 7', 'the 31st, and every Sunday (7)'],
+    ['0 0 29 2 1', 'in February: the 29th, and every Monday'],
+    ['0 0 1-31/2 * 1', 'a stepped range that is no star: odd days, or Mondays'],
+    // One day field alone, and the other fields.
+    ['0 12 * * 1', 'Mondays'],
+    ['0 12 15 * *', 'the 15th'],
+    ['*/15 9-17 * * 1-5', 'quarter hours of office hours on weekdays'],
+    ['23 0-20/2 * * *', 'every other hour from midnight to 20:00'],
+    ['0 9 * jul mon', 'Mondays in July, by name'],
+    ['5 4 * * sun', 'Sundays, by name'],
+  ])('%s: %s', (expression) => {
+    const after = '2027-01-01T00:00:00Z';
+    const expected = matchedMinutes(vixieMatcher(expression), after, 16);
+    expect(expected).toHaveLength(16);
+    expect(fires({ cron: expression, timezone: 'UTC' }, after, 16)).toEqual(expected);
+  });
+
+  test('the matcher itself: 0 12 */2 * 1 fires on odd-dated Mondays only', () => {
+    expect(matchedMinutes(vixieMatcher('0 12 */2 * 1'), '2027-01-01T00:00:00Z', 3)).toEqual(['2027-01-11T12:00:00Z', '2027-01-25T12:00:00Z', '2027-02-01T12:00:00Z']);
+  });
+});
+
+/**
+ * COUNT against python-dateutil 2.9's rrule (an independent RFC 5545 reading), recorded here so the
+ * test needs no Python: each row's times are what
+ *   python3 -c 'from dateutil.rrule import rrulestr; print([d.isoformat() for d in rrulestr(TEXT)])'
+ * prints for the row's TEXT. COUNT counts the times the whole rule gives, after BYHOUR, BYMINUTE
+ * and BYSECOND have limited a MINUTELY or SECONDLY rule.
+ */
+const DATEUTIL_COUNTED: [string, string, string[]][] = [
+  [
+    "the example: every 13 minutes in hours 9 and 10",
+    "DTSTART:20270105T090500Z\nRRULE:FREQ=MINUTELY;INTERVAL=13;BYHOUR=9,10;COUNT=20",
+    [
+      "2027-01-05T09:05:00Z", "2027-01-05T09:18:00Z", "2027-01-05T09:31:00Z", "2027-01-05T09:44:00Z",
+      "2027-01-05T09:57:00Z", "2027-01-05T10:10:00Z", "2027-01-05T10:23:00Z", "2027-01-05T10:36:00Z",
+      "2027-01-05T10:49:00Z", "2027-01-06T09:08:00Z", "2027-01-06T09:21:00Z", "2027-01-06T09:34:00Z",
+      "2027-01-06T09:47:00Z", "2027-01-06T10:00:00Z", "2027-01-06T10:13:00Z", "2027-01-06T10:26:00Z",
+      "2027-01-06T10:39:00Z", "2027-01-06T10:52:00Z", "2027-01-07T09:11:00Z", "2027-01-07T09:24:00Z",
+    ],
+  ],
+  [
+    "every 7 seconds in minute 30 of hours 12 and 13",
+    "DTSTART:20270101T123000Z\nRRULE:FREQ=SECONDLY;INTERVAL=7;BYHOUR=12,13;BYMINUTE=30;COUNT=15",
+    [
+      "2027-01-01T12:30:00Z", "2027-01-01T12:30:07Z", "2027-01-01T12:30:14Z", "2027-01-01T12:30:21Z",
+      "2027-01-01T12:30:28Z", "2027-01-01T12:30:35Z", "2027-01-01T12:30:42Z", "2027-01-01T12:30:49Z",
+      "2027-01-01T12:30:56Z", "2027-01-01T13:30:05Z", "2027-01-01T13:30:12Z", "2027-01-01T13:30:19Z",
+      "2027-01-01T13:30:26Z", "2027-01-01T13:30:33Z", "2027-01-01T13:30:40Z",
+    ],
+  ],
+  [
+    "every 25 minutes in hours 6 and 18, starting in one",
+    "DTSTART:20270301T061000Z\nRRULE:FREQ=MINUTELY;INTERVAL=25;BYHOUR=6,18;COUNT=12",
+    [
+      "2027-03-01T06:10:00Z", "2027-03-01T06:35:00Z", "2027-03-01T18:15:00Z", "2027-03-01T18:40:00Z",
+      "2027-03-02T06:20:00Z", "2027-03-02T06:45:00Z", "2027-03-02T18:00:00Z", "2027-03-02T18:25:00Z",
+      "2027-03-02T18:50:00Z", "2027-03-03T06:05:00Z", "2027-03-03T06:30:00Z", "2027-03-03T06:55:00Z",
+    ],
+  ],
+  [
+    "every 5 hours on the half hour",
+    "DTSTART:20270101T013000Z\nRRULE:FREQ=HOURLY;INTERVAL=5;BYMINUTE=30;COUNT=10",
+    [
+      "2027-01-01T01:30:00Z", "2027-01-01T06:30:00Z", "2027-01-01T11:30:00Z", "2027-01-01T16:30:00Z",
+      "2027-01-01T21:30:00Z", "2027-01-02T02:30:00Z", "2027-01-02T07:30:00Z", "2027-01-02T12:30:00Z",
+      "2027-01-02T17:30:00Z", "2027-01-02T22:30:00Z",
+    ],
+  ],
+  [
+    "daily at 09:00 and 17:00",
+    "DTSTART:20270101T090000Z\nRRULE:FREQ=DAILY;BYHOUR=9,17;COUNT=7",
+    [
+      "2027-01-01T09:00:00Z", "2027-01-01T17:00:00Z", "2027-01-02T09:00:00Z", "2027-01-02T17:00:00Z",
+      "2027-01-03T09:00:00Z", "2027-01-03T17:00:00Z", "2027-01-04T09:00:00Z",
+    ],
+  ],
+  [
+    "the 31st of each month",
+    "DTSTART:20270131T100000Z\nRRULE:FREQ=MONTHLY;BYMONTHDAY=31;COUNT=4",
+    [
+      "2027-01-31T10:00:00Z", "2027-03-31T10:00:00Z", "2027-05-31T10:00:00Z", "2027-07-31T10:00:00Z",
+    ],
+  ],
+];
+
+/**
+ * A DTSTART the rule would not give is the first of its COUNT occurrences (RFC 5545 3.3.10: "The
+ * DTSTART property value always counts as the first occurrence"). dateutil leaves such a DTSTART
+ * out, so the rest is its answer for COUNT - 1, recorded as above for `DTSTART` + `RRULE;COUNT=<COUNT - 1>`.
+ */
+const DATEUTIL_OFF_PATTERN: [string, string, string, number, string[]][] = [
+  [
+    "a Monday DTSTART for Tuesdays and Thursdays",
+    "DTSTART:20270104T090000Z",
+    "RRULE:FREQ=WEEKLY;BYDAY=TU,TH",
+    5,
+    [
+      "2027-01-05T09:00:00Z", "2027-01-07T09:00:00Z", "2027-01-12T09:00:00Z", "2027-01-14T09:00:00Z",
+    ],
+  ],
+  [
+    "an 08:00 DTSTART for every 13 minutes in hours 9 and 10",
+    "DTSTART:20270105T080000Z",
+    "RRULE:FREQ=MINUTELY;INTERVAL=13;BYHOUR=9,10",
+    10,
+    [
+      "2027-01-05T09:05:00Z", "2027-01-05T09:18:00Z", "2027-01-05T09:31:00Z", "2027-01-05T09:44:00Z",
+      "2027-01-05T09:57:00Z", "2027-01-05T10:10:00Z", "2027-01-05T10:23:00Z", "2027-01-05T10:36:00Z",
+      "2027-01-05T10:49:00Z",
+    ],
+  ],
+  [
+    "a DTSTART on the 15th for the last day of each month",
+    "DTSTART:20270115T120000Z",
+    "RRULE:FREQ=MONTHLY;BYMONTHDAY=-1",
+    4,
+    [
+      "2027-01-31T12:00:00Z", "2027-02-28T12:00:00Z", "2027-03-31T12:00:00Z",
+    ],
+  ],
+];
+
+describe('RRULE COUNT, compared with python-dateutil', () => {
+  test.each(DATEUTIL_COUNTED)('%s', (_name, text, expected) => {
+    expect(fires({ rrule: text }, '2026-12-31T00:00:00Z', expected.length + 5)).toEqual(expected);
+  });
+
+  test.each(DATEUTIL_OFF_PATTERN)('%s: DTSTART is the first of COUNT', (_name, dtstart, rule, count, rest) => {
+    const first = `${dtstart.slice('DTSTART:'.length, 'DTSTART:'.length + 4)}-${dtstart.slice(12, 14)}-${dtstart.slice(14, 16)}T${dtstart.slice(17, 19)}:${dtstart.slice(19, 21)}:${dtstart.slice(21, 23)}Z`;
+    const expected = [first, ...rest];
+    expect(expected).toHaveLength(count);
+    expect(fires({ rrule: `${dtstart}\n${rule};COUNT=${count}` }, '2026-12-31T00:00:00Z', count + 5)).toEqual(expected);
+    // An EXDATE removes DTSTART from the fires, not from the count.
+    expect(fires({ rrule: `${dtstart}\n${rule};COUNT=${count}\nEXDATE:${dtstart.slice('DTSTART:'.length)}` }, '2026-12-31T00:00:00Z', count + 5)).toEqual(rest);
+  });
+
+  test('the preview says a COUNT rule finished only when its COUNT times are spent', () => {
+    const text = DATEUTIL_COUNTED[0][1];
+    const all = fires({ rrule: text }, '2026-12-31T00:00:00Z', 50);
+    expect(all).toHaveLength(20);
+    expect(fires({ rrule: text }, all[14], 50)).toEqual(all.slice(15));
   });
 });

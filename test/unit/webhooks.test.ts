@@ -11,14 +11,14 @@ import {
   readDelivery,
 } from '../../core/webhooks';
 import { loggablePath } from '../../api/hook-path';
-import { forgeHeaders, giteaPush, githubPush, gitlabPush, hmacHex, SAMPLE_PUSH, SAMPLE_PUSH_VARS } from '../support/forge-deliveries';
+import { bitbucketPush, forgeHeaders, giteaPush, githubPush, gitlabPush, hmacHex, SAMPLE_PUSH, SAMPLE_PUSH_VARS } from '../support/forge-deliveries';
 
 const SECRET = 'cairn_whsec_test-secret-0123456789abcdef';
 const body = JSON.stringify(githubPush());
 const bytes = Buffer.from(body);
 
 describe('signature check over the raw body', () => {
-  test.each(['github', 'gitlab', 'gitea'] as const)('a %s delivery signed with the secret is valid', (forge) => {
+  test.each(['github', 'gitlab', 'gitea', 'bitbucket'] as const)('a %s delivery signed with the secret is valid', (forge) => {
     const verdict = checkSignature(forgeHeaders(forge, body, SECRET), bytes, SECRET);
     expect(verdict.verdict).toBe('valid');
   });
@@ -71,6 +71,35 @@ describe('signature check over the raw body', () => {
     expect(checkSignature(sha1Only, bytes, SECRET)).toEqual({ verdict: 'missing' });
   });
 
+  test("GitHub's documented example delivery checks: its secret, with spaces and an apostrophe, and its payload", () => {
+    // "Validating webhook deliveries" (GitHub Docs), testing the webhook payload validation:
+    // secret "It's a Secret to Everybody", payload "Hello, World!", and the signature it gives.
+    const secret = "It's a Secret to Everybody";
+    const headers = { 'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17' };
+    expect(checkSignature(headers, Buffer.from('Hello, World!'), secret)).toEqual({ verdict: 'valid', headers: ['X-Hub-Signature-256'] });
+    expect(checkSignature(headers, Buffer.from('Hello, World?'), secret)).toEqual({ verdict: 'invalid', header: 'X-Hub-Signature-256' });
+    // GitLab carries such a secret as its token, in a header: spaces inside it arrive as sent.
+    expect(checkSignature({ 'x-gitlab-token': secret }, bytes, secret).verdict).toBe('valid');
+  });
+
+  test("a secret beyond ASCII is compared by its UTF-8 bytes: the HMAC's key, and GitLab's token as its header's bytes", () => {
+    const secret = 'Schlüssel für die Hooks, bitte';
+    expect(checkSignature({ 'x-hub-signature-256': `sha256=${hmacHex(body, secret)}` }, bytes, secret).verdict).toBe('valid');
+    // Node hands a header's bytes over as Latin-1 characters: the token's UTF-8 bytes, read so.
+    expect(checkSignature({ 'x-gitlab-token': Buffer.from(secret, 'utf8').toString('latin1') }, bytes, secret).verdict).toBe('valid');
+    expect(checkSignature({ 'x-gitlab-token': secret }, bytes, secret).verdict).toBe('invalid');
+  });
+
+  test("Bitbucket's X-Hub-Signature carries SHA-256 and is checked; GitHub's SHA-1 form of the same header is not counted", () => {
+    const bitbucket = { 'x-hub-signature': `sha256=${hmacHex(body, SECRET)}` };
+    expect(hasSignature(bitbucket)).toBe(true);
+    expect(checkSignature(bitbucket, bytes, SECRET)).toEqual({ verdict: 'valid', headers: ['X-Hub-Signature'] });
+    expect(checkSignature({ 'x-hub-signature': `sha256=${hmacHex(body, 'another secret')}` }, bytes, SECRET)).toEqual({ verdict: 'invalid', header: 'X-Hub-Signature' });
+    expect(checkSignature({ 'x-hub-signature': `sha256=${hmacHex(body, SECRET).slice(2)}` }, bytes, SECRET)).toEqual({ verdict: 'invalid', header: 'X-Hub-Signature' });
+    // GitHub sends its SHA-1 X-Hub-Signature beside X-Hub-Signature-256: only the SHA-256 one counts.
+    expect(checkSignature(forgeHeaders('github', body, SECRET), bytes, SECRET)).toEqual({ verdict: 'valid', headers: ['X-Hub-Signature-256'] });
+  });
+
   test('hubSignature256 is what GitHub sends', () => {
     expect(hubSignature256('Hello, World!', "It's a Secret to Everybody")).toBe(
       // The example in GitHub's documentation on validating webhook deliveries.
@@ -89,6 +118,21 @@ describe('what a push says', () => {
   ] as const)('a %s branch push gives ref, branch, commit, repository and pusher', (forge, payload) => {
     const reading = readDelivery(forgeHeaders(forge, '', SECRET), payload);
     expect(reading).toEqual({ kind: 'push', push: { forge, ...expected } });
+  });
+
+  test('a Bitbucket Cloud repo:push gives the first change\'s ref, its commit, the repository and the actor', () => {
+    expect(readDelivery(forgeHeaders('bitbucket', '', SECRET), bitbucketPush())).toEqual({ kind: 'push', push: { forge: 'bitbucket', ...expected } });
+    const tag = readDelivery(forgeHeaders('bitbucket', '', SECRET), bitbucketPush({ ...SAMPLE_PUSH, ref: 'refs/tags/v3.1.0' }));
+    expect(tag).toMatchObject({ kind: 'push', push: { forge: 'bitbucket', ref: 'refs/tags/v3.1.0', tag: 'v3.1.0', branch: '', commit: SAMPLE_PUSH.commit } });
+    // A deleted branch: `new` is null, `closed` true; the ref is read from `old`.
+    const payload = bitbucketPush() as { push: { changes: Record<string, unknown>[] } };
+    payload.push.changes[0] = { ...payload.push.changes[0], new: null, closed: true };
+    expect(readDelivery(forgeHeaders('bitbucket', '', SECRET), payload)).toMatchObject({ kind: 'push', push: { forge: 'bitbucket', ref: 'refs/heads/main', deleted: true, commit: '' } });
+    // Without a nickname, the display name.
+    expect(readDelivery(forgeHeaders('bitbucket', '', SECRET), bitbucketPush(SAMPLE_PUSH, { actor: { display_name: 'Mona Lisa' } }))).toMatchObject({ push: { pusher: 'Mona Lisa' } });
+    expect(readDelivery(forgeHeaders('bitbucket', '', SECRET, { event: 'pullrequest:created' }), {})).toEqual({ kind: 'other', forge: 'bitbucket', event: 'pullrequest:created' });
+    expect(readDelivery(forgeHeaders('bitbucket', '', SECRET), { push: { changes: [] } })).toEqual({ kind: 'unreadable', forge: 'bitbucket', missing: 'push.changes' });
+    expect(deliveryIdOf(forgeHeaders('bitbucket', '', SECRET, { delivery: 'b-1' }))).toBe('b-1');
   });
 
   test('a tag push names the tag and no branch', () => {
