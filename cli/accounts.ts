@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { ApiError } from '../core/errors';
+import { DomainError } from '../core/errors';
 import { parseInput } from '../api/validate';
 import { tokenCreate, userCreate } from '../api/schemas/accounts';
 import { createUser, fillUsernameKeys, issueToken, type AccountRequest } from '../services/accounts';
@@ -53,7 +53,7 @@ async function refusedAsUsage<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
-    if (err instanceof ApiError) throw new ConfigError(err.message);
+    if (err instanceof DomainError) throw new ConfigError(err.message);
     throw err;
   }
 }

@@ -1,4 +1,4 @@
-import { conflict, type ApiError } from './errors';
+import { conflict, type DomainError } from './errors';
 import { ENCRYPTION_KEY_VARIABLE, ENCRYPTION_SALT_VARIABLE, SealError, type Sealer } from './seal';
 
 /**
@@ -28,7 +28,7 @@ export function runSecretContext(runId: string, stateDigest: string | null, name
  * The 409 for a write that must seal a secret on a server without the encryption key and salt.
  * `what` says what was to be sealed, such as "the secret default" or "the secret answer".
  */
-export function encryptionKeyRequired(what: string, vars: readonly string[]): ApiError {
+export function encryptionKeyRequired(what: string, vars: readonly string[]): DomainError {
   const names = [...vars].sort();
   return conflict(
     `sealing ${what} of ${names.join(', ')} needs the server's encryption key: set ${ENCRYPTION_KEY_VARIABLE} and ${ENCRYPTION_SALT_VARIABLE} on this server (and every worker) and restart it`,

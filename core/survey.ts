@@ -1,6 +1,6 @@
 import { RE2JS } from 're2js';
 import { z } from 'zod';
-import { ApiError, conflict } from './errors';
+import { DomainError, conflict } from './errors';
 
 /**
  * Survey definitions and launch answers (spec part A 2.4). Pure: the caller stores the survey,
@@ -56,14 +56,14 @@ export const SURVEY_TYPE_ALIASES: Readonly<Record<string, SurveyType>> = Object.
 export const REDACTED = '[redacted]';
 
 /** A survey definition or launch answer at fault: a 400 naming the field. */
-export class SurveyError extends ApiError {
+export class SurveyError extends DomainError {
   override readonly name = 'SurveyError';
   constructor(
     /** The field at fault, such as `survey[2].pattern` or `answers.batch_size`. */
     readonly field: string,
     message: string,
   ) {
-    super(400, message, { field });
+    super('invalid', message, { field });
   }
 }
 

@@ -1,4 +1,4 @@
-import { ApiError, conflict, forbidden, notFound } from '../core/errors';
+import { DomainError, conflict, forbidden, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { hashBearerSecret, hashPassword, newBearerSecret, verifyPassword } from '../core/secrets';
 import { usernameKey } from '../core/username';
@@ -201,7 +201,7 @@ export async function logIn(
   const attempt = await admitSignIn(sql, usernameKey(input.username), address);
   const account = await getAccountByUsername(sql, input.username);
   const ok = await verifyPassword(input.password, account?.password_hash ?? null);
-  if (!account || !ok) throw new ApiError(401, 'username or password is wrong');
+  if (!account || !ok) throw new DomainError('unauthorized', 'username or password is wrong');
   await attempt.succeeded();
   const { token, secret } = await recordMutation(sql, origin, 200, (tx, entry) => {
     entry.actor = account.username;

@@ -1,7 +1,7 @@
 import { entryForBundle, entryHash, entryOf, GENESIS_HASH } from '../core/audit-chain';
 import { BUNDLE_TYPE, RECEIPT_TYPE, SPARSE_WITHHELD_KINDS } from '../core/audit-offline';
 import { decisionView } from '../core/decision-view';
-import { ApiError, badRequest, notFound } from '../core/errors';
+import { DomainError, badRequest, notFound } from '../core/errors';
 import { consistencyProof, inclusionProof, leafOfStoredHash, rootFromLeafHashes, subtreeHashes } from '../core/merkle';
 import { runView } from '../core/run-view';
 import { auditEntriesOfRun, entryOfChainRow, type ChainRow, type StoredAuditEntry } from '../store/audit';
@@ -22,9 +22,9 @@ import type { ServerContext } from './context';
  * The 409 a bundle or a receipt answers when the chain it would sign does not verify (spec part
  * B 7.4), with the coordinates `GET /v1/audit/verify` reports.
  */
-function chainRefusal(report: Exclude<WholeChainReport, { ok: true }>): ApiError {
+function chainRefusal(report: Exclude<WholeChainReport, { ok: true }>): DomainError {
   const what = report.reason === 'chain_break' ? `the audit chain breaks at position ${report.broke_at}` : 'the audit chain no longer satisfies its anchors';
-  return new ApiError(409, `${what}; nothing is signed over it: ${report.detail}`, {
+  return new DomainError('conflict', `${what}; nothing is signed over it: ${report.detail}`, {
     reason: report.reason,
     broke_at: report.broke_at,
     broke_seq: report.broke_seq,
@@ -35,8 +35,8 @@ function chainRefusal(report: Exclude<WholeChainReport, { ok: true }>): ApiError
 }
 
 /** The 409 for a chain that verifies but from which no document can be made (an empty chain). */
-function unbundlable(message: string): ApiError {
-  return new ApiError(409, message, { reason: 'chain_unbundlable', broke_at: 0, broke_seq: 0, count: 0, anchor_problems: [] });
+function unbundlable(message: string): DomainError {
+  return new DomainError('conflict', message, { reason: 'chain_unbundlable', broke_at: 0, broke_seq: 0, count: 0, anchor_problems: [] });
 }
 
 const hex = (hashes: Buffer[]) => hashes.map((h) => h.toString('hex'));

@@ -10,7 +10,7 @@ import {
   readCallbackFields,
   type CallbackHost,
 } from '../core/callbacks';
-import { ApiError, badRequest, conflict, forbidden, notFound } from '../core/errors';
+import { DomainError, badRequest, conflict, forbidden, notFound, statusOf } from '../core/errors';
 import { encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
 import { getAccountById } from '../store/accounts';
 import {
@@ -195,7 +195,7 @@ async function templateLimitSelects(ctx: ServerContext, limit: string, host: str
       throw conflict(`this template cannot launch from a callback: it keeps the limit ${JSON.stringify(limit)}, which this server cannot evaluate: ${err.message}`, { field: 'limit' });
     }
     ctx.logger.error({ err }, "a callback could not evaluate its template's limit");
-    throw new ApiError(503, "the template's limit could not be evaluated; nothing was launched");
+    throw new DomainError('unavailable', "the template's limit could not be evaluated; nothing was launched");
   }
 }
 
@@ -220,7 +220,7 @@ function templateLimit(template: Template): string | null {
 const WRONG_KEY = 'the host config key is not valid for this template';
 
 /**
- * Answers a callback, in the order of spec part B 7.5 (every refusal an ApiError):
+ * Answers a callback, in the order of spec part B 7.5 (every refusal an DomainError):
  *
  * 1. The address's rate: past `--callback-rate-limit` in the last minute, 429 with Retry-After
  *    (every callback counts, a wrong key too). A limit that cannot be counted is 503.
@@ -268,7 +268,7 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
     hosts = await storedInventoryHosts(ctx, template.inventory_id);
   } catch (err) {
     ctx.logger.error({ templateId: template.id, err }, "a callback could not read its template's inventory");
-    throw new ApiError(502, 'this template cannot launch: inventory content could not be read');
+    throw new DomainError('bad_gateway', 'this template cannot launch: inventory content could not be read');
   }
   if (!hosts) throw conflict('this template cannot launch: inventory not found');
   if ('resolvedAtStart' in hosts) {
@@ -329,14 +329,14 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
 }
 
 /** How a launch that started no run is answered (spec part B 7.3, 7.5). */
-function launchRefusal(ctx: ServerContext, template: Template, err: unknown): ApiError {
+function launchRefusal(ctx: ServerContext, template: Template, err: unknown): DomainError {
   if (err instanceof UnattendedSurveyRefusal) return badRequest(err.message.replace('cannot launch unattended', 'cannot launch from a callback'), { questions: err.questions });
-  if (err instanceof ApiError) {
-    if (err.status === 403 || err.status === 502 || err.status === 503) return err;
-    if (err.status < 500) return err.status === 409 && err.message.startsWith('this template cannot launch: ') ? err : conflict(`this template cannot launch: ${err.message}`, err.details);
+  if (err instanceof DomainError) {
+    if (err.code === 'forbidden' || err.code === 'bad_gateway' || err.code === 'unavailable') return err;
+    if (statusOf(err.code) < 500) return err.code === 'conflict' && err.message.startsWith('this template cannot launch: ') ? err : conflict(`this template cannot launch: ${err.message}`, err.details);
   }
   ctx.logger.error({ templateId: template.id, err }, 'a callback could not launch its template');
-  return new ApiError(503, 'the callback could not be recorded; nothing was launched');
+  return new DomainError('unavailable', 'the callback could not be recorded; nothing was launched');
 }
 
 /** Counts the callback against its address; 429 past the limit, 503 when it cannot be counted. */
@@ -347,11 +347,10 @@ async function admitCallback(ctx: ServerContext, address: string): Promise<void>
     claim = await claimHit(ctx.sql, limit, address);
   } catch (err) {
     ctx.logger.error({ err }, 'the callback rate limit could not be counted');
-    throw new ApiError(503, 'the callback rate limit could not be evaluated; nothing was launched');
+    throw new DomainError('unavailable', 'the callback rate limit could not be evaluated; nothing was launched');
   }
   if (!claim.granted) {
-    throw new ApiError(
-      429,
+    throw new DomainError('rate_limited',
       `too many callbacks from ${address}: at most ${limit.max} a minute (set by ${CALLBACK_RATE_FLAG}); try again in ${claim.retryAfterSeconds} seconds`,
       { limit: limit.max, window_seconds: limit.windowSeconds, flag: CALLBACK_RATE_FLAG, retry_after: claim.retryAfterSeconds },
       { 'Retry-After': String(claim.retryAfterSeconds) },
@@ -368,9 +367,9 @@ async function findTarget(ctx: ServerContext, target: CallbackRequest['target'])
   }
   const found = await findExternalTemplate(ctx.sql, target.externalId);
   if (!found) throw forbidden(WRONG_KEY);
-  if ('deleted' in found) throw new ApiError(410, `the template bound to external job template ${target.externalId} was deleted`);
+  if ('deleted' in found) throw new DomainError('gone', `the template bound to external job template ${target.externalId} was deleted`);
   const template = await getTemplate(ctx.sql, found.templateId);
-  if (!template) throw new ApiError(410, `the template bound to external job template ${target.externalId} was deleted`);
+  if (!template) throw new DomainError('gone', `the template bound to external job template ${target.externalId} was deleted`);
   if (!template.external_callback) throw forbidden(WRONG_KEY);
   return template;
 }

@@ -1,5 +1,5 @@
 import { hostPatternFault } from '../core/ansible-spec';
-import { ApiError, badRequest, conflict } from '../core/errors';
+import { DomainError, badRequest, conflict } from '../core/errors';
 import type { Db } from '../store/db';
 import { getInventory, missingInventories, type Inventory } from '../store/inventories';
 import type { Caller } from '../store/tokens';
@@ -48,20 +48,20 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
   const inputs: Inventory[] = [];
   for (const [i, id] of definition.inputs.entries()) {
     const field = `inputs[${i}]`;
-    if (definition.inputs.indexOf(id) !== i) throw new ApiError(422, `${field}: inventory ${id} is named twice`, { field });
+    if (definition.inputs.indexOf(id) !== i) throw new DomainError('unprocessable', `${field}: inventory ${id} is named twice`, { field });
     const inventory = await getInventory(ctx.sql, id);
     try {
-      if (!inventory) throw new ApiError(404, 'missing');
+      if (!inventory) throw new DomainError('not_found', 'missing');
       await requireAccess(ctx.sql, caller, id, need, { action: need === 'use' ? `composing an inventory over inventory ${id}` : `previewing over inventory ${id}` });
     } catch (err) {
-      if (err instanceof ApiError && (err.status === 404 || err.status === 400)) throw new ApiError(422, `${field}: inventory ${id} not found`, { field });
+      if (err instanceof DomainError && (err.code === 'not_found' || err.code === 'invalid')) throw new DomainError('unprocessable', `${field}: inventory ${id} not found`, { field });
       throw err;
     }
-    if (inventory!.kind !== 'static') throw new ApiError(422, `${field}: inventory ${id} is a ${inventory!.kind} inventory; the inputs of a composed inventory are static inventories`, { field });
+    if (inventory!.kind !== 'static') throw new DomainError('unprocessable', `${field}: inventory ${id} is a ${inventory!.kind} inventory; the inputs of a composed inventory are static inventories`, { field });
     inputs.push(inventory!);
   }
   const version = await ansibleCoreVersion();
-  if (!version) throw new ApiError(422, `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
+  if (!version) throw new DomainError('unprocessable', `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
 
   const quotable = caller.account.role === 'admin';
   let resolved: ComposedHosts;
@@ -70,7 +70,7 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
     resolved = JSON.parse(await runJob(ctx, 'composedInventoryJob', job));
   } catch (err) {
     if (!(err instanceof JobRefused) || err.type === 'JobInputGone') throw err;
-    throw new ApiError(422, quotable ? `the ${definition.kind} inventory could not be resolved: ${err.message}` : `the ${definition.kind} inventory could not be resolved by Ansible (an admin reads the reason)`);
+    throw new DomainError('unprocessable', quotable ? `the ${definition.kind} inventory could not be resolved: ${err.message}` : `the ${definition.kind} inventory could not be resolved by Ansible (an admin reads the reason)`);
   }
   if (definition.kind === 'smart') {
     return { kind: 'smart', hosts: resolved.hosts, count: resolved.hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
@@ -82,7 +82,7 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
 function sourceVarsFor(definition: Extract<ComposedDefinition, { kind: 'constructed' }>): Record<string, unknown> {
   const options = definition.source_vars ?? {};
   if (options.plugin !== undefined && options.plugin !== 'constructed' && options.plugin !== 'ansible.builtin.constructed') {
-    throw new ApiError(422, 'source_vars.plugin: a constructed inventory uses the constructed plugin only', { field: 'source_vars.plugin' });
+    throw new DomainError('unprocessable', 'source_vars.plugin: a constructed inventory uses the constructed plugin only', { field: 'source_vars.plugin' });
   }
   return options;
 }

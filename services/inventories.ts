@@ -1,4 +1,4 @@
-import { ApiError, badRequest, conflict, notFound } from '../core/errors';
+import { DomainError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { detectFormat, iniHosts, iniLayout, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat, type InventoryLayout } from '../core/inventory';
 import type { Run } from '../core/run';
@@ -326,11 +326,11 @@ export async function previewInventory(
     return { ...resolved, count: resolved.hosts.length, limit: limit ?? '', inventory_id: 'id' in source ? source.id : null };
   } catch (err) {
     if (!(err instanceof InventoryError)) throw err;
-    if (quotable) throw new ApiError(422, err.message);
+    if (quotable) throw new DomainError('unprocessable', err.message);
     const own = await inventoryHostNames(ctx, format, content).then(
       () => null,
       (e: unknown) => (e instanceof InventoryError ? e.message : null),
     );
-    throw new ApiError(422, own ? `the inventory could not be resolved: ${own}` : 'the inventory could not be resolved by ansible-inventory (an admin reads the reason)');
+    throw new DomainError('unprocessable', own ? `the inventory could not be resolved: ${own}` : 'the inventory could not be resolved by ansible-inventory (an admin reads the reason)');
   }
 }

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, conflict, notFound } from '../core/errors';
+import { DomainError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath } from '../core/project-paths';
 import { detectFormat, type InventoryFormat } from '../core/inventory';
@@ -98,7 +98,7 @@ export async function readableInventorySource(db: Db, caller: Caller, id: string
   try {
     await requireAccess(db, caller, source.inventory_id, 'read', { action: `reading inventory source ${id}` });
   } catch (err) {
-    if (err instanceof ApiError && err.status === 404) throw notFound(`inventory source ${id}`);
+    if (err instanceof DomainError && err.code === 'not_found') throw notFound(`inventory source ${id}`);
     throw err;
   }
   return source;
@@ -184,7 +184,7 @@ export async function refreshInventorySource(ctx: ServerContext, caller: Caller,
       entry.body = { kind: 'inventory_source.refresh_failed', inventory_source_id: id, inventory_id: row.inventory_id };
       return row;
     });
-    throw new ApiError(422, `inventory source ${id} could not be refreshed: ${error}`, { inventory_source: inventorySourceView(failed, caller) });
+    throw new DomainError('unprocessable', `inventory source ${id} could not be refreshed: ${error}`, { inventory_source: inventorySourceView(failed, caller) });
   }
   const { format, content, hosts } = read;
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
@@ -218,7 +218,7 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
     try {
       file = await readProjectFile(ctx, project, source.path ?? '');
     } catch (err) {
-      if (err instanceof ApiError) throw new SourceError(`${source.path} in project ${project.id}: ${err.message}`);
+      if (err instanceof DomainError) throw new SourceError(`${source.path} in project ${project.id}: ${err.message}`);
       throw err;
     }
     if (!('content' in file)) throw new SourceError(`${source.path} in project ${project.id} is not UTF-8 text`);
@@ -228,7 +228,7 @@ async function readSource(ctx: ServerContext, source: InventorySource): Promise<
   try {
     return { format, content, hosts: await inventoryHosts(ctx, format, content) };
   } catch (err) {
-    if (err instanceof ApiError) throw new SourceError(`the inventory it produced does not parse: ${err.message.replace(/^content: /, '')}`);
+    if (err instanceof DomainError) throw new SourceError(`the inventory it produced does not parse: ${err.message.replace(/^content: /, '')}`);
     throw err;
   }
 }

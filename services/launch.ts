@@ -1,4 +1,4 @@
-import { ApiError, badRequest } from '../core/errors';
+import { DomainError, badRequest } from '../core/errors';
 import { encryptionKeyRequired } from '../core/run-secrets';
 import { checkAnswers, requireStoredPatterns, secretFieldVars, unansweredRequired } from '../core/survey';
 import { splitGraph } from '../core/workflow-graph';
@@ -176,9 +176,9 @@ export interface UnattendedFire {
  * A survey nobody can answer unattended (spec part A 2.4 rules 5, 6): a required question with no
  * default. Each caller records the refusal where 2.4 rule 6 says, naming `questions`.
  */
-export class UnattendedSurveyRefusal extends ApiError {
+export class UnattendedSurveyRefusal extends DomainError {
   constructor(readonly questions: string[]) {
-    super(409, `this template cannot launch unattended: the required question${questions.length > 1 ? 's' : ''} ${questions.join(', ')} ${questions.length > 1 ? 'have' : 'has'} no default`, {
+    super('conflict', `this template cannot launch unattended: the required question${questions.length > 1 ? 's' : ''} ${questions.join(', ')} ${questions.length > 1 ? 'have' : 'has'} no default`, {
       questions,
     });
   }

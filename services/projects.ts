@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { ApiError, badRequest, conflict, notFound } from '../core/errors';
+import { DomainError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { browsePath, GitError, isWithin, repositoryTarget, UNREACHABLE, type FetchSource, type GitCredential } from '../core/project-paths';
 import type { TreeEntry, TreeRead } from '../activities/git';
@@ -355,7 +355,7 @@ export async function readProjectFile(ctx: ServerContext, project: Project, aske
   if (asked === '') throw badRequest('path is required: the file to read, relative to the checkout', { field: 'path' });
   const { relative, read } = await readInTree(ctx, project, asked);
   if (read.kind === 'dir') throw badRequest(`path ${relative} is a directory; list it with GET /v1/projects/${project.id}/files?path=`, { field: 'path' });
-  if (!read.bytes) throw new ApiError(413, `path ${relative} is ${read.size} bytes; files over ${MAX_FILE_BYTES} bytes are not shown`, { limit_bytes: MAX_FILE_BYTES });
+  if (!read.bytes) throw new DomainError('too_large', `path ${relative} is ${read.size} bytes; files over ${MAX_FILE_BYTES} bytes are not shown`, { limit_bytes: MAX_FILE_BYTES });
   const bytes = read.bytes;
   let content: string | undefined;
   try {

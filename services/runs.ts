@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import { ApiError, badRequest, conflict, forbidden, notFound } from '../core/errors';
+import { DomainError, badRequest, conflict, forbidden, notFound } from '../core/errors';
 import { hostPatternFault } from '../core/ansible-spec';
 import { newId } from '../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
@@ -519,7 +519,7 @@ async function resubmit(ctx: ServerContext, caller: Caller, origin: AuditOrigin,
     const { run } = await submitRun(ctx, caller, origin, request, idempotencyKey);
     return run;
   } catch (err) {
-    if (err instanceof ApiError && err.status === 400) throw conflict(err.message, err.details);
+    if (err instanceof DomainError && err.code === 'invalid') throw conflict(err.message, err.details);
     throw err;
   }
 }

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { ApiError, badRequest, notFound } from '../core/errors';
+import { DomainError, badRequest, notFound, statusOf } from '../core/errors';
 import { newId } from '../core/ids';
 import type { FollowerAction } from '../core/access';
 import { CalendarError, scheduleCalendar, type CalendarRule, type ScheduleCalendar, type SpringForward } from '../core/schedule-calendar';
@@ -170,7 +170,7 @@ async function requireFireable(ctx: ServerContext, caller: Caller, draft: Schedu
     requireQueueAllowed(queue, ctx.licensing.tier);
     await requireQueueUse(ctx.sql, caller, queue ?? '');
   } catch (err) {
-    if (err instanceof ApiError) throw new ApiError(err.status, err.message, { ...err.details, field: `${kind}.queue` });
+    if (err instanceof DomainError) throw new DomainError(err.code, err.message, { ...err.details, field: `${kind}.queue` });
     throw err;
   }
   const tools = kind === 'pipeline' ? (steps as StepDefinition[]).map((step, i) => ({ tool: step.tool!, field: `pipeline.steps[${i}].tool` })) : [{ tool, field: 'run.tool' }];
@@ -178,7 +178,7 @@ async function requireFireable(ctx: ServerContext, caller: Caller, draft: Schedu
     try {
       await requireRunnableTool(name);
     } catch (err) {
-      if (err instanceof ApiError) throw badRequest(err.message, { field });
+      if (err instanceof DomainError) throw badRequest(err.message, { field });
       throw err;
     }
   }
@@ -383,15 +383,15 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
   }
 
   try {
-    if (!owner) throw new ApiError(409, `the account that saved this schedule no longer exists; saving it again makes it fire as the saver`);
-    if (owner.role === 'viewer') throw new ApiError(403, `${owner.username}, who saved this schedule, may no longer submit runs (viewer); saving it again makes it fire as the saver`);
+    if (!owner) throw new DomainError('conflict', `the account that saved this schedule no longer exists; saving it again makes it fire as the saver`);
+    if (owner.role === 'viewer') throw new DomainError('forbidden', `${owner.username}, who saved this schedule, may no longer submit runs (viewer); saving it again makes it fire as the saver`);
     const run = await launch(ctx, schedule, owner, key);
     if (ctx.faults.fire('schedule-fire-after-submit')) throw new Error('injected fault: the fire was lost after its run was submitted');
     await recordFire(ctx.sql, scheduleId, fireAt, { kind: 'started', runId: run.id });
     ctx.logger.info({ scheduleId, runId: run.id, fireAt, lateMs: Date.now() - fireAtMs }, 'schedule fired');
     return 'started';
   } catch (err) {
-    if (!(err instanceof ApiError)) throw err;
+    if (!(err instanceof DomainError)) throw err;
     await recordDidNotRun(ctx, schedule, fireAt, err);
     return 'did_not_run';
   }
@@ -403,7 +403,7 @@ async function launch(ctx: ServerContext, schedule: Schedule, owner: UnattendedF
   const origin = serviceOrigin('SCHEDULE', `/schedules/${schedule.id}/fire`);
   if (schedule.template_id !== null) {
     const template = await getTemplate(ctx.sql, schedule.template_id);
-    if (!template) throw new ApiError(409, `template ${schedule.template_id}, which this schedule fires, no longer exists`);
+    if (!template) throw new DomainError('conflict', `template ${schedule.template_id}, which this schedule fires, no longer exists`);
     return (await launchUnattended(ctx, origin, template, fire, { idempotencyKey: key })).run;
   }
   const { kind, request: stored } = schedule.submission!;
@@ -415,14 +415,14 @@ async function launch(ctx: ServerContext, schedule: Schedule, owner: UnattendedF
 }
 
 /** A refused fire on `last_error`; a survey refusal with its chain entry, in the same transaction. */
-async function recordDidNotRun(ctx: ServerContext, schedule: Schedule, fireAt: Date, err: ApiError): Promise<void> {
+async function recordDidNotRun(ctx: ServerContext, schedule: Schedule, fireAt: Date, err: DomainError): Promise<void> {
   ctx.logger.info({ scheduleId: schedule.id, fireAt, reason: err.message }, 'schedule fire did not run');
   if (!(err instanceof UnattendedSurveyRefusal)) {
     await recordFire(ctx.sql, schedule.id, fireAt, { kind: 'did_not_run', error: err.message });
     return;
   }
   const origin = serviceOrigin('SCHEDULE', `/schedules/${schedule.id}/refused/survey/${err.questions.join(',')}`);
-  await recordMutation(ctx.sql, origin, err.status, async (tx, entry) => {
+  await recordMutation(ctx.sql, origin, statusOf(err.code), async (tx, entry) => {
     if (!(await recordFire(tx, schedule.id, fireAt, { kind: 'did_not_run', error: err.message }))) return unchanged(undefined);
     entry.body = { kind: 'schedule.refused', schedule_id: schedule.id, template_id: schedule.template_id, questions: err.questions, fire_at: fireAt.toISOString() };
   });

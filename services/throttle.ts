@@ -1,4 +1,4 @@
-import { ApiError } from '../core/errors';
+import { DomainError } from '../core/errors';
 import type { Sql } from '../store/db';
 import { claimHit, clearHits, releaseHit, type RateLimit } from '../store/rate-limits';
 
@@ -16,14 +16,14 @@ export const SIGN_IN_PER_ADDRESS: RateLimit = { bucket: 'login_address', max: 20
 export const STREAM_TICKETS_PER_ACCOUNT: RateLimit = { bucket: 'stream_ticket', max: 60, windowSeconds: 60 };
 
 /** A 429 naming the limit, with `Retry-After`: the seconds until its window closes. */
-export class RateLimited extends ApiError {
+export class RateLimited extends DomainError {
   constructor(
     readonly retryAfterSeconds: number,
     limit: RateLimit,
     what: string,
   ) {
     super(
-      429,
+      'rate_limited',
       `too many ${what}: ${limit.max} within ${span(limit.windowSeconds)}; try again in ${retryAfterSeconds} seconds`,
       { limit: limit.bucket, max: limit.max, window_seconds: limit.windowSeconds, retry_after: retryAfterSeconds },
       { 'Retry-After': String(retryAfterSeconds) },

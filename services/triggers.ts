@@ -1,5 +1,5 @@
 import type { FollowerAction } from '../core/access';
-import { ApiError, badRequest, conflict, notFound } from '../core/errors';
+import { DomainError, badRequest, conflict, notFound, statusOf } from '../core/errors';
 import { newId } from '../core/ids';
 import { encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
 import { hashBearerSecret } from '../core/secrets';
@@ -188,7 +188,7 @@ export interface HookDelivery {
   parseBody: () => unknown;
 }
 
-/** An answer to a delivery that is not a refusal (refusals are thrown as ApiErrors). */
+/** An answer to a delivery that is not a refusal (refusals are thrown as DomainErrors). */
 export interface HookAnswer {
   status: number;
   body: Record<string, unknown>;
@@ -228,7 +228,7 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
   try {
     payload = delivery.parseBody();
   } catch (err) {
-    if (err instanceof ApiError) throw await refused(ctx, trigger, received, err, `the delivery's body could not be read: ${err.message}`);
+    if (err instanceof DomainError) throw await refused(ctx, trigger, received, err, `the delivery's body could not be read: ${err.message}`);
     throw err;
   }
   const reading = readDelivery(delivery.headers, payload);
@@ -259,8 +259,7 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
 async function authenticate(ctx: ServerContext, trigger: Trigger, delivery: HookDelivery, received: Date): Promise<void> {
   if (!hasSignature(delivery.headers)) {
     if (!trigger.enforce_signature) return;
-    throw new ApiError(
-      401,
+    throw new DomainError('unauthorized',
       'this hook needs a signed delivery: the HMAC-SHA256 of the body under the signing secret in X-Hub-Signature-256 (sha256=<hex>), X-Gitea-Signature or X-Forgejo-Signature, or the secret itself in X-Gitlab-Token',
     );
   }
@@ -270,11 +269,11 @@ async function authenticate(ctx: ServerContext, trigger: Trigger, delivery: Hook
     if (!ctx.sealer) throw conflict(sealedValueFault(what, undefined));
     secret = ctx.sealer.open(trigger.secret_sealed, signingSecretContext(trigger.id));
   } catch (err) {
-    const refusal = err instanceof ApiError ? err : conflict(sealedValueFault(what, ctx.sealer, err));
+    const refusal = err instanceof DomainError ? err : conflict(sealedValueFault(what, ctx.sealer, err));
     throw await refused(ctx, trigger, received, refusal);
   }
   const verdict = checkSignature(delivery.headers, delivery.rawBody, secret);
-  if (verdict.verdict === 'invalid') throw new ApiError(403, `the delivery's ${verdict.header} does not match this trigger's signing secret`, { header: verdict.header });
+  if (verdict.verdict === 'invalid') throw new DomainError('forbidden', `the delivery's ${verdict.header} does not match this trigger's signing secret`, { header: verdict.header });
 }
 
 /** The chain's view of a delivery: the owner it fires as, the trigger's path (never the token) and the push as sent. */
@@ -283,7 +282,7 @@ function deliveryOrigin(trigger: Trigger, query: Record<string, unknown>, payloa
   return { actor: trigger.created_by, method: 'POST', path, request: { method: 'POST', path, query, body: payload }, withheld: new Set() };
 }
 
-type FireOutcome = { answer: HookAnswer } | { refusal: ApiError };
+type FireOutcome = { answer: HookAnswer } | { refusal: DomainError };
 
 /** Launches the trigger's template for a push; never rejects: a refusal is recorded and returned. */
 async function fireTrigger(
@@ -323,7 +322,7 @@ async function fireTrigger(
  * entry; any other configuration error 409 naming the error only; a failure of the server or its
  * stores 502, whose detail stays in the server log.
  */
-async function launchRefused(ctx: ServerContext, trigger: Trigger, origin: AuditOrigin, received: Date, err: unknown): Promise<ApiError> {
+async function launchRefused(ctx: ServerContext, trigger: Trigger, origin: AuditOrigin, received: Date, err: unknown): Promise<DomainError> {
   if (err instanceof UnattendedSurveyRefusal) {
     try {
       await recordMutation(ctx.sql, { ...origin, path: `/hooks/${trigger.id}/refused/survey/${err.questions.join(',')}` }, 409, async (tx, entry) => {
@@ -335,13 +334,13 @@ async function launchRefused(ctx: ServerContext, trigger: Trigger, origin: Audit
     }
     return err;
   }
-  if (err instanceof ApiError && err.status < 500) return refused(ctx, trigger, received, conflict(`this template cannot launch: ${err.message}`));
+  if (err instanceof DomainError && statusOf(err.code) < 500) return refused(ctx, trigger, received, conflict(`this template cannot launch: ${err.message}`));
   ctx.logger.error({ triggerId: trigger.id, err }, 'a trigger could not launch its template');
-  return refused(ctx, trigger, received, new ApiError(502, 'could not launch the template'));
+  return refused(ctx, trigger, received, new DomainError('bad_gateway', 'could not launch the template'));
 }
 
 /** Records why a delivery started no run, then gives back the refusal to answer with. */
-async function refused(ctx: ServerContext, trigger: Trigger, received: Date, refusal: ApiError, lastError = refusal.message): Promise<ApiError> {
+async function refused(ctx: ServerContext, trigger: Trigger, received: Date, refusal: DomainError, lastError = refusal.message): Promise<DomainError> {
   await noteOutcome(ctx, trigger.id, received, lastError);
   return refusal;
 }

@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import getRawBody from 'raw-body';
-import { ApiError, badRequest } from '../../core/errors';
+import { DomainError, badRequest } from '../../core/errors';
 import { decodeJsonBytes, MAX_JSON_DEPTH, scanJsonText } from '../../core/json-scan';
 import { HOOK_PATH } from '../hook-path';
 import { INVENTORY_BODY_LIMIT } from '../../core/inventory';
@@ -56,7 +56,7 @@ async function readBody(ctx: Context): Promise<Buffer> {
   } catch (err) {
     if ((err as { type?: string }).type === 'entity.too.large') {
       const { bytes, name } = bodyLimitOf(ctx);
-      throw new ApiError(413, `request body is larger than the ${name}`, { limit_bytes: bytes });
+      throw new DomainError('too_large', `request body is larger than the ${name}`, { limit_bytes: bytes });
     }
     throw badRequest(`request body could not be read: ${(err as Error).message}`);
   }

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { ApiError } from '../../core/errors';
+import { DomainError, statusOf } from '../../core/errors';
 import { loggablePath } from '../hook-path';
 
 /**
@@ -21,8 +21,8 @@ export async function errorHandler(ctx: Context, next: Next): Promise<void> {
       ctx.body = { error: `the ${ctx.method} method is not supported` };
     }
   } catch (err) {
-    if (err instanceof ApiError) {
-      ctx.status = err.status;
+    if (err instanceof DomainError) {
+      ctx.status = statusOf(err.code);
       ctx.set(err.headers);
       ctx.body = { error: err.message, ...err.details };
       return;

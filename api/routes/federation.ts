@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { ApiError } from '../../core/errors';
+import { DomainError } from '../../core/errors';
 
 /** The federation discovery documents (spec part A 1.1, part B 5.4), public like the seal document. */
 const FEDERATION_DOCUMENTS = ['/.well-known/openid-configuration', '/.well-known/jwks.json'] as const;
@@ -12,7 +12,7 @@ export function federationRoutes(): Router {
   const router = new Router();
   for (const path of FEDERATION_DOCUMENTS) {
     router.get(path, () => {
-      throw new ApiError(404, 'federation is not configured: --federation-issuer is not set');
+      throw new DomainError('not_found', 'federation is not configured: --federation-issuer is not set');
     });
   }
   return router;

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { z } from 'zod';
-import { ApiError, notFound } from '../../core/errors';
+import { DomainError, notFound } from '../../core/errors';
 import { hashBearerSecret } from '../../core/secrets';
 import type { ServerContext } from '../../services/context';
 import type { Sql } from '../../store/db';
@@ -132,9 +132,9 @@ export function runOutputRoutes(server: ServerContext): Router {
   router.get('/stream', async (ctx) => {
     // The query is checked before the ticket is spent, so a mistyped position costs no ticket.
     const query = parseInput(streamQuery, queryObject(ctx.query));
-    if (!query.ticket) throw new ApiError(401, 'the stream needs ?ticket=<ticket> from POST /v1/runs/{id}/stream-ticket');
+    if (!query.ticket) throw new DomainError('unauthorized', 'the stream needs ?ticket=<ticket> from POST /v1/runs/{id}/stream-ticket');
     if (!(await redeemStreamTicket(server.sql, hashBearerSecret(query.ticket), ctx.params.id))) {
-      throw new ApiError(401, 'the stream ticket is not valid for this run: unknown, already used, or expired');
+      throw new DomainError('unauthorized', 'the stream ticket is not valid for this run: unknown, already used, or expired');
     }
     const run = await requireRun(server.sql, ctx.params.id);
     const out = new PassThrough();

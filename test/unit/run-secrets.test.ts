@@ -1,6 +1,6 @@
 import { carriedSecrets, knownSecretValues, openRunSecrets, RunSecretsError, sealRunSecrets } from '../../core/run-secrets';
 import { createSealer } from '../../core/seal';
-import { ApiError } from '../../core/errors';
+import { DomainError } from '../../core/errors';
 
 const sealer = createSealer({ key: 'a-test-key-that-is-long-enough-1234', salt: 'a-test-salt-12345' });
 const otherKey = createSealer({ key: 'another-test-key-long-enough-12345', salt: 'a-test-salt-12345' });
@@ -31,8 +31,8 @@ test('secrets sealed to a run open for that run and digest only', () => {
 test('nothing to seal leaves the column null; sealing without a key is a 409 naming the settings', () => {
   expect(sealRunSecrets(undefined, 'run_1', DIGEST, undefined)).toBeNull();
   expect(sealRunSecrets(sealer, 'run_1', DIGEST, {})).toBeNull();
-  const err = errorOf(() => sealRunSecrets(undefined, 'run_1', DIGEST, { api_token: 'v' })) as ApiError;
-  expect(err.status).toBe(409);
+  const err = errorOf(() => sealRunSecrets(undefined, 'run_1', DIGEST, { api_token: 'v' })) as DomainError;
+  expect(err.code).toBe('conflict');
   expect(err.message).toMatch(/SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT/);
   expect(err.details).toMatchObject({ variables: ['api_token'] });
 });
@@ -44,8 +44,8 @@ test('a value that does not open names the variable and the fix, never the value
   const none = errorOf(() => openRunSecrets(undefined, run));
   expect(none.message).toMatch(/api_token.*this server has no SERVICE_ENCRYPTION_KEY/);
   for (const err of [other, none]) expect(err.message).not.toContain('the-value');
-  const refused = errorOf(() => carriedSecrets(otherKey, run)) as ApiError;
-  expect(refused.status).toBe(409);
+  const refused = errorOf(() => carriedSecrets(otherKey, run)) as DomainError;
+  expect(refused.code).toBe('conflict');
   expect(refused.details).toMatchObject({ variable: 'api_token' });
   expect(carriedSecrets(sealer, run)).toEqual({ api_token: 'the-value' });
   expect(carriedSecrets(undefined, { ...run, sealed_vars: null })).toBeUndefined();

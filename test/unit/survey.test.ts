@@ -1,4 +1,4 @@
-import { ApiError } from '../../core/errors';
+import { DomainError } from '../../core/errors';
 import {
   checkAnswers,
   codePointLength,
@@ -296,8 +296,8 @@ describe('parseSurvey refuses', () => {
 
   test('a SurveyError is a 400 naming the field', () => {
     const err = surveyError(() => parseSurvey(field({ colour: 'red' })));
-    expect(err).toBeInstanceOf(ApiError);
-    expect(err.status).toBe(400);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err.code).toBe('invalid');
     expect(err.details).toEqual({ field: 'survey[0].colour' });
   });
 
@@ -407,7 +407,7 @@ describe('checkAnswers', () => {
     const err = surveyError(() => checkAnswers(fields, { note: 'x' }));
     expect(err.field).toBe('answers.region');
     expect(err.message).toBe('answers.region is required and has no default');
-    expect(err.status).toBe(400);
+    expect(err.code).toBe('invalid');
   });
 
   test('a required answer with a default is filled from it', () => {
@@ -685,14 +685,14 @@ describe('patterns run in linear time', () => {
   test('requireStoredPatterns refuses a stored survey whose pattern RE2 does not accept with 409 naming the field and the fix', () => {
     // Surveys saved before patterns were RE2 syntax are not parsed again; the launch checks them.
     const stored = [{ var: 'a', type: 'text', pattern: '[a-z]+' }, { var: 'b', type: 'secret', pattern: '(x)\\1' }] as never;
-    let err: ApiError | undefined;
+    let err: DomainError | undefined;
     try {
       requireStoredPatterns(stored);
     } catch (caught) {
-      err = caught as ApiError;
+      err = caught as DomainError;
     }
-    expect(err).toBeInstanceOf(ApiError);
-    expect(err!.status).toBe(409);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err!.code).toBe('conflict');
     expect(err!.details).toEqual({ field: 'survey[1].pattern' });
     expect(err!.message).toMatch(/^survey\[1\]\.pattern cannot be checked: the pattern must be RE2 syntax/);
     expect(err!.message).toMatch(/edit the template/);
