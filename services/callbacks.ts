@@ -12,7 +12,6 @@ import {
 } from '../core/callbacks';
 import { DomainError, badRequest, conflict, forbidden, notFound, statusOf } from '../core/errors';
 import { encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
-import { getAccountById } from '../store/accounts';
 import {
   claimCallback,
   deleteCallbackKey,
@@ -34,7 +33,7 @@ import { actorKindOf, type Caller } from '../store/tokens';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
-import { launchUnattended, UnattendedSurveyRefusal } from './launch';
+import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from './launch';
 import { templateView, type TemplateDraft } from './templates';
 
 /**
@@ -300,9 +299,9 @@ export async function answerCallback(ctx: ServerContext, request: CallbackReques
     });
   }
   try {
-    const owner = await getAccountById(ctx.sql, key.owner_account_id);
-    if (!owner) throw conflict(`this template cannot launch: the account that minted its host config key (${key.created_by}) no longer exists; mint the key again`);
-    if (owner.role === 'viewer') throw conflict(`this template cannot launch: ${owner.username}, who minted its host config key, is now a viewer; a callback fires as that account`);
+    const owner = await firingOwner(ctx.sql, key.owner_account_id, `the account that minted this template's host config key (${key.created_by})`, 'a callback fires as that account: mint the key again').catch((err: unknown) => {
+      throw err instanceof DomainError ? conflict(`this template cannot launch: ${err.message}`) : err;
+    });
     const origin: AuditOrigin = {
       actor: owner.username,
       method: 'POST',

@@ -1,4 +1,4 @@
-import { DomainError, badRequest } from '../core/errors';
+import { DomainError, badRequest, conflict } from '../core/errors';
 import { encryptionKeyRequired } from '../core/run-secrets';
 import { checkAnswers, requireStoredPatterns, secretFieldVars, unansweredRequired } from '../core/survey';
 import { splitGraph } from '../core/workflow-graph';
@@ -13,7 +13,8 @@ import { requireCredentialsUsable } from './credentials';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
 import type { Run, RunSourceKind } from '../core/run';
 import { ansibleSpecOf, type AnsibleInput } from '../core/ansible-spec';
-import type { Account } from '../store/accounts';
+import { getAccountById, type Account } from '../store/accounts';
+import type { Db } from '../store/db';
 import { launchFactCache } from './facts';
 
 /** A job as asked for: one tool and command, run once or split into shards. */
@@ -170,6 +171,19 @@ export interface UnattendedFire {
   owner: Account;
   /** Whether the owner made it through an agent token: its runs are then held like the agent's own. */
   actorKind: 'user' | 'agent';
+}
+
+/**
+ * The account an unattended fire acts as (a schedule's saver, a trigger's creator, a callback key's
+ * minter), while it may still submit runs: one that is gone, or is now a viewer, makes the fire a
+ * configuration error someone must fix (409, spec part B 7.3), said alike for every kind of fire.
+ * `who` names the account's part (`the account that saved this schedule`), `fix` what makes it fire again.
+ */
+export async function firingOwner(db: Db, ownerId: string, who: string, fix: string): Promise<Account> {
+  const owner = await getAccountById(db, ownerId);
+  if (!owner) throw conflict(`${who} no longer exists; ${fix}`);
+  if (owner.role === 'viewer') throw conflict(`${who}, ${owner.username}, is now a viewer and may not submit runs; ${fix}`);
+  return owner;
 }
 
 /**

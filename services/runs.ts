@@ -26,7 +26,7 @@ import { requireComposedInputs } from './composed-inventories';
 import { getProject } from '../store/projects';
 import { getInventoryHosts } from '../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
-import { requireCredentialsReady, rerunCredentials } from './credentials';
+import { requireCredentialsReady, requireCredentialsUsable, rerunCredentials } from './credentials';
 import { executionTaskQueue, runWorkflowId } from '../workers/names';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
@@ -57,10 +57,13 @@ export interface RunRequest {
   notifications?: EntryInput[];
   /**
    * Credential ids the run (and each step or shard of it that runs a tool) is given, opened and
-   * injected at execution. Whoever names them has been checked for `use` on each; submitRun checks
-   * each is ready (services/credentials.ts requireCredentialsReady).
+   * injected at execution. submitRun checks each is ready (services/credentials.ts
+   * requireCredentialsReady) and, for a run named directly (not a template's or a rerun's, whose
+   * own paths check them), that the caller may use each.
    */
   credentials?: string[];
+  /** Where `credentials` came from in the request, for a refusal's field (`credentials`, `run.credentials`). */
+  credentialsField?: string;
 }
 
 type ParentKind = 'pipeline' | 'workflow' | 'split';
@@ -193,6 +196,8 @@ export async function submitRun(
   }
   requireQueueAllowed(request.queue, ctx.licensing.tier);
   await requireQueueUse(ctx.sql, caller, request.queue);
+  // A template's credentials were checked when it was saved and its picked ones at launch; a rerun's by rerunCredentials.
+  if (!request.templateId && !request.rerunOf) await requireCredentialsUsable(ctx.sql, caller, request.credentials ?? [], request.credentialsField ?? 'credentials');
   await requireCredentialsReady(ctx, request.credentials ?? []);
   const secretVars = Object.keys(request.secrets ?? {}).sort();
   if (secretVars.length && !ctx.sealer) throw encryptionKeyRequired('the secret value', secretVars);

@@ -4,7 +4,6 @@ import { newId } from '../core/ids';
 import type { FollowerAction } from '../core/access';
 import { CalendarError, scheduleCalendar, type CalendarRule, type ScheduleCalendar, type SpringForward } from '../core/schedule-calendar';
 import type { StepDefinition } from '../core/workflow-graph';
-import { getAccountById } from '../store/accounts';
 import { findRunByIdempotencyKey } from '../store/runs';
 import {
   deleteSchedule,
@@ -31,7 +30,7 @@ import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './au
 import type { ServerContext } from './context';
 import { carryOut } from './effects';
 import { requireCredentialsUsable } from './credentials';
-import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
+import { firingOwner, launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
 import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
 
 /**
@@ -364,7 +363,6 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
     return 'started';
   }
 
-  const owner = await getAccountById(ctx.sql, schedule.owner_account_id);
   const going = await findUnfinishedRunFrom(ctx.sql, 'schedule', scheduleId);
   if (going) {
     const streak = schedule.last_outcome === 'skipped' ? schedule.last_skipped : null;
@@ -383,8 +381,7 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
   }
 
   try {
-    if (!owner) throw new DomainError('conflict', `the account that saved this schedule no longer exists; saving it again makes it fire as the saver`);
-    if (owner.role === 'viewer') throw new DomainError('forbidden', `${owner.username}, who saved this schedule, may no longer submit runs (viewer); saving it again makes it fire as the saver`);
+    const owner = await firingOwner(ctx.sql, schedule.owner_account_id, 'the account that saved this schedule', 'saving it again makes it fire as the saver');
     const run = await launch(ctx, schedule, owner, key);
     if (ctx.faults.fire('schedule-fire-after-submit')) throw new Error('injected fault: the fire was lost after its run was submitted');
     await recordFire(ctx.sql, scheduleId, fireAt, { kind: 'started', runId: run.id });
@@ -409,9 +406,8 @@ async function launch(ctx: ServerContext, schedule: Schedule, owner: UnattendedF
   const { kind, request: stored } = schedule.submission!;
   const request = { ...(stored as unknown as RunRequest), source: { kind: 'schedule' as const, id: schedule.id } };
   const caller = unattendedCaller(fire);
-  // The owner's use of each credential is checked again at each fire, as a template's fire checks use of the template.
-  await requireCredentialsUsable(ctx.sql, caller, request.credentials ?? [], `${kind}.credentials`);
-  return (await submitRun(ctx, caller, origin, request, key)).run;
+  // The owner's use of each credential is checked again at each fire (submitRun), as a template's fire checks use of the template.
+  return (await submitRun(ctx, caller, origin, { ...request, credentialsField: `${kind}.credentials` }, key)).run;
 }
 
 /** A refused fire on `last_error`; a survey refusal with its chain entry, in the same transaction. */

@@ -16,7 +16,6 @@ import {
   type DeliveryHeaders,
   type Push,
 } from '../core/webhooks';
-import { getAccountById } from '../store/accounts';
 import { getTemplate } from '../store/templates';
 import { actorKindOf, type Caller } from '../store/tokens';
 import {
@@ -33,7 +32,7 @@ import {
 import { requireAccess, requireFollowerAccess } from './access';
 import { recordMutation, unchanged, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
-import { launchUnattended, UnattendedSurveyRefusal } from './launch';
+import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from './launch';
 
 /**
  * Webhook triggers (spec part A 2.4 rules 5-6, 4.7; part B 5.1, 7.3, 8): a git push delivered to
@@ -296,9 +295,7 @@ async function fireTrigger(
   try {
     const template = await getTemplate(ctx.sql, trigger.template_id);
     if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
-    const owner = await getAccountById(ctx.sql, trigger.owner_account_id);
-    if (!owner) throw conflict(`the trigger's owner ${trigger.created_by} no longer exists; a trigger fires as its owner`);
-    if (owner.role === 'viewer') throw conflict(`the trigger's owner ${owner.username} is now a viewer; a trigger fires as its owner, who needs the operator role`);
+    const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
     const { run, created } = await launchUnattended(
       ctx,
       origin,

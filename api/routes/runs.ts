@@ -15,7 +15,6 @@ import { parseInput, queryObject, storableTime } from '../validate';
 import { notificationEntries } from '../schemas/notifications';
 import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
-import { requireCredentialsUsable } from '../../services/credentials';
 import { TERMINAL_STATUSES } from '../../core/run';
 
 const runSubmission = z.strictObject({
@@ -95,10 +94,7 @@ export function runRoutes(server: ServerContext): Router {
     });
     if (input.notifications?.length) request.notifications = input.notifications;
     if (input.change !== undefined) request.spec = { ...request.spec, change: input.change };
-    if (input.credentials?.length) {
-      await requireCredentialsUsable(server.sql, caller, input.credentials, 'credentials');
-      request.credentials = input.credentials;
-    }
+    if (input.credentials?.length) request.credentials = input.credentials;
     const { run, created } = await submitRun(server, caller, originOf(ctx), request, idempotencyKey(ctx));
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/v1/runs/${run.id}`);

@@ -368,6 +368,19 @@ describe('firing, end to end on the real Temporal dev server', () => {
     expect(entries[0].body).toMatchObject({ kind: 'schedule.refused', schedule_id: schedule.id, questions: ['region', 'size'] });
   });
 
+  test('a schedule whose saver became a viewer does not fire as them: the same refusal a trigger and a callback give', async () => {
+    const vera = (await t.api.post('/v1/users', { username: `vera-${Date.now()}`, role: 'operator' })).body;
+    const asVera = t.as((await t.api.post('/v1/tokens', { name: 'v', username: vera.username })).body.token);
+    const schedule = (await asVera.post('/v1/schedules', { name: 'demoted', rrule: soon('FREQ=SECONDLY;COUNT=1', 4), run: aRun })).body;
+    expect((await t.api.request('PUT', `/v1/users/${vera.id}`, { body: { role: 'viewer' } })).status).toBe(200);
+    const refused = await waitUntil('the fire to be refused', async () => {
+      const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
+      return body.last_outcome === 'did_not_run' && body;
+    });
+    expect(refused.last_error).toBe(`the account that saved this schedule, ${vera.username}, is now a viewer and may not submit runs; saving it again makes it fire as the saver`);
+    expect(await runsOf(schedule.id)).toHaveLength(0);
+  });
+
   test('a pipeline and a split fire too', async () => {
     const pipeline = await createSchedule({
       name: 'pipeline',
