@@ -1,3 +1,4 @@
+import { targetSecretContext } from '../core/seal-contexts';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
@@ -7,7 +8,7 @@ import type { DeliverySettings } from '../core/notification-settings';
 import { sealedValueFault } from '../core/run-secrets';
 import type { Sealer } from '../core/seal';
 import { sendAnnouncement, type Destination } from '../services/notification-senders';
-import { deliveryId, notSentBecause, targetSecretContext } from '../services/notifications';
+import { deliveryId, notSentBecause } from '../services/notifications';
 import type { Sql } from '../store/db';
 import { nextAttemptState, recordAttempt, runsWithOpenDeliveries, type StoredTarget } from '../store/notifications';
 

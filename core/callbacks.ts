@@ -21,10 +21,6 @@ export function newHostConfigKey(): string {
   return randomBytes(32).toString('base64url');
 }
 
-/** The seal context of a template's key, so a key sealed for one template never opens for another. */
-export function callbackKeyContext(templateId: string): string {
-  return `callback:${templateId}:host-config-key`;
-}
 
 /** Compares two keys in time independent of where they differ. */
 export function keysMatch(given: string, stored: string): boolean {

@@ -460,4 +460,3 @@ export function credentialStatus(fields: readonly CredentialField[], setSecrets:
 }
 
 /** The sealing context of a credential's secret field. */
-export const credentialSecretContext = (credentialId: string, field: string) => `credential:${credentialId}:${field}`;

@@ -1,3 +1,4 @@
+import { runSecretContext } from './seal-contexts';
 import { conflict, type DomainError } from './errors';
 import { ENCRYPTION_KEY_VARIABLE, ENCRYPTION_SALT_VARIABLE, SealError, type Sealer } from './seal';
 
@@ -20,9 +21,6 @@ import { ENCRYPTION_KEY_VARIABLE, ENCRYPTION_SALT_VARIABLE, SealError, type Seal
 
 export const ENCRYPTION_SETTINGS = [ENCRYPTION_KEY_VARIABLE, ENCRYPTION_SALT_VARIABLE] as const;
 
-export function runSecretContext(runId: string, stateDigest: string | null, name: string): string {
-  return `run:${runId}:${stateDigest ?? ''}:${name}`;
-}
 
 /**
  * The 409 for a write that must seal a secret on a server without the encryption key and salt.

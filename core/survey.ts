@@ -1,3 +1,4 @@
+import { writeOnlyEdit } from './write-only';
 import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { DomainError, conflict } from './errors';
@@ -458,13 +459,11 @@ export type SecretDefaultEdit =
  * would surprise), naming `field`.
  */
 export function mergeSecretDefaultEdit(previousDefaultSealed: string | undefined, incoming: unknown, field = 'default'): SecretDefaultEdit {
-  if (incoming === undefined || incoming === '') return { action: 'clear' };
-  if (typeof incoming !== 'string') throw new SurveyError(field, `${field} must be a string`);
-  if (incoming === REDACTED) {
-    if (previousDefaultSealed === undefined) {
-      throw new SurveyError(field, `${field} is ${REDACTED}, which keeps a stored secret default, but this field has none; send the value, or omit it`);
-    }
-    return { action: 'keep', sealed: previousDefaultSealed };
-  }
-  return { action: 'replace', plaintext: incoming };
+  if (incoming !== undefined && typeof incoming !== 'string') throw new SurveyError(field, `${field} must be a string`);
+  return writeOnlyEdit(incoming, previousDefaultSealed, SURVEY_DEFAULT_MEANINGS, () => {
+    throw new SurveyError(field, `${field} is ${REDACTED}, which keeps a stored secret default, but this field has none; send the value, or omit it`);
+  });
 }
+
+/** A secret default: the mask keeps it; an empty string, or none sent (a survey is replaced whole), clears it. */
+const SURVEY_DEFAULT_MEANINGS = { keeps: (v: unknown) => v === REDACTED, clears: (v: unknown) => v === undefined || v === '' };

@@ -20,7 +20,6 @@ export function newSigningSecret(): string {
 }
 
 /** The sealing context of a trigger's signing secret, so a sealed secret moved to another trigger does not open. */
-export const signingSecretContext = (triggerId: string) => `trigger:${triggerId}:signing-secret`;
 
 /**
  * The headers a delivery may be authenticated by, in the forms the major forges send:

@@ -1,15 +1,7 @@
+import { callbackKeyContext } from '../core/seal-contexts';
 import { createHash } from 'node:crypto';
 import type { InventoryFormat, InventoryHost } from '../core/inventory';
-import {
-  callbackKeyContext,
-  callbackRunLimit,
-  hostsAt,
-  keysMatch,
-  limitSelects,
-  newHostConfigKey,
-  readCallbackFields,
-  type CallbackHost,
-} from '../core/callbacks';
+import { callbackRunLimit, hostsAt, keysMatch, limitSelects, newHostConfigKey, readCallbackFields, type CallbackHost } from '../core/callbacks';
 import { DomainError, badRequest, conflict, forbidden, notFound, statusOf } from '../core/errors';
 import { encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
 import {

@@ -1,16 +1,6 @@
-import {
-  builtInKind,
-  BUILT_IN_KIND_NAMES,
-  credentialSecretContext,
-  credentialStatus,
-  FIELD_NAME,
-  INJECTED_NAME,
-  templateFault,
-  type CredentialField,
-  type Injectors,
-  type KindDefinition,
-  type OpenedCredential,
-} from '../core/credential-kinds';
+import { writeOnlyEdit } from '../core/write-only';
+import { credentialSecretContext } from '../core/seal-contexts';
+import { builtInKind, BUILT_IN_KIND_NAMES, credentialStatus, FIELD_NAME, INJECTED_NAME, templateFault, type CredentialField, type Injectors, type KindDefinition, type OpenedCredential } from '../core/credential-kinds';
 import { badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { ENCRYPTION_SETTINGS, encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
@@ -43,6 +33,10 @@ import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { requireOrgPlacement } from './groups';
+
+
+/** A credential's secret: blank or the mask keeps it, null clears it. */
+const CREDENTIAL_SECRET_MEANINGS = { keeps: (v: unknown) => v === undefined || v === '' || v === REDACTED, clears: (v: unknown) => v === null };
 
 /**
  * Credentials and custom credential types (spec part A 2.9, 4.9; part B 5.2, 5.3, 7.2).
@@ -255,12 +249,9 @@ function mergeInputs(
     const raw = sent[field.id];
     const value = raw === null || raw === undefined ? raw : String(raw);
     if (field.secret) {
-      if (value === null) continue;
-      if (value === undefined || value === '' || value === REDACTED) {
-        if (stored?.sealed[field.id]) sealed[field.id] = stored.sealed[field.id];
-        continue;
-      }
-      toSeal.push(field.id);
+      const edit = writeOnlyEdit(value, stored?.sealed[field.id], CREDENTIAL_SECRET_MEANINGS);
+      if (edit.action === 'keep') sealed[field.id] = edit.sealed;
+      else if (edit.action === 'replace') toSeal.push(field.id);
       continue;
     }
     const kept = value === undefined && keepNonSecret ? stored?.inputs[field.id] : value;

@@ -1,3 +1,4 @@
+import { SIGNING_KEY_CONTEXT } from '../core/seal-contexts';
 import { newId } from '../core/ids';
 import { sealedValueFault } from '../core/run-secrets';
 import type { Sealer } from '../core/seal';
@@ -32,18 +33,17 @@ interface StoredIdentity {
 export class InstallIdentityError extends Error {}
 
 const SETTING = 'install_identity';
-const SEAL_CONTEXT = 'install:signing-key';
 
 /** The stored form of a private key: sealed when the install has an encryption key. */
 function storedPrivateKey(sealer: Sealer | undefined, jwk: Ed25519Jwk): Pick<StoredIdentity, 'private_jwk' | 'private_jwk_sealed'> {
-  return sealer ? { private_jwk_sealed: sealer.seal(JSON.stringify(jwk), SEAL_CONTEXT) } : { private_jwk: jwk };
+  return sealer ? { private_jwk_sealed: sealer.seal(JSON.stringify(jwk), SIGNING_KEY_CONTEXT) } : { private_jwk: jwk };
 }
 
 function openPrivateKey(sealer: Sealer | undefined, stored: StoredIdentity): Ed25519Jwk {
   if (stored.private_jwk) return stored.private_jwk;
   try {
     if (!sealer) throw new Error('no key');
-    return JSON.parse(sealer.open(stored.private_jwk_sealed!, SEAL_CONTEXT)) as Ed25519Jwk;
+    return JSON.parse(sealer.open(stored.private_jwk_sealed!, SIGNING_KEY_CONTEXT)) as Ed25519Jwk;
   } catch (err) {
     throw new InstallIdentityError(sealedValueFault("the install's audit signing key", sealer, sealer ? err : undefined));
   }

@@ -1,3 +1,4 @@
+import { entrySecretContext } from '../core/seal-contexts';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import {
   attachmentEventOf,
@@ -28,7 +29,7 @@ import { deliveryQueued, NOTIFY_WORKFLOW, notifyWorkflowId, type NotifyWorkflowI
 import type { ServerContext } from './context';
 import { carryOut } from './effects';
 import { sendAnnouncement, type Destination } from './notification-senders';
-import { entrySecretContext, notSentBecause } from './notifications';
+import { notSentBecause } from './notifications';
 
 /**
  * Records the events runs owe their notification targets (spec part B 6.1-6.3) and hands their

@@ -1,3 +1,5 @@
+import { writeOnlyEdit } from '../core/write-only';
+import { targetSecretContext, entrySecretContext } from '../core/seal-contexts';
 import { badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { httpUrlFault } from '../core/http-url';
@@ -71,7 +73,6 @@ export function withholdDestinationSecrets(origin: AuditOrigin, prefix = ''): vo
   withholdFields(origin, [`${prefix}url`, `${prefix}key`]);
 }
 
-export const targetSecretContext = (targetId: string, field: 'url' | 'key') => `notification:${targetId}:${field}`;
 
 /** A URL a delivery may go to: https (or http) with a host that resolves to an address deliveries may reach. */
 export async function checkDestinationUrl(delivery: DeliverySettings, url: string, field: string): Promise<void> {
@@ -110,7 +111,12 @@ async function mergeSecrets(
 ): Promise<{ secrets: SealedSecrets; missing: NotificationField[] }> {
   const required = REQUIRED_FIELDS[kind];
   const secrets: SealedSecrets = { url_sealed: null, url_hint: null, key_sealed: null };
-  const toSeal = (['url', 'key'] as const).filter((f) => required.includes(f) && !keepsStored(sent[f], f === 'url' ? (stored?.url_hint ?? null) : null));
+  // A blank, the mask or the url's hint keeps what is stored; a target's secret is never cleared by an edit.
+  const edits = {
+    url: writeOnlyEdit(sent.url, stored?.url_sealed, { keeps: (v) => keepsStored(v as string | null | undefined, stored?.url_hint ?? null), clears: () => false }),
+    key: writeOnlyEdit(sent.key, stored?.key_sealed, { keeps: (v) => keepsStored(v as string | null | undefined, null), clears: () => false }),
+  };
+  const toSeal = (['url', 'key'] as const).filter((f) => required.includes(f) && edits[f].action === 'replace');
   // A field left missing is named before any sent value is checked.
   const present = (f: NotificationField) => (f === 'to' ? !!sent.to?.trim() : toSeal.includes(f) || !!(f === 'url' ? stored?.url_sealed : stored?.key_sealed));
   const missing = required.filter((f) => !present(f));
@@ -121,14 +127,14 @@ async function mergeSecrets(
       await checkDestinationUrl(ctx.config.delivery, sent.url!, `${fieldPrefix}url`);
       secrets.url_sealed = ctx.sealer!.seal(sent.url!, context('url'));
       secrets.url_hint = urlHint(sent.url!);
-    } else if (stored?.url_sealed) {
-      secrets.url_sealed = stored.url_sealed;
-      secrets.url_hint = stored.url_hint;
+    } else if (edits.url.action === 'keep') {
+      secrets.url_sealed = edits.url.sealed;
+      secrets.url_hint = stored!.url_hint;
     }
   }
   if (required.includes('key')) {
     if (toSeal.includes('key')) secrets.key_sealed = ctx.sealer!.seal(sent.key!, context('key'));
-    else if (stored?.key_sealed) secrets.key_sealed = stored.key_sealed;
+    else if (edits.key.action === 'keep') secrets.key_sealed = edits.key.sealed;
   }
   return { secrets, missing };
 }
@@ -352,7 +358,6 @@ export async function removeAttachments(db: Db, plan: AttachmentCleanup): Promis
 
 // --- a template's or run's own entries
 
-export const entrySecretContext = (ownerId: string) => `notification-entry:${ownerId}`;
 
 
 /**

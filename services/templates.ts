@@ -1,3 +1,4 @@
+import { templateSecretContext } from '../core/seal-contexts';
 import { canonicalJson } from '../core/canonical';
 import { saveTemplateFactCache } from './facts';
 import { badRequest, conflict, notFound } from '../core/errors';
@@ -42,9 +43,6 @@ import { saveTemplateExtras } from './callbacks';
  * defaults the editor did not set, unless an admin edits (`storedSurvey`).
  */
 
-export function templateSecretContext(templateId: string, name: string): string {
-  return `template:${templateId}:${name}`;
-}
 
 /** The survey as core/survey.ts reads it: sealed defaults and their setters left out. */
 export function surveyFieldsOf(stored: readonly StoredSurveyField[]): SurveyField[] {

@@ -1,21 +1,10 @@
+import { signingSecretContext } from '../core/seal-contexts';
 import type { FollowerAction } from '../core/access';
 import { DomainError, badRequest, conflict, notFound, statusOf } from '../core/errors';
 import { newId } from '../core/ids';
 import { encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
 import { hashBearerSecret } from '../core/secrets';
-import {
-  checkSignature,
-  deliveryIdempotencyKey,
-  deliveryIdOf,
-  hasSignature,
-  newHookToken,
-  newSigningSecret,
-  pushExtraVars,
-  readDelivery,
-  signingSecretContext,
-  type DeliveryHeaders,
-  type Push,
-} from '../core/webhooks';
+import { checkSignature, deliveryIdempotencyKey, deliveryIdOf, hasSignature, newHookToken, newSigningSecret, pushExtraVars, readDelivery, type DeliveryHeaders, type Push } from '../core/webhooks';
 import { getTemplate } from '../store/templates';
 import { actorKindOf, type Caller } from '../store/tokens';
 import {
