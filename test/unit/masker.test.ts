@@ -1,3 +1,4 @@
+import { cpuTimed } from '../support/cpu-time';
 import { createMasker, MASK } from '../../core/masker';
 
 const M = MASK;
@@ -231,9 +232,7 @@ describe('speed on large logs', () => {
     ['quotes never closed', `password="${'a'.repeat(MiB)}`],
     ['token prefixes without a token', fill('ghp_ eyJabcdefgh.eyJ AKIA AIza ')],
   ])('1 MiB of %s masks quickly', (_name, input) => {
-    const started = performance.now();
-    known.mask(input);
-    expect(performance.now() - started).toBeLessThan(2000);
+    expect(cpuTimed(() => known.mask(input)).ms).toBeLessThan(2000);
   });
 });
 
