@@ -16,6 +16,7 @@ import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
 import { startOutboxDispatcher } from '../services/outbox';
+import { attentionSettingsOf } from '../services/attention-file';
 import { DEFAULT_RETRY_BASE_MS } from '../core/notification-kinds';
 import { startAnchoring } from '../services/audit-anchors';
 import { connectDatabase, waitForSessions, type Sql } from '../store/db';
@@ -132,6 +133,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
   };
   try {
     const sealer = buildSealer(config);
+    // A bad --attention-file stops the start before anything is started.
+    const attention = attentionSettingsOf(config);
     const database = await openDatabase(config, logger);
     stack.push(database.stop);
     const { sql } = database;
@@ -178,6 +181,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       identity,
       licensing,
       sealer,
+      attention,
       notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a

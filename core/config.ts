@@ -1,11 +1,9 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { z } from 'zod';
 import { formatByteSize, parseByteSize } from './byte-size';
 import { parseDuration } from './duration';
 import { RUN_BOUND_SETTINGS } from './run-bound-settings';
-import { AttentionFileError, EMPTY_ATTENTION_FILE, installThresholds, parseAttentionFile, type AttentionSettings } from './attention';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notification-settings';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
@@ -186,28 +184,7 @@ export type Config = z.output<typeof configSchema> & {
   encryption: EncryptionSettings;
   /** Notification channels, accounts and egress rules; prints as `[redacted]`. */
   delivery: DeliverySettings;
-  /** Attention alert thresholds: the defaults, with `--attention-file` over them (core/attention.ts). */
-  attention: AttentionSettings;
 };
-
-/** Reads `--attention-file` at start: a file that cannot be read or holds a fault stops the start, naming the key. */
-function attentionSettings(file: string | undefined, leaseSeconds: number): AttentionSettings {
-  if (!file) return { thresholds: installThresholds(leaseSeconds, EMPTY_ATTENTION_FILE), file: EMPTY_ATTENTION_FILE };
-  const where = `${SETTINGS.attentionFile.flag} (${SETTINGS.attentionFile.env})`;
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new ConfigError(`${where}: cannot read ${file}: ${(err as Error).message}`);
-  }
-  try {
-    const parsed = parseAttentionFile(text);
-    return { thresholds: installThresholds(leaseSeconds, parsed), file: parsed };
-  } catch (err) {
-    if (err instanceof AttentionFileError) throw new ConfigError(`${where}: ${file}: ${err.message}`);
-    throw err;
-  }
-}
 
 export class ConfigError extends Error {}
 
@@ -263,7 +240,6 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     listenPort: Number(config.listen.slice(colon + 1)),
     encryption: new EncryptionSettings(env.SERVICE_ENCRYPTION_KEY || undefined, env.SERVICE_ENCRYPTION_SALT || undefined),
     delivery,
-    attention: attentionSettings(config.attentionFile, config.leaseSeconds),
   };
 }
 

@@ -102,7 +102,7 @@ async function evaluate(ctx: ServerContext, readerId?: string): Promise<Evaluate
       return Array.isArray(graph) && run.step_name ? approvalBranches(graph, { name: run.step_name, if_denied: definition?.if_denied }) : { on_approve: [], on_deny: [] };
     },
   };
-  const { thresholds: install, file } = ctx.config.attention;
+  const { thresholds: install, file } = ctx.attention;
   const out: Evaluated[] = [];
   for (const [rootId, members] of byRoot) {
     const root = byId.get(rootId)!;
@@ -208,7 +208,7 @@ export async function listAttention(
     items: matching.slice(query.offset, query.offset + query.limit),
     counts,
     total: matching.length,
-    thresholds: ctx.config.attention.thresholds,
+    thresholds: ctx.attention.thresholds,
   };
 }
 

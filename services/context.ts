@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
+import type { AttentionSettings } from '../core/attention';
 import type { Config } from '../core/config';
 import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
@@ -26,6 +27,8 @@ export interface ServerContext {
    * SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT; undefined when neither is set.
    */
   sealer: Sealer | undefined;
+  /** Attention alert thresholds: the defaults with --attention-file over them (services/attention-file.ts), read at start. */
+  attention: AttentionSettings;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
 }

@@ -1,3 +1,4 @@
+import { attentionSettingsOf } from '../../services/attention-file';
 import {
   AttentionFileError,
   BLOCKERS,
@@ -173,14 +174,14 @@ describe('thresholds', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-attention-'));
     const good = path.join(dir, 'good.json');
     fs.writeFileSync(good, JSON.stringify({ thresholds: { no_worker: '2m' } }));
-    expect(loadConfig({ attentionFile: good }, {}).attention.thresholds).toMatchObject({ no_worker: 120, worker_lost: 60 });
-    expect(loadConfig({}, { CAIRN_ATTENTION_FILE: good, CAIRN_LEASE_SECONDS: '10' }).attention.thresholds).toMatchObject({ no_worker: 120, worker_lost: 20 });
+    expect(attentionSettingsOf(loadConfig({ attentionFile: good }, {})).thresholds).toMatchObject({ no_worker: 120, worker_lost: 60 });
+    expect(attentionSettingsOf(loadConfig({}, { CAIRN_ATTENTION_FILE: good, CAIRN_LEASE_SECONDS: '10' })).thresholds).toMatchObject({ no_worker: 120, worker_lost: 20 });
     const bad = path.join(dir, 'bad.json');
     fs.writeFileSync(bad, JSON.stringify({ queues: { gpu: { blocked: 'later' } } }));
-    expect(() => loadConfig({ attentionFile: bad }, {})).toThrow(ConfigError);
-    expect(() => loadConfig({ attentionFile: bad }, {})).toThrow(/--attention-file \(CAIRN_ATTENTION_FILE\).*queues\.gpu\.blocked/);
-    expect(() => loadConfig({ attentionFile: path.join(dir, 'missing.json') }, {})).toThrow(/--attention-file.*cannot read/);
-    expect(() => loadConfig({ attentionFile: good }, {})).not.toThrow();
+    expect(() => attentionSettingsOf(loadConfig({ attentionFile: bad }, {}))).toThrow(ConfigError);
+    expect(() => attentionSettingsOf(loadConfig({ attentionFile: bad }, {}))).toThrow(/--attention-file \(CAIRN_ATTENTION_FILE\).*queues\.gpu\.blocked/);
+    expect(() => attentionSettingsOf(loadConfig({ attentionFile: path.join(dir, 'missing.json') }, {}))).toThrow(/--attention-file.*cannot read/);
+    expect(() => attentionSettingsOf(loadConfig({ attentionFile: good }, {}))).not.toThrow();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 });
