@@ -7,14 +7,14 @@ import { getInventory } from '../store/inventories';
 import { getInventorySource } from '../store/inventory-sources';
 import { putPayload, readPayload } from '../store/job-payloads';
 import { GitError } from '../core/project-paths';
-import { readTree } from './git';
-import { inventoryHostNames, resolveComposed, resolveInventory, runInventoryScript, yamlLayoutAnswer, type ComposedJob } from './inventory-jobs';
-import { JobFailed, type JobSandbox } from './sandboxed-job';
+import { readTree } from '../runtime/git';
+import { inventoryHostNames, resolveComposed, resolveInventory, runInventoryScript, yamlLayoutAnswer, type ComposedJob } from '../runtime/inventory-jobs';
+import { JobFailed, type JobSandbox } from '../runtime/sandboxed-job';
 
 /**
  * Jobs the API asks of a worker through Temporal (workflows/job.ts; services/jobs.ts): reading an
  * inventory with Ansible's parts, a dynamic source's script, a project's tree. Each runs here, on
- * the worker that takes it, in its sandbox (activities/sandboxed-job.ts), heartbeating, and stops
+ * the worker that takes it, in its sandbox (runtime/sandboxed-job.ts), heartbeating, and stops
  * when cancelled. What is large travels through job payloads in PostgreSQL (store/job-payloads.ts):
  * an input names a payload or a record, and an answer is a payload's id. A failure the caller
  * reads (the content's fault, the tool's refusal) is non-retryable, typed by its kind.

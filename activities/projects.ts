@@ -7,8 +7,8 @@ import { fetchSourceOf, gitCredentialOf, recordUpdateOutcome, type ProjectFetchS
 import type { Sql } from '../store/db';
 import { getProject, startProjectUpdate, type Project } from '../store/projects';
 import { checkoutDir, GitError } from '../core/project-paths';
-import { fetchProject, hasCommit } from './git';
-import type { JobSandbox } from './sandboxed-job';
+import { fetchProject, hasCommit } from '../runtime/git';
+import type { JobSandbox } from '../runtime/sandboxed-job';
 
 /**
  * Projects' git work on a worker (spec part A 4.5): an update fetched into this worker's project

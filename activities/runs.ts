@@ -12,21 +12,22 @@ import { getTool } from '../tools/registry';
 import type { ToolInputs } from '../tools/types';
 import type { Injection } from '../core/credential-kinds';
 import { ansibleToolCredentials, CredentialOpenError, openCredentialsOfRun, scriptToolInjection } from './credential-injection';
-import { recordToolResults } from '../services/host-results';
-import { RunInputError, runToolInputs } from '../services/inventories';
-import { LogSink } from './log-sink';
-import { MaskedOutput } from './masked-output';
+import { recordToolResults } from './run-results';
+import { RunInputError } from '../core/run-outcome';
+import { runToolInputs } from '../services/run-inputs';
+import { LogSink } from '../runtime/log-sink';
+import { MaskedOutput } from '../runtime/masked-output';
 import { createMasker } from '../core/masker';
 import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/run-secrets';
 import type { Sealer } from '../core/seal';
-import { LauncherStopped, type ToolLauncher } from './launcher';
-import { exitOutcome, killLeftoverProcess, type SpawnedTool } from './process';
+import { LauncherStopped, type ToolLauncher } from '../runtime/launcher';
+import { exitOutcome, killLeftoverProcess, type SpawnedTool } from '../runtime/process';
 import { toolPath } from '../tools/registry';
 import type { Run } from '../core/run';
 import { checkoutDir, GitError } from '../core/project-paths';
-import { extractCommit } from './git';
-import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from './work-dir';
-import type { JobSandbox } from './sandboxed-job';
+import { extractCommit } from '../runtime/git';
+import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from '../runtime/work-dir';
+import type { JobSandbox } from '../runtime/sandboxed-job';
 
 /** How long unpacking a project's commit into a run's work dir may take. */
 const PROJECT_COPY_TIMEOUT_MS = 300_000;
@@ -256,10 +257,10 @@ export function createRunActivities(deps: RunActivityDeps) {
 export type RunActivities = ReturnType<typeof createRunActivities>;
 
 /**
- * A fresh work dir for the run (activities/work-dir.ts): the tool's files written first, by the
+ * A fresh work dir for the run (runtime/work-dir.ts): the tool's files written first, by the
  * server into a dir nothing else has touched; then the dir handed to the account the tool runs
  * as; then a project's tree at the run's commit unpacked into it in the sandbox, as that account,
- * refusing to replace any of the tool's files (activities/git.ts).
+ * refusing to replace any of the tool's files (runtime/git.ts).
  */
 async function prepareWorkDir(
   where: JobSandbox,

@@ -94,7 +94,7 @@ function readStream(baseUrl: string, runId: string, ticket: string, ticks: boole
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 
-/** The RSS of this process's tool launcher children (activities/launcher-process.ts), from /proc; 0 where there is none. */
+/** The RSS of this process's tool launcher children (runtime/launcher-process.ts), from /proc; 0 where there is none. */
 function launcherRss(): number {
   let total = 0;
   try {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Sql } from '../store/db';
 import { getRun } from '../store/runs';
-import { recordToolResults } from '../services/host-results';
+import { recordToolResults } from '../activities/run-results';
 import { RESULTS_FILE } from '../tools/ansible';
 import type { BenchClient } from './http';
 import type { Section } from './report';

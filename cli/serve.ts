@@ -17,6 +17,7 @@ import { RunActivityHub } from '../services/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
 import { startOutboxDispatcher } from '../services/outbox';
 import { attentionSettingsOf } from '../services/attention-file';
+import { executionFacts } from '../runtime/sandbox-setup';
 import { DEFAULT_RETRY_BASE_MS } from '../core/notification-kinds';
 import { startAnchoring } from '../services/audit-anchors';
 import { connectDatabase, waitForSessions, type Sql } from '../store/db';
@@ -182,6 +183,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       licensing,
       sealer,
       attention,
+      execution: await executionFacts(config, (line) => logger.info(line)),
       notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a

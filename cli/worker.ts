@@ -9,7 +9,7 @@ import { createMetrics } from '../services/metrics';
 import { migrate } from '../store/migrate';
 import type { Sql } from '../store/db';
 import type { RunningWorker } from '../workers/execution';
-import { executionTaskQueue } from '../workers/names';
+import { executionTaskQueue } from '../workflows/ids';
 import { startPoolWorker, type PoolWorkerOptions } from '../workers/pool';
 import { startQueueWorker } from '../workers/queue';
 import { installTemporalLogging } from '../workers/runtime';

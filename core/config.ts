@@ -113,7 +113,7 @@ const configSchema = z.object({
     .string()
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'expected a system account name')
     .default('cairn-run'),
-  // Run bounds (activities/run-bounds.ts); the least a sandbox with its shell and tool starts in.
+  // Run bounds (runtime/run-bounds.ts); the least a sandbox with its shell and tool starts in.
   runMemory: byteSize('2g', 16 * 1024 ** 2),
   runPids: z.coerce
     .number({ message: 'expected a whole number of processes' })

@@ -399,3 +399,12 @@ export function keepMaskedSourceVars(
   const vars = walk(sent, stored ?? undefined, []) as Record<string, unknown>;
   return unknown !== undefined ? { unknown } : { vars };
 }
+
+/** The hosts a composed inventory reaches, and for a constructed one its groups. */
+export interface ComposedHosts {
+  hosts: string[];
+  groups?: Record<string, string[]>;
+  /** The ansible-core version that resolved it. */
+  ansible_core: string | null;
+}
+

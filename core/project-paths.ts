@@ -111,3 +111,19 @@ export interface GitCredential {
   sshKey?: string;
   sshKeyPassphrase?: string;
 }
+
+/** An entry of a project's tree. */
+export interface TreeEntry {
+  path: string;
+  type: 'file' | 'dir' | 'symlink';
+  size: number;
+}
+
+/** What a path in a project's tree names, links within the tree followed. */
+export type TreeRead =
+  | { kind: 'dir'; entries: TreeEntry[]; truncated: boolean }
+  | { kind: 'file'; size: number; bytes?: Buffer }
+  | { kind: 'missing' }
+  | { kind: 'outside' }
+  | { kind: 'unresolvable' };
+

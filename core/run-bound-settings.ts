@@ -33,3 +33,32 @@ export function boundOf(bound: ExceededBound['bound'], bounds: RunBounds): Excee
       return { bound, flag: RUN_BOUND_SETTINGS.runDisk.flag, limit: formatByteSize(bounds.diskBytes) };
   }
 }
+
+/** Which cgroup controllers hold a server's run bounds (runtime/cgroups.ts finds them at start). */
+export interface BoundingCgroups {
+  version: 'v1' | 'v2';
+  controllers: { memory: boolean; pids: boolean; cpu: boolean };
+}
+
+/** How each bound is held: `cgroup v1`, `cgroup v2`, or the floor below them where no cgroup of its controller could be made. */
+export function enforcementOf(cgroups: BoundingCgroups | undefined): Record<'memory' | 'process' | 'cpu' | 'disk', string> {
+  const by = (controller: 'memory' | 'pids' | 'cpu', floor: string) => (cgroups?.controllers[controller] ? `cgroup ${cgroups.version}` : floor);
+  return {
+    memory: by('memory', 'rlimits only'),
+    process: by('pids', 'rlimits only'),
+    cpu: by('cpu', 'nice only'),
+    disk: 'rlimits and the work dir watcher',
+  };
+}
+
+/**
+ * What the server's own execution side found at start and the diagnostics check reports: whether
+ * runs are sandboxed, the cgroups that bound them (or why none could be made), and the
+ * ansible-core version of the server.
+ */
+export interface ExecutionFacts {
+  sandboxed: boolean;
+  cgroups?: BoundingCgroups;
+  cgroupsReason?: string;
+  ansibleCore: string | null;
+}

@@ -79,3 +79,6 @@ export function finalStateOf(outcome: ExecutionOutcome, canceledBy: string | nul
       return { status: 'rejected', error: outcome.message, exit_code: null };
   }
 }
+
+/** Why a run's inputs could not be resolved at execution (services/run-inputs.ts): a configuration error, the run fails with it. */
+export class RunInputError extends Error {}

@@ -1,7 +1,7 @@
 import { ANCHOR_TYPE } from '../core/audit-offline';
 import { ChainVerifier, type ChainCheckpoint } from '../core/audit-chain';
 import { verifyDocument } from '../core/signing';
-import { chainHead, insertAnchor } from '../store/audit';
+import { chainHead, insertAnchor, lastAnchoredSize, newestAnchor } from '../store/audit';
 import type { Db } from '../store/db';
 import { LOCKS, tryTakeLock } from '../store/locks';
 import { reportCoordinates, scanWholeChain, type WholeChainReport } from './audit-verify';
@@ -41,7 +41,7 @@ export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): 
   return ctx.sql.begin(async (tx): Promise<AnchorOutcome> => {
     if (!(await tryTakeLock(tx, LOCKS.auditAnchor))) return { anchored: false, why: 'locked' };
     const head = await chainHead(tx);
-    const [{ last }] = await tx<{ last: number }[]>`SELECT coalesce(max(size), 0)::bigint AS last FROM audit_anchors`;
+    const last = await lastAnchoredSize(tx);
     if (head.seq === 0) return { anchored: false, why: 'empty' };
     if (head.seq <= last) return { anchored: false, why: 'unchanged' };
 
@@ -69,7 +69,7 @@ export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): 
 
 /** The newest anchor as a place to resume from, when its signature holds and it carries a frontier. */
 async function lastCheckpoint(ctx: Ctx, db: Db): Promise<ChainCheckpoint | undefined> {
-  const [last] = await db<{ signed: string }[]>`SELECT signed FROM audit_anchors ORDER BY size DESC LIMIT 1`;
+  const last = await newestAnchor(db);
   if (!last) return undefined;
   try {
     const { payload } = await verifyDocument(last.signed, ctx.identity.publicJwk);

@@ -12,10 +12,8 @@ import {
   noteExternalCallback,
   putCallbackKey,
   releaseCallbackClaim,
-  setTemplateExtras,
   settleCallbackClaim,
 } from '../store/callbacks';
-import type { Db } from '../store/db';
 import { getInventory } from '../store/inventories';
 import { InventoryError, resolveHostAddresses, type InventoryLayout } from '../core/inventory';
 import { inventoryLayout, resolveContent } from './inventories';
@@ -26,7 +24,7 @@ import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from './launch';
-import { templateView, type TemplateDraft } from './templates';
+import { templateView } from './templates';
 
 /**
  * Provisioning callbacks (spec part A 1.1 rule 2, 2.3, 4.6; part B 5.3, 7.3, 7.5): a host of a
@@ -45,36 +43,6 @@ import { templateView, type TemplateDraft } from './templates';
 export const CALLBACK_RATE_FLAG = '--callback-rate-limit';
 /** How long a callback's launch may hold its host's claim before the claim counts as abandoned. */
 const LAUNCH_CLAIM_SECONDS = 60;
-
-/**
- * Writes a template's project and callback settings in the transaction that saved the rest
- * (`services/templates.ts` create and replace). On update an omitted `allow_callbacks`,
- * `callback_limit` or `external_callback` keeps the stored value (spec part A 2.3); turning
- * `allow_callbacks` off revokes the key. Naming a project needs use on it; `external_callback`
- * may be turned on only for a template an import bound to an external id.
- */
-export async function saveTemplateExtras(tx: Db, caller: Caller, template: Template, draft: TemplateDraft, current?: Template): Promise<Template> {
-  const projectId = draft.project_id ?? null;
-  if (projectId !== null && projectId !== current?.project_id) {
-    if (template.kind !== 'job') throw badRequest('project_id: a workflow template sets no project_id; it applies to a job template', { field: 'project_id' });
-    await requireAccess(tx, caller, projectId, 'use', { action: `running template ${template.id} in project ${projectId}`, field: 'project_id' });
-  }
-  const allow = draft.allow_callbacks ?? current?.allow_callbacks ?? false;
-  const external = draft.external_callback ?? current?.external_callback ?? false;
-  if (external && !template.external_job_template_id) {
-    throw badRequest('external_callback: the external-compatible callback address may be turned on only for a template an import bound to an external job template', {
-      field: 'external_callback',
-    });
-  }
-  const saved = await setTemplateExtras(tx, template.id, {
-    project_id: projectId,
-    allow_callbacks: allow,
-    callback_limit: draft.callback_limit ?? current?.callback_limit ?? 'intersect',
-    external_callback: external,
-  });
-  if (!allow) await deleteCallbackKey(tx, template.id);
-  return saved!;
-}
 
 /** The versioned callback path of a template. */
 export const callbackPath = (templateId: string) => `/v1/templates/${templateId}/callback`;
@@ -120,7 +88,7 @@ export async function revokeCallbackKey(ctx: ServerContext, caller: Caller, orig
 /**
  * The hosts of a stored inventory a callback can match, and its groups, or undefined when the
  * inventory is gone. The stored host list keeps names only, so the content is read on demand (INI
- * by Cairn's parser, YAML by PyYAML in the sandbox: activities/inventory-jobs.ts) for its groups
+ * by Cairn's parser, YAML by PyYAML in the sandbox: runtime/inventory-jobs.ts) for its groups
  * (what the template's limit is evaluated over) and each host's `ansible_host` and
  * `ansible_ssh_host` as Ansible resolves them: its own entries over its groups' variables, a child
  * group's over its parent's, `all`'s lowest (core/inventory.ts resolveHostAddresses).

@@ -1,10 +1,9 @@
 import { hostPatternFault } from '../core/ansible-spec';
+import type { ComposedHosts } from '../core/inventory';
 import { DomainError, badRequest, conflict } from '../core/errors';
 import type { Db } from '../store/db';
 import { getInventory, missingInventories, type Inventory } from '../store/inventories';
 import type { Caller } from '../store/tokens';
-import { ansibleCoreVersion } from '../activities/inventory-jobs';
-import type { ComposedHosts } from '../activities/inventory-jobs';
 import type { ComposedRunInventory } from '../tools/types';
 import { requireAccess } from './access';
 import type { ServerContext } from './context';
@@ -19,7 +18,7 @@ import { JobRefused, runJob } from './jobs';
  * - `constructed`: Ansible's `constructed` inventory plugin over its inputs, `source_vars` its
  *   options (`groups`, `keyed_groups`, `compose`, `strict`, …), by `ansible-inventory --list`.
  *
- * Both run as sandboxed jobs (activities/sandboxed-job.ts): `compose` and `groups`
+ * Both run as sandboxed jobs (runtime/sandboxed-job.ts): `compose` and `groups`
  * are Jinja2 that Ansible evaluates, lookups included, so they never run on the server itself.
  * Only the INI, YAML and constructed inventory plugins are enabled. Every input needs `read` by
  * the caller. What cannot resolve is a 422 with the reason: an input that does not exist (or the
@@ -60,8 +59,7 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
     if (inventory!.kind !== 'static') throw new DomainError('unprocessable', `${field}: inventory ${id} is a ${inventory!.kind} inventory; the inputs of a composed inventory are static inventories`, { field });
     inputs.push(inventory!);
   }
-  const version = await ansibleCoreVersion();
-  if (!version) throw new DomainError('unprocessable', `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
+  if (!ctx.execution.ansibleCore) throw new DomainError('unprocessable', `a ${definition.kind} inventory is resolved by Ansible, which this server lacks`);
 
   const quotable = caller.account.role === 'admin';
   let resolved: ComposedHosts;
@@ -73,9 +71,9 @@ export async function previewComposed(ctx: ServerContext, caller: Caller, defini
     throw new DomainError('unprocessable', quotable ? `the ${definition.kind} inventory could not be resolved: ${err.message}` : `the ${definition.kind} inventory could not be resolved by Ansible (an admin reads the reason)`);
   }
   if (definition.kind === 'smart') {
-    return { kind: 'smart', hosts: resolved.hosts, count: resolved.hosts.length, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
+    return { kind: 'smart', hosts: resolved.hosts, count: resolved.hosts.length, engine: 'ansible-inventory', ansible_core: resolved.ansible_core, inputs: definition.inputs, host_filter: definition.host_filter, inventory_id: inventoryId };
   }
-  return { kind: 'constructed', hosts: resolved.hosts, count: resolved.hosts.length, groups: resolved.groups ?? {}, engine: 'ansible-inventory', ansible_core: version, inputs: definition.inputs, inventory_id: inventoryId };
+  return { kind: 'constructed', hosts: resolved.hosts, count: resolved.hosts.length, groups: resolved.groups ?? {}, engine: 'ansible-inventory', ansible_core: resolved.ansible_core, inputs: definition.inputs, inventory_id: inventoryId };
 }
 
 /** A constructed inventory's options as its plugin file takes them: the constructed plugin only (422 naming `source_vars.plugin` otherwise). */

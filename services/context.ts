@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { AttentionSettings } from '../core/attention';
 import type { Config } from '../core/config';
+import type { ExecutionFacts } from '../core/run-bound-settings';
 import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { InstallIdentity } from './install-identity';
@@ -27,6 +28,8 @@ export interface ServerContext {
    * SERVICE_ENCRYPTION_KEY and SERVICE_ENCRYPTION_SALT; undefined when neither is set.
    */
   sealer: Sealer | undefined;
+  /** What this server's execution side found at start: sandboxing, the cgroups bounding runs, ansible-core (for the diagnostics check). */
+  execution: ExecutionFacts;
   /** Attention alert thresholds: the defaults with --attention-file over them (services/attention-file.ts), read at start. */
   attention: AttentionSettings;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */

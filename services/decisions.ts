@@ -8,7 +8,7 @@ import { appendEvent } from '../store/events';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../store/db';
 import { getRunForUpdate, listChildRuns } from '../store/runs';
-import { runWorkflowId } from '../workers/names';
+import { runWorkflowId } from '../workflows/ids';
 import { stepDecided } from '../workflows/definitions';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { appendEntry, recordMutation, type AuditOrigin } from './audit';

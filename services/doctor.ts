@@ -1,7 +1,5 @@
-import { enforcementOf, runCgroups } from '../activities/run-bounds';
-import { boundOf, RUN_BOUND_SETTINGS } from '../core/run-bound-settings';
+import { boundOf, enforcementOf, RUN_BOUND_SETTINGS } from '../core/run-bound-settings';
 import { ANSIBLE_CORE_TESTED_RELEASES } from '../tools/ansible-inventory';
-import { ansibleCoreVersion } from '../activities/inventory-jobs';
 import { chainHead, verifiedPrefix } from '../store/audit';
 import { lateEffects } from '../store/outbox';
 import { databaseAnswers } from '../store/db';
@@ -60,7 +58,7 @@ export async function runDoctor(ctx: ServerContext): Promise<DoctorAnswer> {
       return { name, ok: false, severity, detail: 'the check could not be made; the server log says why' };
     });
   // One probe of the ansible-core version (cached by the tool module), for the check and the answer.
-  const coreVersion = await ansibleCoreVersion().catch(() => null);
+  const coreVersion = ctx.execution.ansibleCore;
   const checks = await Promise.all([
     guarded('database', 'error', () => databaseCheck(ctx)),
     guarded('temporal', 'error', () => temporalCheck(ctx)),
@@ -177,32 +175,30 @@ function ansibleCheck(version: string | null): DoctorCheck {
 /**
  * The bounds every run's sandbox holds on this server (--run-memory, --run-pids, --run-cpu,
  * --run-disk) and how each is enforced here: by a cgroup (v2 or v1), or only by the rlimits
- * below them (activities/run-bounds.ts), which is a finding.
+ * below them (runtime/run-bounds.ts), which is a finding.
  */
 async function runBoundsCheck(ctx: ServerContext): Promise<DoctorCheck> {
-  const { config } = ctx;
+  const { config, execution } = ctx;
   const values = { memoryBytes: config.runMemory, pids: config.runPids, diskBytes: config.runDisk, cpu: config.runCpu };
-  const sandboxed = config.runIsolation === 'sandbox';
-  const found = sandboxed ? await runCgroups() : undefined;
-  const plan = found && 'plan' in found ? found.plan : undefined;
   const unbounded = 'none (--run-isolation none)';
-  const by = sandboxed ? enforcementOf({ cgroups: plan }) : { memory: unbounded, process: unbounded, cpu: unbounded, disk: unbounded };
+  const by = execution.sandboxed ? enforcementOf(execution.cgroups) : { memory: unbounded, process: unbounded, cpu: unbounded, disk: unbounded };
   const bounds = [
     { ...boundOf('memory', values), value: config.runMemory, enforced_by: by.memory },
     { ...boundOf('process', values), value: config.runPids, enforced_by: by.process },
     { bound: 'cpu', flag: RUN_BOUND_SETTINGS.runCpu.flag, limit: plural(config.runCpu, 'core'), value: config.runCpu, enforced_by: by.cpu },
     { ...boundOf('disk', values), value: config.runDisk, enforced_by: by.disk },
   ];
-  const enforcement = !sandboxed ? 'none' : plan ? `cgroup ${plan.version}` : 'rlimits only';
+  const enforcement = !execution.sandboxed ? 'none' : execution.cgroups ? `cgroup ${execution.cgroups.version}` : 'rlimits only';
   const listed = bounds.map((b) => `${b.bound} ${b.limit} (${b.flag}): ${b.enforced_by}`).join('; ');
-  const ok = sandboxed && Boolean(plan?.parents.memory && plan.parents.pids);
-  const detail = !sandboxed
+  const ok = execution.sandboxed && Boolean(execution.cgroups?.controllers.memory && execution.cgroups.controllers.pids);
+  const reason = execution.cgroupsReason;
+  const detail = !execution.sandboxed
     ? 'runs are not sandboxed (--run-isolation none), and no bound holds them'
     : ok
       ? `runs are bounded by ${enforcement}: ${listed}`
       : `only rlimits hold some bounds of runs here (${listed}): a memory bound is then an address-space limit and a process bound counts every process of the run account` +
-        (found && 'reason' in found ? `; no cgroup could be made: ${found.reason}` : '');
-  return { name: 'run_bounds', ok, severity: 'warning', detail, facts: { enforcement, bounds, ...(found && 'reason' in found ? { reason: found.reason } : {}) } };
+        (reason ? `; no cgroup could be made: ${reason}` : '');
+  return { name: 'run_bounds', ok, severity: 'warning', detail, facts: { enforcement, bounds, ...(reason ? { reason } : {}) } };
 }
 
 /** Attention items past `alert_after_seconds` (spec part B 6.6), as `GET /v1/attention` finds them. */

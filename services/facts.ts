@@ -1,13 +1,8 @@
-import { readWorkFile, workDirNames } from '../activities/work-dir';
-import { MAX_INVENTORY_HOSTS } from '../core/inventory';
 import { canonicalJson } from '../core/canonical';
 import { badRequest, forbidden, notFound } from '../core/errors';
 import {
-  FACTS_MANIFEST,
-  FACTS_PREFIX,
   factCacheOf,
   maskFacts,
-  MAX_FACTS_BYTES,
   sameFactCache,
   skipReason,
   type FactSupply,
@@ -32,7 +27,8 @@ import type { Caller } from '../store/tokens';
 import { readerOf, requireAccess } from './access';
 import { recordMutation, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
-import { readableInventory, RunInputError } from './inventories';
+import { RunInputError } from '../core/run-outcome';
+import { readableInventory } from './inventories';
 
 /**
  * The fact cache (spec part A 2.1 `fact_cache`, 2.3, 4.4, 4.12; part B 8).
@@ -107,37 +103,25 @@ export async function suppliedFacts(db: Db, run: Run): Promise<FactSupply | unde
 
 const digestOf = (facts: unknown) => sha256Hex(canonicalJson(facts));
 
-/** Reads one cache file the run may have replaced (activities/work-dir.ts): its size, and its text when within the 1 MiB bound. */
-async function readCacheFile(workDir: string, name: string): Promise<{ size: number; text?: string } | undefined> {
-  const read = await readWorkFile(workDir, name, MAX_FACTS_BYTES);
-  if (!read) return undefined;
-  return read.size > MAX_FACTS_BYTES ? { size: read.size } : { size: read.size, text: read.bytes.toString('utf8') };
+/** One fact cache file a run left, as read from its work dir (activities/run-results.ts): its size, and its text when within the 1 MiB bound. */
+export interface FactsDocument {
+  host: string;
+  size: number;
+  text?: string;
 }
 
 /**
- * Stores the facts an ansible run with `fact_cache` gathered, from its work dir once it has
- * exited: every cache file the run wrote (one whose text is not what was supplied). Returns how
- * many readings were kept and skipped.
+ * Stores the facts an ansible run with `fact_cache` gathered: every cache file the run wrote (one
+ * whose text is not what was supplied, by the manifest's digests). Returns how many readings
+ * were kept and skipped.
  */
-export async function collectFacts(sql: Sql, run: Run, workDir: string): Promise<{ kept: number; skipped: number }> {
-  if (run.tool !== 'ansible' || !run.spec.fact_cache || !run.spec.inventory_id) return { kept: 0, skipped: 0 };
-  let supplied: Record<string, string> = {};
-  const manifest = await readCacheFile(workDir, FACTS_MANIFEST);
-  try {
-    if (manifest?.text) supplied = JSON.parse(manifest.text);
-  } catch {
-    supplied = {};
-  }
-  // One cache file a host, at most the most hosts an inventory may name.
-  const names = (await workDirNames(workDir, FACTS_PREFIX, MAX_INVENTORY_HOSTS)).filter((name) => name.length > FACTS_PREFIX.length);
+export async function storeGatheredFacts(sql: Sql, run: Run, documents: FactsDocument[], supplied: Record<string, string>): Promise<{ kept: number; skipped: number }> {
+  if (!run.spec.inventory_id) return { kept: 0, skipped: 0 };
   const gatheredAt = new Date();
   const readings: NewReading[] = [];
-  for (const name of names) {
-    const host = name.slice(FACTS_PREFIX.length);
-    const read = await readCacheFile(workDir, name);
-    if (!read) continue;
-    if (read.text !== undefined && supplied[host] === sha256Hex(read.text)) continue;
-    const base = { inventory_id: run.spec.inventory_id, host, run_id: run.id, gathered_at: gatheredAt, size_bytes: read.size };
+  for (const read of documents) {
+    if (read.text !== undefined && supplied[read.host] === sha256Hex(read.text)) continue;
+    const base = { inventory_id: run.spec.inventory_id, host: read.host, run_id: run.id, gathered_at: gatheredAt, size_bytes: read.size };
     let parsed: unknown;
     if (read.text !== undefined) {
       try {

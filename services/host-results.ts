@@ -1,4 +1,4 @@
-import { noHostFailure, parseAnsibleResults, RELAUNCH_VERDICTS } from '../core/ansible-results';
+import { noHostFailure, RELAUNCH_VERDICTS, type AnsibleResults } from '../core/ansible-results';
 import { badRequest, conflict, notFound } from '../core/errors';
 import type { EvidenceHostSummary, EvidenceTaskSummary } from '../core/evidence';
 import type { Run } from '../core/run';
@@ -16,10 +16,7 @@ import {
   taskWindow,
 } from '../store/host-results';
 import type { Caller } from '../store/tokens';
-import { MAX_RESULTS_BYTES, RESULTS_FILE } from '../tools/ansible';
-import { readWorkFile } from '../activities/work-dir';
 import { readableRun, readerOf } from './access';
-import { collectFacts } from './facts';
 
 /**
  * Per-host and per-task results of ansible runs (spec part A 2.1 rules 1 and 3, 2.13, 3.1, 4.1,
@@ -35,17 +32,11 @@ export const HOST_RUNS_DEFAULT = 10;
 export const HOST_RUNS_CAP = 500;
 
 /**
- * Stores what an ansible run's callback plugin reported, replacing an earlier attempt's, and
- * returns the run's outcome: a clean exit whose playbook targeted no host is a failure with the
- * reason (spec part A 2.1 rule 1). Other tools' outcomes pass unchanged.
+ * Stores what an ansible run's callback plugin reported (read from its work dir by
+ * activities/run-results.ts), replacing an earlier attempt's, and returns the run's outcome: a
+ * clean exit whose playbook targeted no host is a failure with the reason (spec part A 2.1 rule 1).
  */
-export async function recordToolResults(sql: Sql, run: Run, workDir: string, outcome: ExecutionOutcome): Promise<ExecutionOutcome> {
-  if (run.tool !== 'ansible' || outcome.kind !== 'exited') return outcome;
-  // The facts it gathered, when its fact cache is on (services/facts.ts).
-  await collectFacts(sql, run, workDir);
-  // The run may have replaced the file: it is read only as a regular file, no link followed.
-  const written = await readWorkFile(workDir, RESULTS_FILE, MAX_RESULTS_BYTES);
-  const results = written && parseAnsibleResults(written.bytes.toString('utf8'));
+export async function storeAnsibleResults(sql: Sql, run: Run, results: AnsibleResults | undefined, outcome: Extract<ExecutionOutcome, { kind: 'exited' }>): Promise<ExecutionOutcome> {
   if (!results) return outcome;
   const finishedAt = new Date();
   await sql.begin((tx) => replaceRunResults(tx, run.id, results.hosts, results.tasks, finishedAt));

@@ -1,7 +1,6 @@
 import { DomainError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
 import { detectFormat, iniHosts, iniLayout, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat, type InventoryLayout } from '../core/inventory';
-import type { Run } from '../core/run';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
 import {
@@ -19,12 +18,10 @@ import {
 import type { Caller } from '../store/tokens';
 import { yamlLayout, type ResolvedInventory } from '../tools/ansible-inventory';
 import { JobRefused, runJob, withPayload } from './jobs';
-import type { ToolInputs } from '../tools/types';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
-import { ComposedInputGone, composedRunInventory, previewComposed } from './composed-inventories';
-import { suppliedFacts } from './facts';
+import { previewComposed } from './composed-inventories';
 import { requireOrgPlacement } from './groups';
 
 /**
@@ -73,7 +70,7 @@ async function inventoryJob<T>(job: () => Promise<string>): Promise<T> {
 /**
  * The host names an inventory's content names, ranges expanded: an INI inventory by Cairn's own
  * reading (core/inventory.ts); a YAML one by PyYAML, in the sandbox of a worker
- * (activities/inventory-jobs.ts). A fault in the content is an InventoryError naming why.
+ * (runtime/inventory-jobs.ts). A fault in the content is an InventoryError naming why.
  */
 export async function inventoryHostNames(ctx: ServerContext, format: InventoryFormat, content: string): Promise<string[]> {
   if (format === 'ini') return iniHosts(content);
@@ -92,7 +89,7 @@ export async function inventoryLayout(ctx: ServerContext, format: InventoryForma
 
 /**
  * An inventory's content resolved as a launch would see it, a limit applied (spec part A 4.12):
- * by `ansible-inventory` and `ansible --list-hosts` in a worker's sandbox (activities/inventory-jobs.ts).
+ * by `ansible-inventory` and `ansible --list-hosts` in a worker's sandbox (runtime/inventory-jobs.ts).
  * A fault is an InventoryError with the reason.
  */
 export async function resolveContent(ctx: ServerContext, format: InventoryFormat, content: string, limit?: string): Promise<ResolvedInventory> {
@@ -272,27 +269,6 @@ export async function removeInventory(ctx: ServerContext, caller: Caller, origin
     if (!(await deleteInventory(tx, current.id))) throw notFound(`inventory ${id}`);
     entry.body = { kind: 'inventory.deleted', inventory_id: id, inventory: audited(current), grants_removed: grantsRemoved };
   });
-}
-
-/** Why a run's inputs could not be resolved at execution: a configuration error, the run fails with it. */
-export class RunInputError extends Error {}
-
-/** What a run's tool needs resolved before it starts: the stored inventory it names, as it is now. */
-export async function runToolInputs(db: Db, run: Run): Promise<ToolInputs> {
-  if (run.tool !== 'ansible' || !run.spec.inventory_id) return {};
-  const inventory = await getInventory(db, run.spec.inventory_id);
-  if (!inventory) throw new RunInputError(`inventory ${run.spec.inventory_id} no longer exists`);
-  if (inventory.kind !== 'static') {
-    // A smart or constructed inventory is resolved by the ansible tool as the run starts, over its inputs as they are now.
-    try {
-      const composed = await composedRunInventory(db, inventory);
-      return { inventory: { format: inventory.format, content: '', composed }, facts: await suppliedFacts(db, run) };
-    } catch (err) {
-      if (err instanceof ComposedInputGone) throw new RunInputError(`the ${inventory.kind} inventory could not be resolved: ${err.message}`);
-      throw err;
-    }
-  }
-  return { inventory: { format: inventory.format, content: inventory.content }, facts: await suppliedFacts(db, run) };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { newId } from '../core/ids';
 import { deletePayloads, putPayload, readPayload } from '../store/job-payloads';
-import { executionTaskQueue } from '../workers/names';
+import { executionTaskQueue } from '../workflows/ids';
 import { JOB_WORKFLOW, type JobWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
 

@@ -24,7 +24,7 @@ import {
 import { oweEffects } from '../store/outbox';
 import { getRun } from '../store/runs';
 import { getTemplate } from '../store/templates';
-import { notifyTaskQueue } from '../workers/names';
+import { notifyTaskQueue } from '../workflows/ids';
 import { deliveryQueued, NOTIFY_WORKFLOW, notifyWorkflowId, type NotifyWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
 import { carryOut } from './effects';

@@ -2,8 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DomainError, badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { browsePath, GitError, isWithin, repositoryTarget, UNREACHABLE, type FetchSource, type GitCredential } from '../core/project-paths';
-import type { TreeEntry, TreeRead } from '../activities/git';
+import { browsePath, GitError, isWithin, repositoryTarget, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry, type TreeRead } from '../core/project-paths';
 import { perInstallDir } from '../embedded/system-accounts';
 import type { Config } from '../core/config';
 import type { Sealer } from '../core/seal';
@@ -35,7 +34,7 @@ import { requireOrgPlacement } from './groups';
 
 /**
  * Git projects (spec part A 4.5). A project names a repository; Cairn keeps the commits it fetched
- * in `<data dir>/projects/<id>`, fetched by git as a sandboxed job (activities/git.ts), and a run
+ * in `<data dir>/projects/<id>`, fetched by git as a sandboxed job (runtime/git.ts), and a run
  * of a template that names the project works in its commit's tree, which the launch recorded on the
  * run (`project: {id, commit}` in its spec and view), unpacked into its work dir.
  *
@@ -277,7 +276,7 @@ export async function recordUpdateOutcome(sql: Sql, projectId: string, answering
   });
 }
 
-/** The project's credential opened for one update, as git takes it (activities/git.ts); a CredentialOpenError when it cannot be. */
+/** The project's credential opened for one update, as git takes it (runtime/git.ts); a CredentialOpenError when it cannot be. */
 export async function gitCredentialOf(sql: Sql, sealer: Sealer | undefined, credentialId: string | null): Promise<GitCredential | undefined> {
   if (!credentialId) return undefined;
   const { values } = await openCredential(sql, sealer, credentialId);
@@ -310,7 +309,7 @@ export const MAX_FILE_BYTES = 1024 * 1024;
 
 /**
  * What a browse path names in the project's commit, read from git's objects in the sandbox
- * (activities/git.ts readTree): the path checked as text first (core/project-paths.ts browsePath:
+ * (runtime/git.ts readTree): the path checked as text first (core/project-paths.ts browsePath:
  * relative, no `..`, not .git), links followed only within the tree, a link leading out of it
  * refused.
  */

@@ -27,7 +27,7 @@ import { getProject } from '../store/projects';
 import { getInventoryHosts } from '../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { requireCredentialsReady, requireCredentialsUsable, rerunCredentials } from './credentials';
-import { executionTaskQueue, runWorkflowId } from '../workers/names';
+import { executionTaskQueue, runWorkflowId } from '../workflows/ids';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
 import { endUnrunChildren, recordRunEnd } from './run-lifecycle';

@@ -23,7 +23,7 @@ import { oweEffects } from '../store/outbox';
 import type { Db } from '../store/db';
 import { actorKindOf, type Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
-import { scheduleTaskQueue } from '../workers/names';
+import { scheduleTaskQueue } from '../workflows/ids';
 import { SCHEDULE_WORKFLOW, scheduleChanged, scheduleWorkflowId, type ScheduleWorkflowInput } from '../workflows/definitions';
 import { requireAccess, requireFollowerAccess, requireQueueUse } from './access';
 import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit';

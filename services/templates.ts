@@ -20,6 +20,7 @@ import {
   type Template,
   type TemplateFields,
 } from '../store/templates';
+import { deleteCallbackKey, setTemplateExtras } from '../store/callbacks';
 import type { Caller } from '../store/tokens';
 import { requireRunnableTool } from '../tools/registry';
 import { requireAccess } from './access';
@@ -32,7 +33,6 @@ import { requireOrgPlacement } from './groups';
 import { requireInventoryUse } from './inventories';
 import { ansibleSpecOf, ansibleView } from '../core/ansible-spec';
 import { requireQueueAllowed } from './runs';
-import { saveTemplateExtras } from './callbacks';
 
 /**
  * Templates: saving them, their survey storage and views (spec part A 2.3, 2.4 rule 3; part B 8).
@@ -312,6 +312,36 @@ export async function readableTemplate(db: Db, caller: Caller, templateId: strin
   if (!template) throw notFound(`template ${templateId}`);
   await requireAccess(db, caller, template.id, 'read', { action: `reading template ${template.id}` });
   return template;
+}
+
+/**
+ * Writes a template's project and callback settings in the transaction that saved the rest
+ * (`services/templates.ts` create and replace). On update an omitted `allow_callbacks`,
+ * `callback_limit` or `external_callback` keeps the stored value (spec part A 2.3); turning
+ * `allow_callbacks` off revokes the key. Naming a project needs use on it; `external_callback`
+ * may be turned on only for a template an import bound to an external id.
+ */
+export async function saveTemplateExtras(tx: Db, caller: Caller, template: Template, draft: TemplateDraft, current?: Template): Promise<Template> {
+  const projectId = draft.project_id ?? null;
+  if (projectId !== null && projectId !== current?.project_id) {
+    if (template.kind !== 'job') throw badRequest('project_id: a workflow template sets no project_id; it applies to a job template', { field: 'project_id' });
+    await requireAccess(tx, caller, projectId, 'use', { action: `running template ${template.id} in project ${projectId}`, field: 'project_id' });
+  }
+  const allow = draft.allow_callbacks ?? current?.allow_callbacks ?? false;
+  const external = draft.external_callback ?? current?.external_callback ?? false;
+  if (external && !template.external_job_template_id) {
+    throw badRequest('external_callback: the external-compatible callback address may be turned on only for a template an import bound to an external job template', {
+      field: 'external_callback',
+    });
+  }
+  const saved = await setTemplateExtras(tx, template.id, {
+    project_id: projectId,
+    allow_callbacks: allow,
+    callback_limit: draft.callback_limit ?? current?.callback_limit ?? 'intersect',
+    external_callback: external,
+  });
+  if (!allow) await deleteCallbackKey(tx, template.id);
+  return saved!;
 }
 
 /** A new template, owned (and so managed) by the account that creates it; 409 when its name is taken. */

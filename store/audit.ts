@@ -241,3 +241,15 @@ export async function runsReleasedWithoutDecision(db: Db, limit: number): Promis
           AND audit_body(c.canonical, c.body)->>'run_id' = s.run_id AND audit_body(c.canonical, c.body)->>'kind' = 'run.cancel_requested'))
     ORDER BY s.seq LIMIT ${limit}`;
 }
+
+/** The size of the chain the newest anchor covers; 0 with none. */
+export async function lastAnchoredSize(db: Db): Promise<number> {
+  const [{ last }] = await db<{ last: number }[]>`SELECT coalesce(max(size), 0)::bigint AS last FROM audit_anchors`;
+  return last;
+}
+
+/** The newest anchor's signed document, if any. */
+export async function newestAnchor(db: Db): Promise<{ signed: string } | undefined> {
+  const [last] = await db<{ signed: string }[]>`SELECT signed FROM audit_anchors ORDER BY size DESC LIMIT 1`;
+  return last;
+}

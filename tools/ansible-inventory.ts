@@ -15,7 +15,7 @@ import {
  * How Cairn reads an inventory with Ansible's own parts, as pure rules: the PyYAML script that
  * names a YAML inventory's hosts (tools/ansible/yaml_hosts.py; Ansible depends on PyYAML, so it is
  * there wherever ansible is), the environment `ansible-inventory` and `ansible --list-hosts` run
- * with, and how their answers are read. They run as sandboxed jobs (activities/inventory-jobs.ts).
+ * with, and how their answers are read. They run as sandboxed jobs (runtime/inventory-jobs.ts).
  */
 export const YAML_HOSTS = readFileSync(path.join(__dirname, 'ansible', 'yaml_hosts.py'), 'utf8');
 

@@ -20,7 +20,7 @@ const BINARY_RECHECK_MS = 60_000;
 
 /**
  * The PATH a tool runs with: in a sandbox, the system directories and those of the server's PATH
- * the sandbox can see. Set once at start (workers/sandbox-setup.ts); until then, the server's own.
+ * the sandbox can see. Set once at start (runtime/sandbox-setup.ts); until then, the server's own.
  */
 let toolSearchPath: string | undefined;
 

@@ -1,7 +1,7 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { ToolLauncher } from '../activities/launcher';
+import { ToolLauncher } from '../runtime/launcher';
 import { createJobActivities } from '../activities/jobs';
 import { createProjectActivities } from '../activities/projects';
 import { createRunActivities } from '../activities/runs';
@@ -10,7 +10,7 @@ import type { Sealer } from '../core/seal';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
 import { announceWorker } from './presence';
-import { jobSandbox, type RunIsolationSettings } from './sandbox-setup';
+import { jobSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
 
 /** What every worker that executes runs needs, whichever queue it serves. */
 export interface ExecutionWorkerOptions {

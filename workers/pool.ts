@@ -5,7 +5,7 @@ import { createNotifyActivities } from '../activities/notify';
 import type { DeliverySettings } from '../core/notification-settings';
 import { workflowBundle } from './bundle';
 import { startExecutionWorker, type ExecutionWorkerOptions, type RunningWorker } from './execution';
-import { notifyTaskQueue } from './names';
+import { notifyTaskQueue } from '../workflows/ids';
 import { startScheduleWorker } from './schedules';
 import type { ServerContext } from '../services/context';
 

@@ -1,5 +1,5 @@
 import { startExecutionWorker, type ExecutionWorkerOptions, type RunningWorker } from './execution';
-import { executionTaskQueue } from './names';
+import { executionTaskQueue } from '../workflows/ids';
 
 /**
  * A worker for one named queue (`cairn worker --queue NAME`, Team tier): it executes the tools of

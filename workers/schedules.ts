@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import { createScheduleActivities } from '../activities/schedules';
 import type { ServerContext } from '../services/context';
-import { scheduleTaskQueue } from './names';
+import { scheduleTaskQueue } from '../workflows/ids';
 
 /**
  * Fires a server makes at once (each submits a run: the store, the gate, a workflow start), and

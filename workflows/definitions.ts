@@ -21,7 +21,7 @@ export interface RunWorkflowInput {
   leaseSeconds: number;
   /**
    * The Temporal task queue the executing activity is scheduled on (the run's queue, through
-   * workers/names.ts `executionTaskQueue`). Absent in workflows started before named queues were
+   * workflows/ids.ts `executionTaskQueue`). Absent in workflows started before named queues were
    * routed: their activity runs on the workflow's own task queue, as it always did.
    */
   executionQueue?: string;
@@ -41,7 +41,7 @@ export const stepDecided = defineSignal<[string]>('stepDecided');
 
 /**
  * Every delivery to one named target (spec part B 6.3), each run's in event order. Workflow id =
- * the target's id (`notifyWorkflowId`), on the notification task queue (workers/names.ts
+ * the target's id (`notifyWorkflowId`), on the notification task queue (workflows/ids.ts
  * `notifyTaskQueue`); started or woken with `deliveryQueued` (the runs' ids) each time deliveries
  * are queued, it reads what to deliver from the store.
  */

@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
-import { runAccountDir } from '../../workers/sandbox-setup';
+import { runAccountDir } from '../../runtime/sandbox-setup';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { expectNoSecrets, runReads } from '../support/leaks';

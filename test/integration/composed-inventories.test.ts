@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { Run } from '../../core/run';
-import { RunInputError, runToolInputs } from '../../services/inventories';
+import { RunInputError } from '../../core/run-outcome';
+import { runToolInputs } from '../../services/run-inputs';
 import { grant, person, type Person } from '../support/access';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 

@@ -1,14 +1,14 @@
-import { inventoryHostNames, resolveInventory, yamlLayoutAnswer } from '../../activities/inventory-jobs';
+import { inventoryHostNames, resolveInventory, yamlLayoutAnswer } from '../../runtime/inventory-jobs';
 import { iniHostEntries, resolveHostAddresses } from '../../core/inventory';
 import { yamlLayout } from '../../tools/ansible-inventory';
-import type { JobSandbox } from '../../activities/sandboxed-job';
+import type { JobSandbox } from '../../runtime/sandboxed-job';
 import { loadConfig } from '../../core/config';
 import { InventoryError } from '../../core/inventory';
-import { jobSandbox } from '../../workers/sandbox-setup';
+import { jobSandbox } from '../../runtime/sandbox-setup';
 import { tempDir } from '../support/temp';
 
 /**
- * An inventory read by Ansible's own parts, each as a sandboxed job (activities/inventory-jobs.ts):
+ * An inventory read by Ansible's own parts, each as a sandboxed job (runtime/inventory-jobs.ts):
  * a real bubblewrap sandbox as the run account, no network.
  */
 let where: JobSandbox;

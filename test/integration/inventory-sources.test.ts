@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { runAccountDir } from '../../workers/sandbox-setup';
+import { runAccountDir } from '../../runtime/sandbox-setup';
 import { grant, person, type Person } from '../support/access';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { perInstallDir } from '../../embedded/system-accounts';
-import { runAccountDir } from '../../workers/sandbox-setup';
+import { runAccountDir } from '../../runtime/sandbox-setup';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
 /**

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { prepareCgroups, RunCgroup, type CgroupPlan } from '../../activities/cgroups';
+import { prepareCgroups, RunCgroup, type CgroupPlan } from '../../runtime/cgroups';
 
 /**
  * The cgroup files a server reads and writes, on a directory laid out as the kernel lays out a

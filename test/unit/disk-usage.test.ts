@@ -1,7 +1,7 @@
 import { linkSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { diskUsage, DISK_ENTRIES_EXCEEDED } from '../../activities/disk-usage';
+import { diskUsage, DISK_ENTRIES_EXCEEDED } from '../../runtime/disk-usage';
 
 // The run disk watcher's measure, on a real directory tree.
 let dir: string;

@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ToolLauncher } from '../../activities/launcher';
-import { OUTPUT_WINDOW_BYTES } from '../../activities/launcher-protocol';
+import { ToolLauncher } from '../../runtime/launcher';
+import { OUTPUT_WINDOW_BYTES } from '../../runtime/launcher-protocol';
 
 // A real launcher process and a real tool (no sandbox): a consumer that is behind holds the
 // tool's output back through the launcher, and lets it all through once it catches up.

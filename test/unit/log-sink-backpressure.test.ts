@@ -1,5 +1,5 @@
-import { LogSink } from '../../activities/log-sink';
-import { MaskedOutput } from '../../activities/masked-output';
+import { LogSink } from '../../runtime/log-sink';
+import { MaskedOutput } from '../../runtime/masked-output';
 import { createMasker } from '../../core/masker';
 
 /** An append the test finishes by hand, so the sink can be caught holding bytes. */

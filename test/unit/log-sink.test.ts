@@ -1,4 +1,4 @@
-import { LogSink } from '../../activities/log-sink';
+import { LogSink } from '../../runtime/log-sink';
 
 test('writes arrive in order, batched, and close stores everything', async () => {
   const stored: string[] = [];

@@ -1,4 +1,4 @@
-import { MaskedOutput } from '../../activities/masked-output';
+import { MaskedOutput } from '../../runtime/masked-output';
 import { createMasker } from '../../core/masker';
 
 function collector() {

@@ -3,10 +3,12 @@ import path from 'node:path';
 import { ConfigError } from '../core/config';
 import { formatByteSize } from '../core/byte-size';
 import { accountCanEnter, perInstallDir, runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
-import { spawnTool } from '../activities/process';
-import { enforcementOf, runCgroups, type RunBoundsSettings } from '../activities/run-bounds';
-import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from '../activities/sandbox';
-import type { JobSandbox } from '../activities/sandboxed-job';
+import { spawnTool } from './process';
+import { boundingCgroups, runCgroups, type RunBoundsSettings } from './run-bounds';
+import { enforcementOf, type ExecutionFacts } from '../core/run-bound-settings';
+import { ansibleCoreVersion } from './inventory-jobs';
+import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from './sandbox';
+import type { JobSandbox } from './sandboxed-job';
 import { configureToolSearchPath } from '../tools/registry';
 
 /** The settings that shape the sandbox and where runs work (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
@@ -119,7 +121,7 @@ async function runBounds(settings: RunIsolationSettings, prlimit: string, log: (
     cgroups: 'plan' in cgroups ? cgroups.plan : undefined,
     prlimit,
   };
-  const by = enforcementOf(bounds);
+  const by = enforcementOf(boundingCgroups(bounds.cgroups));
   log(
     `runs are bounded to memory ${formatByteSize(bounds.memoryBytes)} (${by.memory}), ${bounds.pids} processes (${by.process}), ` +
       `${bounds.cpu} ${bounds.cpu === 1 ? 'core' : 'cores'} (${by.cpu}) and disk ${formatByteSize(bounds.diskBytes)} (${by.disk})` +
@@ -200,7 +202,7 @@ async function probe(sandbox: SandboxSettings, workRoot: string): Promise<void> 
 const jobSandboxes = new Map<string, Promise<JobSandbox>>();
 
 /**
- * Where this process runs tools and Cairn's own sandboxed jobs (activities/sandboxed-job.ts) for
+ * Where this process runs tools and Cairn's own sandboxed jobs (runtime/sandboxed-job.ts) for
  * these settings: the sandbox prepared and checked once, on first use, the work root and the
  * project cache.
  */
@@ -213,4 +215,15 @@ export function jobSandbox(settings: RunIsolationSettings, log: (line: string) =
     jobSandboxes.set(key, prepared);
   }
   return prepared;
+}
+
+/** What this process's execution side found at start, for the diagnostics check (core/run-bound-settings.ts ExecutionFacts). */
+export async function executionFacts(settings: RunIsolationSettings, log: (line: string) => void): Promise<ExecutionFacts> {
+  const [site, ansibleCore, found] = await Promise.all([jobSandbox(settings, log), ansibleCoreVersion(), settings.runIsolation === 'sandbox' ? runCgroups() : undefined]);
+  return {
+    sandboxed: site.sandbox !== undefined,
+    cgroups: boundingCgroups(site.sandbox?.bounds.cgroups),
+    ...(found && 'reason' in found ? { cgroupsReason: found.reason } : {}),
+    ansibleCore,
+  };
 }

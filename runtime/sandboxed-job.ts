@@ -24,7 +24,7 @@ import { createWorkDir, handOverWorkDir, readWorkFile, removeWorkDir, writeWorkF
 /**
  * Where jobs run: the run sandbox (undefined only with --run-isolation none; its bounds hold every
  * job as they hold runs), the work root their dirs are made in, and this process's cache of
- * project repositories (activities/git.ts), each a place the run account can enter.
+ * project repositories (runtime/git.ts), each a place the run account can enter.
  */
 export interface JobSandbox {
   sandbox: SandboxSettings | undefined;

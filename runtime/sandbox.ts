@@ -9,7 +9,7 @@ import type { RunBoundsSettings } from './run-bounds';
  * the system's programs and libraries read-only (`readOnlyRoots`), a private /tmp, a minimal /dev,
  * a /proc of its own processes only, and its work dir: nothing of the data dir, the checkout, the
  * server's home, its /proc entries, its sockets or its environment. What it may use of memory,
- * processes, CPU and disk is bounded (activities/run-bounds.ts).
+ * processes, CPU and disk is bounded (runtime/run-bounds.ts).
  */
 export type RunNetwork = 'isolated' | 'host' | 'none';
 
@@ -49,7 +49,7 @@ export const BLOCK_FD = 4;
 /** The bwrap arguments that start `argv` in the sandbox with `workDir` as its only writable place. */
 /**
  * A host path shown inside the sandbox at the same place: read-only unless `writable`. A job on a
- * project's repository binds it (activities/git.ts); a run binds nothing beyond its work dir.
+ * project's repository binds it (runtime/git.ts); a run binds nothing beyond its work dir.
  */
 export interface SandboxBind {
   path: string;

@@ -103,7 +103,7 @@ export class ToolLauncher {
    * Starts argv in its own process group; resolves once it runs, with its pid. When `onOutput`
    * returns a promise, that output counts against the tool's window until it settles: a consumer
    * that returns promises while it is behind stops the tool's output being read
-   * (activities/launcher-protocol.ts), so the tool waits on its pipe rather than memory filling.
+   * (runtime/launcher-protocol.ts), so the tool waits on its pipe rather than memory filling.
    */
   launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => unknown }): Promise<SpawnedTool> {
     const child = this.ensureChild();

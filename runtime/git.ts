@@ -3,13 +3,13 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { execFile } from 'node:child_process';
-import { GitError, UNREACHABLE, type FetchSource, type GitCredential } from '../core/project-paths';
+import { GitError, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry, type TreeRead } from '../core/project-paths';
 import { JobFailed, runSandboxedJob, type JobSandbox } from './sandboxed-job';
 
 const execFileAsync = promisify(execFile);
 
 /**
- * Git for projects (spec part A 4.5), always as a sandboxed job (activities/sandboxed-job.ts): the
+ * Git for projects (spec part A 4.5), always as a sandboxed job (runtime/sandboxed-job.ts): the
  * server never runs git itself, so neither a repository's content nor a remote's answers reach
  * anything but the sandbox, which sees the repository it works on and nothing else of the server.
  *
@@ -257,21 +257,6 @@ export async function extractCommit(where: JobSandbox, checkout: string, commit:
     throw new GitError(withoutPaths(err.message, [checkout, workDir]));
   }
 }
-
-/** An entry of a project's tree. */
-export interface TreeEntry {
-  path: string;
-  type: 'file' | 'dir' | 'symlink';
-  size: number;
-}
-
-/** What a path in a project's tree names, links within the tree followed. */
-export type TreeRead =
-  | { kind: 'dir'; entries: TreeEntry[]; truncated: boolean }
-  | { kind: 'file'; size: number; bytes?: Buffer }
-  | { kind: 'missing' }
-  | { kind: 'outside' }
-  | { kind: 'unresolvable' };
 
 /**
  * Reads a path of the tree at $2 ($3 the path, "" the root): cat-file resolves it, following links

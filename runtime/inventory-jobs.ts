@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import os from 'node:os';
 import { hostPatternFault } from '../core/ansible-spec';
-import { iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type InventoryFormat } from '../core/inventory';
+import { iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type ComposedHosts, type InventoryFormat } from '../core/inventory';
 import { composedInputFile, CONSTRUCTED_FILE, constructedFile, inventoryFile } from '../tools/ansible';
 import {
   listedHosts,
@@ -16,7 +16,7 @@ import { JobFailed, runSandboxedJob, type JobSandbox } from './sandboxed-job';
 
 /**
  * An inventory's content read by Ansible's own parts (spec part A 4.12), each a sandboxed job
- * (activities/sandboxed-job.ts) with no network: PyYAML for a YAML inventory's host names and
+ * (runtime/sandboxed-job.ts) with no network: PyYAML for a YAML inventory's host names and
  * addresses, `ansible-inventory --list` and `ansible all --list-hosts` for a preview. An INI
  * inventory's names and addresses are Cairn's own reading (core/inventory.ts), run nowhere.
  */
@@ -132,12 +132,6 @@ export interface ComposedJob {
   source_vars?: Record<string, unknown>;
 }
 
-/** The hosts a composed inventory reaches, and for a constructed one its groups. */
-export interface ComposedHosts {
-  hosts: string[];
-  groups?: Record<string, string[]>;
-}
-
 /**
  * Resolves a smart inventory (`ansible all --list-hosts --limit=<filter>` over its inputs, which
  * connects to nothing) or a constructed one (`ansible-inventory --list` over its inputs and the
@@ -160,7 +154,7 @@ export async function resolveComposed(where: JobSandbox, job: ComposedJob): Prom
       if (err instanceof JobFailed && NO_HOSTS_MATCHED.test(err.printed)) return Buffer.alloc(0);
       throw err;
     });
-    return { hosts: listHostsOutput(out.toString('utf8')) };
+    return { hosts: listHostsOutput(out.toString('utf8')), ansible_core: await ansibleCoreVersion() };
   }
   files[CONSTRUCTED_FILE] = constructedFile(job.source_vars ?? {});
   const out = await runSandboxedJob(where, {
@@ -183,7 +177,7 @@ export async function resolveComposed(where: JobSandbox, job: ComposedJob): Prom
     for (const host of members) hosts.add(host);
     if (members.length) groups[name] = members;
   }
-  return { hosts: [...hosts], groups };
+  return { hosts: [...hosts], groups, ansible_core: await ansibleCoreVersion() };
 }
 
 /** A dynamic inventory source's script run with `--list` (spec part A 4.12): its standard output. */

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
-import { boundOf, type RunBounds } from '../core/run-bound-settings';
+import { boundOf, type BoundingCgroups, type RunBounds } from '../core/run-bound-settings';
 import type { ExceededBound } from '../core/run-outcome';
 import { prepareCgroups, RunCgroup, type CgroupPlan } from './cgroups';
 import { diskUsage } from './disk-usage';
@@ -9,7 +9,7 @@ import { diskUsage } from './disk-usage';
  * The resources one sandboxed start may use (--run-memory, --run-pids, --run-disk, --run-cpu),
  * and how they hold:
  *
- * - memory, processes and CPU by the start's own cgroup (activities/cgroups.ts), which the
+ * - memory, processes and CPU by the start's own cgroup (runtime/cgroups.ts), which the
  *   sandbox is put in before its tool starts; the CPU both by a quota and by the runs' lower
  *   weight beside the server. Where no cgroup of a controller can be made, rlimits are the floor:
  *   RLIMIT_AS for memory (address space: runtimes that reserve more than they use fail under it),
@@ -42,15 +42,9 @@ export function runCgroups(): ReturnType<typeof prepareCgroups> {
   return cgroupsReady;
 }
 
-/** How each bound is held with these settings: `cgroup v1`, `cgroup v2`, or the floor below them. */
-export function enforcementOf(settings: Pick<RunBoundsSettings, 'cgroups'>): Record<'memory' | 'process' | 'cpu' | 'disk', string> {
-  const by = (controller: 'memory' | 'pids' | 'cpu', floor: string) => (settings.cgroups?.parents[controller] ? `cgroup ${settings.cgroups.version}` : floor);
-  return {
-    memory: by('memory', 'rlimits only'),
-    process: by('pids', 'rlimits only'),
-    cpu: by('cpu', 'nice only'),
-    disk: 'rlimits and the work dir watcher',
-  };
+/** How each bound is held with these settings (core/run-bound-settings.ts enforcementOf). */
+export function boundingCgroups(plan: CgroupPlan | undefined): BoundingCgroups | undefined {
+  return plan && { version: plan.version, controllers: { memory: !!plan.parents.memory, pids: !!plan.parents.pids, cpu: !!plan.parents.cpu } };
 }
 
 /** The rlimits a sandbox starts with, as prlimit's arguments: the file size always, the floors where no cgroup holds. */

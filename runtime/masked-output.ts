@@ -15,7 +15,7 @@ export class MaskedOutput {
   private timer: NodeJS.Timeout | undefined;
 
   /**
-   * `emit` may return a promise (the log sink's backpressure, activities/log-sink.ts): then
+   * `emit` may return a promise (the log sink's backpressure, runtime/log-sink.ts): then
    * {@link write} returns it, so the writer holds further output until it resolves.
    */
   constructor(

@@ -2,7 +2,7 @@ import type { ExceededBound } from '../core/run-outcome';
 import type { SandboxSettings } from './sandbox';
 
 /**
- * Messages between a server and its tool launcher process (activities/launcher-process.ts).
+ * Messages between a server and its tool launcher process (runtime/launcher-process.ts).
  * Output is flow-controlled: the server acknowledges each `output` message's bytes (`ack`) once
  * it has taken them, and the launcher stops reading a tool's output while more than
  * {@link OUTPUT_WINDOW_BYTES} of it are unacknowledged.
@@ -18,6 +18,6 @@ export const OUTPUT_WINDOW_BYTES = 2 * 1024 * 1024;
 export type LauncherEvent =
   | { type: 'spawned'; id: number; pid: number }
   | { type: 'output'; id: number; data: Buffer }
-  // `exceeded`: the run bound the sandbox crossed, for which it was ended (activities/run-bounds.ts).
+  // `exceeded`: the run bound the sandbox crossed, for which it was ended (runtime/run-bounds.ts).
   | { type: 'exit'; id: number; exitCode: number | null; signal: string | null; exceeded?: ExceededBound }
   | { type: 'error'; id: number; message: string };

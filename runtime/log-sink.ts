@@ -13,7 +13,7 @@ const RETRY_WHILE_WAITING_MS = 1000;
  *
  * Backpressure: once more than `heldBytes` are held, {@link write} returns a promise that resolves
  * when the sink is back under it; a writer that waits for it (the launcher stops reading the
- * tool's output meanwhile, activities/launcher.ts) keeps the held bytes bounded, and a tool faster
+ * tool's output meanwhile, runtime/launcher.ts) keeps the held bytes bounded, and a tool faster
  * than the database blocks on its full pipe instead of filling the server's memory.
  */
 export class LogSink {

@@ -34,7 +34,7 @@ export interface SpawnOptions {
   onOutput: (chunk: Buffer) => void;
   /** Runs the tool in this sandbox; absent runs it directly (only with --run-isolation none). */
   sandbox?: SandboxSettings;
-  /** Host paths the sandbox shows besides the work dir (activities/sandbox.ts). */
+  /** Host paths the sandbox shows besides the work dir (runtime/sandbox.ts). */
   binds?: SandboxBind[];
 }
 

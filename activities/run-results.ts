@@ -1,0 +1,46 @@
+import { parseAnsibleResults } from '../core/ansible-results';
+import { FACTS_MANIFEST, FACTS_PREFIX, MAX_FACTS_BYTES } from '../core/facts';
+import { MAX_INVENTORY_HOSTS } from '../core/inventory';
+import type { Run } from '../core/run';
+import type { ExecutionOutcome } from '../core/run-outcome';
+import { storeGatheredFacts, type FactsDocument } from '../services/facts';
+import { storeAnsibleResults } from '../services/host-results';
+import type { Sql } from '../store/db';
+import { MAX_RESULTS_BYTES, RESULTS_FILE } from '../tools/ansible';
+import { readWorkFile, workDirNames } from '../runtime/work-dir';
+
+/**
+ * What an ansible run left in its work dir once it has exited, read back and stored before the
+ * dir goes: the callback plugin's per-host and per-task results, and the facts it gathered when
+ * its fact cache is on. The run may have replaced any file there: each is read only as a
+ * top-level regular file, no link followed, no FIFO waited on (runtime/work-dir.ts).
+ */
+export async function recordToolResults(sql: Sql, run: Run, workDir: string, outcome: ExecutionOutcome): Promise<ExecutionOutcome> {
+  if (run.tool !== 'ansible' || outcome.kind !== 'exited') return outcome;
+  if (run.spec.fact_cache && run.spec.inventory_id) await storeGatheredFacts(sql, run, await gatheredFacts(workDir), await suppliedDigests(workDir));
+  const written = await readWorkFile(workDir, RESULTS_FILE, MAX_RESULTS_BYTES);
+  return storeAnsibleResults(sql, run, written && parseAnsibleResults(written.bytes.toString('utf8')), outcome);
+}
+
+/** The digests of the facts supplied to the run (its manifest), so facts it did not gather again are not stored twice. */
+async function suppliedDigests(workDir: string): Promise<Record<string, string>> {
+  const manifest = await readWorkFile(workDir, FACTS_MANIFEST, MAX_FACTS_BYTES);
+  try {
+    return manifest ? (JSON.parse(manifest.bytes.toString('utf8')) as Record<string, string>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Every fact cache file the run left, one a host, at most the most hosts an inventory may name. */
+async function gatheredFacts(workDir: string): Promise<FactsDocument[]> {
+  const documents: FactsDocument[] = [];
+  for (const name of await workDirNames(workDir, FACTS_PREFIX, MAX_INVENTORY_HOSTS)) {
+    if (name.length <= FACTS_PREFIX.length) continue;
+    const read = await readWorkFile(workDir, name, MAX_FACTS_BYTES);
+    if (!read) continue;
+    const host = name.slice(FACTS_PREFIX.length);
+    documents.push(read.size > MAX_FACTS_BYTES ? { host, size: read.size } : { host, size: read.size, text: read.bytes.toString('utf8') });
+  }
+  return documents;
+}
