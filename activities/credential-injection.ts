@@ -1,5 +1,5 @@
-import { ansibleCredentialsOf, BUILT_IN_KINDS, injectionOf, type AnsibleCredentials, type Injection, type OpenedCredential } from '../core/credential-kinds';
-import type { Sealer } from '../core/seal';
+import { ansibleCredentialsOf, BUILT_IN_KINDS, injectionOf, type AnsibleCredentials, type Injection, type OpenedCredential } from '../core/credentials/credential-kinds';
+import type { Sealer } from '../core/credentials/seal';
 import { CredentialOpenError, openRunCredentials } from '../services/credentials';
 import type { Db } from '../store/db';
 import { isProtectedEnvName } from '../tools/extra-vars';

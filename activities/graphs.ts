@@ -1,15 +1,15 @@
 import { ApplicationFailure } from '@temporalio/common';
-import type { ExecutionOutcome } from '../core/run-outcome';
-import { runView } from '../core/run-view';
-import type { StepDefinition, StepState } from '../core/workflow-graph';
-import { endUnrunChildren, moveRun, recordRunEnd, unexplainedRelease } from '../services/run-lifecycle';
+import type { ExecutionOutcome } from '../core/runs/run-outcome';
+import { runView } from '../core/runs/run-view';
+import type { StepDefinition, StepState } from '../core/runs/workflow-graph';
+import { endUnrunChildren, moveRun, recordRunEnd, unexplainedRelease } from '../services/runs/run-lifecycle';
 import type { Sql } from '../store/db';
 import { appendEvent } from '../store/events';
 import { markOwed } from '../store/notifications';
 import { getRun, getRunForUpdate, listChildRuns, markWorkflowStarted, setRunHold } from '../store/runs';
 import { newId } from '../core/ids';
-import { approvalBranches } from '../core/approval-branches';
-import { entryFields, serviceOrigin } from '../services/audit';
+import { approvalBranches } from '../core/runs/approval-branches';
+import { entryFields, serviceOrigin } from '../services/audit/audit';
 
 /** A parent's graph as its workflow runs it: the steps and the child run recorded for each. */
 export interface LoadedGraph {

@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { InventoryError, type InventoryFormat } from '../core/inventory';
+import { InventoryError, type InventoryFormat } from '../core/ansible/inventory';
 import { checkoutDir } from '../core/project-paths';
 import type { Sql } from '../store/db';
 import { getInventory } from '../store/inventories';

@@ -1,14 +1,14 @@
-import { targetSecretContext } from '../core/seal-contexts';
+import { targetSecretContext } from '../core/credentials/seal-contexts';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { DELIVERY_ATTEMPTS, FAILURE_NOTE, retryDelayMs } from '../core/notification-kinds';
-import { announcementOf } from '../core/notification-messages';
-import type { DeliverySettings } from '../core/notification-settings';
-import { sealedValueFault } from '../core/run-secrets';
-import type { Sealer } from '../core/seal';
-import { sendAnnouncement, type Destination } from '../services/notification-senders';
-import { deliveryId, notSentBecause } from '../services/notifications';
+import { DELIVERY_ATTEMPTS, FAILURE_NOTE, retryDelayMs } from '../core/notifications/notification-kinds';
+import { announcementOf } from '../core/notifications/notification-messages';
+import type { DeliverySettings } from '../core/notifications/notification-settings';
+import { sealedValueFault } from '../core/runs/run-secrets';
+import type { Sealer } from '../core/credentials/seal';
+import { sendAnnouncement, type Destination } from '../services/notifications/notification-senders';
+import { deliveryId, notSentBecause } from '../services/notifications/notifications';
 import type { Sql } from '../store/db';
 import { nextAttemptState, recordAttempt, runsWithOpenDeliveries, type StoredTarget } from '../store/notifications';
 

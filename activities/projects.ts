@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { promises as fs } from 'node:fs';
 import type { Logger } from 'pino';
-import type { Sealer } from '../core/seal';
+import type { Sealer } from '../core/credentials/seal';
 import { CredentialOpenError } from '../services/credentials';
 import { fetchSourceOf, gitCredentialOf, recordUpdateOutcome, type ProjectFetchSettings } from '../services/projects';
 import type { Sql } from '../store/db';

@@ -1,10 +1,10 @@
-import { parseAnsibleResults } from '../core/ansible-results';
-import { FACTS_MANIFEST, FACTS_PREFIX, MAX_FACTS_BYTES } from '../core/facts';
-import { MAX_INVENTORY_HOSTS } from '../core/inventory';
-import type { Run } from '../core/run';
-import type { ExecutionOutcome } from '../core/run-outcome';
-import { storeGatheredFacts, type FactsDocument } from '../services/facts';
-import { storeAnsibleResults } from '../services/host-results';
+import { parseAnsibleResults } from '../core/ansible/ansible-results';
+import { FACTS_MANIFEST, FACTS_PREFIX, MAX_FACTS_BYTES } from '../core/ansible/facts';
+import { MAX_INVENTORY_HOSTS } from '../core/ansible/inventory';
+import type { Run } from '../core/runs/run';
+import type { ExecutionOutcome } from '../core/runs/run-outcome';
+import { storeGatheredFacts, type FactsDocument } from '../services/ansible/facts';
+import { storeAnsibleResults } from '../services/ansible/host-results';
 import type { Sql } from '../store/db';
 import { MAX_RESULTS_BYTES, RESULTS_FILE } from '../tools/ansible';
 import { readWorkFile, workDirNames } from '../runtime/work-dir';

@@ -1,5 +1,5 @@
 import type { ServerContext } from '../services/context';
-import { fireOccurrence, planNextFire, type FireOutcome, type FirePlan } from '../services/schedules';
+import { fireOccurrence, planNextFire, type FireOutcome, type FirePlan } from '../services/schedules/schedules';
 
 /**
  * What a schedule's workflow does to the world, as local activities of the `cairn serve` that runs

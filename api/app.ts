@@ -19,7 +19,7 @@ import { hookRoutes } from './routes/hooks';
 import { policyRoutes } from './routes/policies';
 import { projectRoutes } from './routes/projects';
 import { callbackRoutes } from './routes/callbacks';
-import { EXTERNAL_CALLBACK_PATH } from '../core/callbacks';
+import { EXTERNAL_CALLBACK_PATH } from '../core/ansible/callbacks';
 import { approvalRoutes } from './routes/approvals';
 import { attentionRoutes } from './routes/attention';
 import { pipelineRoutes } from './routes/pipelines';

@@ -1,9 +1,9 @@
-import { ChainVerifier, chainEntry, entryForBundle, type AuditEntry } from '../core/audit-chain';
-import { BUNDLE_TYPE, verifyBundle } from '../core/audit-offline';
-import { canonicalJson } from '../core/canonical';
-import { MerkleAccumulator, inclusionProof, leafOfStoredHash, leafOfStoredHashBinary } from '../core/merkle';
+import { ChainVerifier, chainEntry, entryForBundle, type AuditEntry } from '../core/audit/audit-chain';
+import { BUNDLE_TYPE, verifyBundle } from '../core/audit/audit-offline';
+import { canonicalJson } from '../core/audit/canonical';
+import { MerkleAccumulator, inclusionProof, leafOfStoredHash, leafOfStoredHashBinary } from '../core/audit/merkle';
 import { sha256 } from '../core/sha256';
-import { generateSigningKey, signDocument } from '../core/signing';
+import { generateSigningKey, signDocument } from '../core/audit/signing';
 import type postgres from 'postgres';
 import { expectStatus, type BenchClient } from './http';
 import type { Section } from './report';

@@ -4,7 +4,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type postgres from 'postgres';
-import { hashBearerSecret } from '../core/secrets';
+import { hashBearerSecret } from '../core/credentials/secrets';
 import { randomBytes } from 'node:crypto';
 import { createStreamTicket } from '../store/tickets';
 import { expectStatus, type BenchClient } from './http';

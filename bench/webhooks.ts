@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { hubSignature256 } from '../core/webhooks';
+import { hubSignature256 } from '../core/schedules/webhooks';
 import { mapLimit } from './concurrency';
 import { expectStatus, type BenchClient } from './http';
 import type { Section } from './report';

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { verifyAuditDocument, type OfflineReport } from '../core/audit-offline';
+import { verifyAuditDocument, type OfflineReport } from '../core/audit/audit-offline';
 import { ConfigError } from '../core/config';
 
 const USAGE = 'usage: cairn audit verify --seal <seal.json> <bundle-or-receipt-file>';

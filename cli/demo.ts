@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { ConfigError, loadConfig, parseFlags } from '../core/config';
-import { issueToken } from '../services/accounts';
+import { issueToken } from '../services/access/accounts';
 import { commandLine } from './accounts';
 import { apiCaller, seedDemo, setDemoPassword } from './demo-seed';
 import { openInBrowser } from './desktop';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadConfig, parseFlags, ConfigError } from '../core/config';
-import { updateUser } from '../services/accounts';
+import { updateUser } from '../services/access/accounts';
 import { getAccountByUsername } from '../store/accounts';
 import { commandLine } from './accounts';
 import { createLogger, startServer } from './serve';

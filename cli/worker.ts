@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
-import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/license';
+import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/access/license';
 import { fitsBytes } from '../api/schemas/common';
 import { stopOnSignal } from './signals';
 import { ConfigError, loadConfig, parseFlags, type Config } from '../core/config';
-import { readInstallId } from '../services/install-identity';
-import { loadLicensing } from '../services/licensing';
+import { readInstallId } from '../services/audit/install-identity';
+import { loadLicensing } from '../services/access/licensing';
 import { createMetrics } from '../services/metrics';
 import { migrate } from '../store/migrate';
 import type { Sql } from '../store/db';

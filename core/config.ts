@@ -3,8 +3,8 @@ import { inspect } from 'node:util';
 import { z } from 'zod';
 import { formatByteSize, parseByteSize } from './byte-size';
 import { parseDuration } from './duration';
-import { RUN_BOUND_SETTINGS } from './run-bound-settings';
-import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notification-settings';
+import { RUN_BOUND_SETTINGS } from './runs/run-bound-settings';
+import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notifications/notification-settings';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {

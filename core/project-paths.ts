@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { holdsControlCharacters } from './http-url';
+import { holdsControlCharacters } from './notifications/http-url';
 
 /**
  * Pure rules for git projects (spec part A 4.5): which repository addresses Cairn hands to `git`,

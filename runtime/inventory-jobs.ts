@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import os from 'node:os';
-import { hostPatternFault } from '../core/ansible-spec';
-import { iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type ComposedHosts, type InventoryFormat } from '../core/inventory';
+import { hostPatternFault } from '../core/ansible/ansible-spec';
+import { iniHosts, INVENTORY_BODY_LIMIT, InventoryError, type ComposedHosts, type InventoryFormat } from '../core/ansible/inventory';
 import { composedInputFile, CONSTRUCTED_FILE, constructedFile, inventoryFile } from '../tools/ansible';
 import {
   listedHosts,

@@ -1,4 +1,4 @@
-import type { ExceededBound } from '../core/run-outcome';
+import type { ExceededBound } from '../core/runs/run-outcome';
 import type { SandboxSettings } from './sandbox';
 
 /**

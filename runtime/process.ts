@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, promises as fs, readdirSync, readlinkSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
-import type { ExceededBound, ExecutionOutcome } from '../core/run-outcome';
+import type { ExceededBound, ExecutionOutcome } from '../core/runs/run-outcome';
 import { SandboxBounds } from './run-bounds';
 import { BLOCK_FD, INFO_FD, sandboxArgs, type SandboxBind, type SandboxSettings } from './sandbox';
 

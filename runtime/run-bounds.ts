@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
-import { boundOf, type BoundingCgroups, type RunBounds } from '../core/run-bound-settings';
-import type { ExceededBound } from '../core/run-outcome';
+import { boundOf, type BoundingCgroups, type RunBounds } from '../core/runs/run-bound-settings';
+import type { ExceededBound } from '../core/runs/run-outcome';
 import { prepareCgroups, RunCgroup, type CgroupPlan } from './cgroups';
 import { diskUsage } from './disk-usage';
 

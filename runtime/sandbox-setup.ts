@@ -5,7 +5,7 @@ import { formatByteSize } from '../core/byte-size';
 import { accountCanEnter, perInstallDir, runningAsRoot, systemAccount, SystemAccountError, type SystemAccount } from '../embedded/system-accounts';
 import { spawnTool } from './process';
 import { boundingCgroups, runCgroups, type RunBoundsSettings } from './run-bounds';
-import { enforcementOf, type ExecutionFacts } from '../core/run-bound-settings';
+import { enforcementOf, type ExecutionFacts } from '../core/runs/run-bound-settings';
 import { ansibleCoreVersion } from './inventory-jobs';
 import { ISOLATED_NAMESERVER, sandboxPath, type RunNetwork, type SandboxSettings } from './sandbox';
 import type { JobSandbox } from './sandboxed-job';

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { exceededBoundError } from '../core/run-outcome';
+import { exceededBoundError } from '../core/runs/run-outcome';
 import { toolPath } from '../tools/registry';
 import { spawnTool } from './process';
 import type { RunNetwork, SandboxBind, SandboxSettings } from './sandbox';

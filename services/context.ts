@@ -1,14 +1,14 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
-import type { AttentionSettings } from '../core/attention';
+import type { AttentionSettings } from '../core/runs/attention';
 import type { Config } from '../core/config';
-import type { ExecutionFacts } from '../core/run-bound-settings';
-import type { Sealer } from '../core/seal';
+import type { ExecutionFacts } from '../core/runs/run-bound-settings';
+import type { Sealer } from '../core/credentials/seal';
 import type { Sql } from '../store/db';
-import type { InstallIdentity } from './install-identity';
-import type { Licensing } from './licensing';
+import type { InstallIdentity } from './audit/install-identity';
+import type { Licensing } from './access/licensing';
 import type { Metrics } from './metrics';
-import type { RunActivityHub } from './run-activity-hub';
+import type { RunActivityHub } from './runs/run-activity-hub';
 
 /** What request handlers and the sweeper share: the stores, the Temporal client and settings. */
 export interface ServerContext {

@@ -1,11 +1,11 @@
-import { writeOnlyEdit } from '../core/write-only';
-import { credentialSecretContext } from '../core/seal-contexts';
-import { builtInKind, BUILT_IN_KIND_NAMES, credentialStatus, FIELD_NAME, INJECTED_NAME, templateFault, type CredentialField, type Injectors, type KindDefinition, type OpenedCredential } from '../core/credential-kinds';
+import { writeOnlyEdit } from '../core/credentials/write-only';
+import { credentialSecretContext } from '../core/credentials/seal-contexts';
+import { builtInKind, BUILT_IN_KIND_NAMES, credentialStatus, FIELD_NAME, INJECTED_NAME, templateFault, type CredentialField, type Injectors, type KindDefinition, type OpenedCredential } from '../core/credentials/credential-kinds';
 import { badRequest, conflict, notFound } from '../core/errors';
 import { newId } from '../core/ids';
-import { ENCRYPTION_SETTINGS, encryptionKeyRequired, sealedValueFault } from '../core/run-secrets';
-import type { Sealer } from '../core/seal';
-import { REDACTED } from '../core/survey';
+import { ENCRYPTION_SETTINGS, encryptionKeyRequired, sealedValueFault } from '../core/runs/run-secrets';
+import type { Sealer } from '../core/credentials/seal';
+import { REDACTED } from '../core/runs/survey';
 import { deleteGrantsOn } from '../store/access';
 import { isUniqueViolation, type Db } from '../store/db';
 import {
@@ -29,10 +29,10 @@ import {
 import { getTemplate } from '../store/templates';
 import type { Caller } from '../store/tokens';
 import { isProtectedEnvName } from '../tools/extra-vars';
-import { requireAccess } from './access';
-import { recordMutation, withholdFields, type AuditOrigin } from './audit';
+import { requireAccess } from './access/access';
+import { recordMutation, withholdFields, type AuditOrigin } from './audit/audit';
 import type { ServerContext } from './context';
-import { requireOrgPlacement } from './groups';
+import { requireOrgPlacement } from './access/groups';
 
 
 /** A credential's secret: blank or the mask keeps it, null clears it. */

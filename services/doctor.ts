@@ -1,14 +1,14 @@
-import { boundOf, enforcementOf, RUN_BOUND_SETTINGS } from '../core/run-bound-settings';
+import { boundOf, enforcementOf, RUN_BOUND_SETTINGS } from '../core/runs/run-bound-settings';
 import { ANSIBLE_CORE_TESTED_RELEASES } from '../tools/ansible-inventory';
 import { chainHead, verifiedPrefix } from '../store/audit';
 import { lateEffects } from '../store/outbox';
 import { databaseAnswers } from '../store/db';
 import { failedDeliveries, orphanedAttachments, scheduledTemplatesWithRequiredQuestions, schedulesFiring } from '../store/doctor';
 import { listWorkerPage, type ListedWorker } from '../store/workers';
-import { listAttention } from './attention';
+import { listAttention } from './attention/attention';
 import type { ServerContext } from './context';
-import { signingKeyStorage } from './install-identity';
-import { unattendedGaps, UnattendedSurveyRefusal } from './launch';
+import { signingKeyStorage } from './audit/install-identity';
+import { unattendedGaps, UnattendedSurveyRefusal } from './runs/launch';
 
 /**
  * The diagnostics check, `GET /v1/doctor` (spec part A 4.15; part A 2.6, 4.16; part B 6.3 rule 7,

@@ -1,12 +1,12 @@
 import { claimDueEffects, completeEffects, OUTBOX_CHANNEL, retryEffectLater, type EffectKind, type OwedEffect } from '../store/outbox';
 import { getRun } from '../store/runs';
 import type { ServerContext } from './context';
-import { deliverStepDecision } from './decisions';
-import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notification-recorder';
+import { deliverStepDecision } from './runs/decisions';
+import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notifications/notification-recorder';
 import { startProjectUpdateWorkflow } from './projects';
-import { endUnrunChildren } from './run-lifecycle';
-import { deliverCancel, startRunWorkflow } from './runs';
-import { deliverSchedule } from './schedules';
+import { endUnrunChildren } from './runs/run-lifecycle';
+import { deliverCancel, startRunWorkflow } from './runs/runs';
+import { deliverSchedule } from './schedules/schedules';
 
 /**
  * The outbox dispatcher (schema/023_outbox.sql, store/outbox.ts): every server runs one. It is

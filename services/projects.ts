@@ -5,11 +5,11 @@ import { newId } from '../core/ids';
 import { browsePath, GitError, isWithin, repositoryTarget, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry, type TreeRead } from '../core/project-paths';
 import { perInstallDir } from '../embedded/system-accounts';
 import type { Config } from '../core/config';
-import type { Sealer } from '../core/seal';
+import type { Sealer } from '../core/credentials/seal';
 import { oweEffects } from '../store/outbox';
 import { PROJECT_UPDATE_WORKFLOW, projectUpdateRequested, projectWorkflowId, type ProjectUpdateWorkflowInput } from '../workflows/definitions';
 import { carryOut } from './effects';
-import { checkedAddress } from './notification-egress';
+import { checkedAddress } from './notifications/notification-egress';
 import { JobRefused, runJob } from './jobs';
 import { getCredentialsWithTypes } from '../store/credentials';
 import { openCredential } from './credentials';
@@ -27,10 +27,10 @@ import {
   type ProjectFields,
 } from '../store/projects';
 import type { Caller } from '../store/tokens';
-import { requireAccess } from './access';
-import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit';
+import { requireAccess } from './access/access';
+import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit/audit';
 import type { ServerContext } from './context';
-import { requireOrgPlacement } from './groups';
+import { requireOrgPlacement } from './access/groups';
 
 /**
  * Git projects (spec part A 4.5). A project names a repository; Cairn keeps the commits it fetched

@@ -1,8 +1,8 @@
 import type { ServerContext } from './context';
 import { compactRunCounts } from '../store/run-counts';
 import { deleteStalePayloads } from '../store/job-payloads';
-import { sweepAttention } from './attention';
-import { sweepResultHistory } from './host-results';
+import { sweepAttention } from './attention/attention';
+import { sweepResultHistory } from './ansible/host-results';
 
 /**
  * Upkeep every server does on a timer, each job on its own: one that fails is logged and tried

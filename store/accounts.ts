@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { usernameKey } from '../core/username';
+import { usernameKey } from '../core/access/username';
 import { isUniqueViolation, type Db } from './db';
 import { LOCKS, takeLock } from './locks';
 

@@ -1,4 +1,4 @@
-import type { AttentionRun, AttentionWorker } from '../core/attention';
+import type { AttentionRun, AttentionWorker } from '../core/runs/attention';
 import { followerReadableBy, runReadableBy } from './access';
 import type { Db } from './db';
 import { MISSED_RENEWALS_LOST } from './workers';

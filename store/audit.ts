@@ -1,4 +1,4 @@
-import { entryCanonicalPrefix, entryFromStoredText, normalizedEntryFields, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit-chain';
+import { entryCanonicalPrefix, entryFromStoredText, normalizedEntryFields, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit/audit-chain';
 import type { Db } from './db';
 
 /** An entry as a row: `at` is read back as a Date and turned into the hashed string form here. */

@@ -1,4 +1,4 @@
-import type { RunStatus } from '../core/run';
+import type { RunStatus } from '../core/runs/run';
 import { runReadableBy } from './access';
 import type { Db } from './db';
 

@@ -1,4 +1,4 @@
-import type { CredentialField, Injectors } from '../core/credential-kinds';
+import type { CredentialField, Injectors } from '../core/credentials/credential-kinds';
 import { readableBy } from './access';
 import { whereAll, type Db } from './db';
 

@@ -1,5 +1,5 @@
 import type { Db } from './db';
-import type { DecisionRecord, RedactionCategory } from '../core/decision';
+import type { DecisionRecord, RedactionCategory } from '../core/runs/decision';
 
 export type NewDecisionRecord = Pick<DecisionRecord, 'id' | 'run_id' | 'kind' | 'decision_id' | 'actor' | 'actor_kind' | 'reason' | 'random' | 'commitment'>;
 

@@ -1,5 +1,5 @@
 import type { Db } from './db';
-import type { RunEvent } from '../core/run';
+import type { RunEvent } from '../core/runs/run';
 
 /** Channel announcing "run <id> has new events or log" to every server's live streams. */
 export const RUN_ACTIVITY_CHANNEL = 'cairn_run_activity';

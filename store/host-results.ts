@@ -1,4 +1,4 @@
-import type { HostResult, TaskResult } from '../core/ansible-results';
+import type { HostResult, TaskResult } from '../core/ansible/ansible-results';
 import { runReadableBy } from './access';
 import type { Db } from './db';
 

@@ -1,4 +1,4 @@
-import type { InventoryFormat } from '../core/inventory';
+import type { InventoryFormat } from '../core/ansible/inventory';
 import { readableBy } from './access';
 import { whereAll, type Db } from './db';
 

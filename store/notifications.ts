@@ -1,4 +1,4 @@
-import type { AttachmentEvent, NotificationKind, StoredObjectKind } from '../core/notification-kinds';
+import type { AttachmentEvent, NotificationKind, StoredObjectKind } from '../core/notifications/notification-kinds';
 import type { Db } from './db';
 import { OUTBOX_CHANNEL } from './outbox';
 

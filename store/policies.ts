@@ -1,4 +1,4 @@
-import type { GatePolicy } from '../core/policy-gate';
+import type { GatePolicy } from '../core/runs/policy-gate';
 import type { Db } from './db';
 import { LOCKS, takeLock } from './locks';
 

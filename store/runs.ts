@@ -1,13 +1,13 @@
-import type { AuditEntryFields } from '../core/audit-chain';
-import type { Hold } from '../core/policy-gate';
+import type { AuditEntryFields } from '../core/audit/audit-chain';
+import type { Hold } from '../core/runs/policy-gate';
 import { auditAppendSteps } from './audit';
 import { readableRunCount, readableRunCountMaintained, runReadableBy } from './access';
 import { whereAll, type Db } from './db';
 import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
 import { OUTBOX_CHANNEL, oweEffectsStep, type Effect } from './outbox';
-import { isAnnounced } from '../core/notification-kinds';
-import type { Run } from '../core/run';
+import { isAnnounced } from '../core/notifications/notification-kinds';
+import type { Run } from '../core/runs/run';
 
 type OptionalRunFields =
   | 'kind' | 'parent_run_id' | 'step_name' | 'step_index' | 'template_id' | 'graph' | 'sealed_vars' | 'source_kind' | 'source_id' | 'notifications'

@@ -1,5 +1,5 @@
-import type { SpringForward } from '../core/schedule-calendar';
-import type { Run } from '../core/run';
+import type { SpringForward } from '../core/schedules/schedule-calendar';
+import type { Run } from '../core/runs/run';
 import { followerReadableBy } from './access';
 import { whereAll, type Db } from './db';
 

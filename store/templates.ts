@@ -1,6 +1,6 @@
-import type { AnsibleSpec } from '../core/run';
-import type { SurveyField } from '../core/survey';
-import type { StepDefinition } from '../core/workflow-graph';
+import type { AnsibleSpec } from '../core/runs/run';
+import type { SurveyField } from '../core/runs/survey';
+import type { StepDefinition } from '../core/runs/workflow-graph';
 import { readableBy } from './access';
 import { whereAll, type Db } from './db';
 

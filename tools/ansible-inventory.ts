@@ -9,7 +9,7 @@ import {
   layoutHost,
   MAX_INVENTORY_HOSTS,
   type InventoryLayout,
-} from '../core/inventory';
+} from '../core/ansible/inventory';
 
 /**
  * How Cairn reads an inventory with Ansible's own parts, as pure rules: the PyYAML script that

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { MAX_VERBOSITY } from '../core/ansible-spec';
-import { factCacheInvocation } from '../core/facts';
+import { MAX_VERBOSITY } from '../core/ansible/ansible-spec';
+import { factCacheInvocation } from '../core/ansible/facts';
 import { sha256Hex } from '../core/sha256';
-import type { RunSpec } from '../core/run';
+import type { RunSpec } from '../core/runs/run';
 import type { ComposedRunInventory, MachineSecrets, Tool, ToolInputs } from './types';
 
 /**

@@ -1,5 +1,5 @@
-import type { FactSupply } from '../core/facts';
-import type { RunSpec } from '../core/run';
+import type { FactSupply } from '../core/ansible/facts';
+import type { RunSpec } from '../core/runs/run';
 
 /** How to start a tool for one run: the argv, files to write into the run's work dir first, extra env. */
 export interface ToolInvocation {

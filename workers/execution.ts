@@ -6,7 +6,7 @@ import { createJobActivities } from '../activities/jobs';
 import { createProjectActivities } from '../activities/projects';
 import { createRunActivities } from '../activities/runs';
 import type { ProjectFetchSettings } from '../services/projects';
-import type { Sealer } from '../core/seal';
+import type { Sealer } from '../core/credentials/seal';
 import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
 import { announceWorker } from './presence';

@@ -2,7 +2,7 @@ import { Worker } from '@temporalio/worker';
 import os from 'node:os';
 import { createGraphActivities } from '../activities/graphs';
 import { createNotifyActivities } from '../activities/notify';
-import type { DeliverySettings } from '../core/notification-settings';
+import type { DeliverySettings } from '../core/notifications/notification-settings';
 import { workflowBundle } from './bundle';
 import { startExecutionWorker, type ExecutionWorkerOptions, type RunningWorker } from './execution';
 import { notifyTaskQueue } from '../workflows/ids';

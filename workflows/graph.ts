@@ -8,8 +8,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { GraphActivities } from '../activities/graphs';
-import type { ExecutionOutcome } from '../core/run-outcome';
-import { graphOutcome, graphSettled, nextSteps, type StepState } from '../core/workflow-graph';
+import type { ExecutionOutcome } from '../core/runs/run-outcome';
+import { graphOutcome, graphSettled, nextSteps, type StepState } from '../core/runs/workflow-graph';
 import { runWorkflow } from './run';
 import { stepDecided, type GraphWorkflowInput } from './definitions';
 

@@ -1,6 +1,6 @@
 import { condition, continueAsNew, proxyLocalActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { NotifyActivities } from '../activities/notify';
-import { PER_TARGET_CONCURRENCY } from '../core/notification-kinds';
+import { PER_TARGET_CONCURRENCY } from '../core/notifications/notification-kinds';
 import { deliveryQueued, type NotifyWorkflowInput } from './definitions';
 
 /** How long a target's workflow with nothing to deliver waits for more before it closes (a later delivery starts it again). */

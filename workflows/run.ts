@@ -7,7 +7,7 @@ import {
   proxyLocalActivities,
   sleep,
 } from '@temporalio/workflow';
-import type { ExecutionOutcome } from '../core/run-outcome';
+import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import type { RunActivities } from '../activities/runs';
 import type { RunWorkflowInput } from './definitions';
 

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { AuditOrigin } from '../../services/audit';
+import type { AuditOrigin } from '../../services/audit/audit';
 import type { Caller } from '../../store/tokens';
 import { WRITE_METHODS } from './body';
 

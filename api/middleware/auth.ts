@@ -1,11 +1,11 @@
 import type { Context, Next } from 'koa';
 import { forbidden, unauthorized } from '../../core/errors';
-import { hashBearerSecret } from '../../core/secrets';
+import { hashBearerSecret } from '../../core/credentials/secrets';
 import type { Role } from '../../store/accounts';
 import { resolveToken, touchToken, type Caller } from '../../store/tokens';
 import type { ServerContext } from '../../services/context';
 import { HOOK_PATH } from '../hook-path';
-import { CALLBACK_PATH, EXTERNAL_CALLBACK_PATH } from '../../core/callbacks';
+import { CALLBACK_PATH, EXTERNAL_CALLBACK_PATH } from '../../core/ansible/callbacks';
 import { CONSOLE_HEADER, fromConsole, sessionCookieOf } from './console-session';
 
 /** Routes a caller reaches without a bearer token; the stream route checks its own ticket, a hook its token and signature. */

@@ -3,8 +3,8 @@ import getRawBody from 'raw-body';
 import { DomainError, badRequest } from '../../core/errors';
 import { decodeJsonBytes, MAX_JSON_DEPTH, scanJsonText } from '../../core/json-scan';
 import { HOOK_PATH } from '../hook-path';
-import { INVENTORY_BODY_LIMIT } from '../../core/inventory';
-import { isCallbackPath } from '../../core/callbacks';
+import { INVENTORY_BODY_LIMIT } from '../../core/ansible/inventory';
+import { isCallbackPath } from '../../core/ansible/callbacks';
 
 declare module 'koa' {
   interface Request {

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import type { ServerContext } from '../../services/context';
-import { createGrant, grantView, grantViewerOf, removeGrant } from '../../services/grants';
-import { addMember, createGroup, groupView, membershipView, removeGroup, removeMember, visibleGroup } from '../../services/groups';
+import { createGrant, grantView, grantViewerOf, removeGrant } from '../../services/access/grants';
+import { addMember, createGroup, groupView, membershipView, removeGroup, removeMember, visibleGroup } from '../../services/access/groups';
 import { listGrants } from '../../store/access';
 import { listGroups, listMembers, type GroupKind } from '../../store/groups';
 import { originOf } from '../middleware/audit-origin';

@@ -12,8 +12,8 @@ import {
   updateUser,
   userView,
   type AccountRequest,
-} from '../../services/accounts';
-import { withholdFields } from '../../services/audit';
+} from '../../services/access/accounts';
+import { withholdFields } from '../../services/audit/audit';
 import type { ServerContext } from '../../services/context';
 import { getAccountById, listAccounts } from '../../store/accounts';
 import { actorKindOf, listTokens, type Caller } from '../../store/tokens';

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
-import { approvalBranches } from '../../core/approval-branches';
-import type { StepDefinition } from '../../core/workflow-graph';
-import { readerOf } from '../../services/access';
+import { approvalBranches } from '../../core/runs/approval-branches';
+import type { StepDefinition } from '../../core/runs/workflow-graph';
+import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
 import { listWaitingApprovalSteps } from '../../store/runs';
 import { requireRole } from '../middleware/auth';

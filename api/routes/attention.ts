@@ -1,6 +1,6 @@
 import Router from '@koa/router';
-import { readerOf } from '../../services/access';
-import { listAttention } from '../../services/attention';
+import { readerOf } from '../../services/access/access';
+import { listAttention } from '../../services/attention/attention';
 import type { ServerContext } from '../../services/context';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope } from '../paging';

@@ -1,10 +1,10 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { signBundle } from '../../services/audit-documents';
-import { verifyInstall } from '../../services/audit-verify';
+import { signBundle } from '../../services/audit/audit-documents';
+import { verifyInstall } from '../../services/audit/audit-verify';
 import type { ServerContext } from '../../services/context';
-import { sealDocument } from '../../services/install-identity';
+import { sealDocument } from '../../services/audit/install-identity';
 import { listAuditEntries } from '../../store/audit';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';

@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { callerAddress, formFields } from '../../core/callbacks';
+import { callerAddress, formFields } from '../../core/ansible/callbacks';
 import { badRequest } from '../../core/errors';
 import { decodeJsonBytes } from '../../core/json-scan';
-import { answerCallback, mintCallbackKey, revokeCallbackKey, type CallbackRequest } from '../../services/callbacks';
+import { answerCallback, mintCallbackKey, revokeCallbackKey, type CallbackRequest } from '../../services/ansible/callbacks';
 import type { ServerContext } from '../../services/context';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';

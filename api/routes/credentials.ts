@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import { BUILT_IN_KINDS } from '../../core/credential-kinds';
+import { BUILT_IN_KINDS } from '../../core/credentials/credential-kinds';
 import { notFound } from '../../core/errors';
-import { readerOf } from '../../services/access';
+import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
 import {
   createCredential,

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import type { ServerContext } from '../../services/context';
-import { changeDetail, changeList } from '../../services/changes';
-import { estate, estateChanges } from '../../services/estate';
+import { changeDetail, changeList } from '../../services/ansible/changes';
+import { estate, estateChanges } from '../../services/ansible/estate';
 import { requireRole } from '../middleware/auth';
 import { changesQuery, estateDiffQuery, estateQuery } from '../schemas/estate';
 import { parseInput, queryObject } from '../validate';

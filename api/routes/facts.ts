@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { ServerContext } from '../../services/context';
-import { clearFacts, hostFacts, inventoryFacts, inventoryHostFacts } from '../../services/facts';
+import { clearFacts, hostFacts, inventoryFacts, inventoryHostFacts } from '../../services/ansible/facts';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 

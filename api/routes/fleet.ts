@@ -12,7 +12,7 @@ import {
   taskTrends,
   WINDOW_CAP,
   WINDOW_DEFAULT,
-} from '../../services/host-results';
+} from '../../services/ansible/host-results';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 

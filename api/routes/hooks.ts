@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import { decodeJsonBytes } from '../../core/json-scan';
 import { badRequest } from '../../core/errors';
-import { deliveryJsonText } from '../../core/webhooks';
+import { deliveryJsonText } from '../../core/schedules/webhooks';
 import type { ServerContext } from '../../services/context';
-import { deliverHook } from '../../services/triggers';
+import { deliverHook } from '../../services/schedules/triggers';
 import { parseJsonText } from '../middleware/body';
 
 /**

@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { readerOf } from '../../services/access';
+import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
 import {
   createInventory,
@@ -10,14 +10,14 @@ import {
   removeInventory,
   replaceInventory,
   type InventoryDraft,
-} from '../../services/inventories';
+} from '../../services/ansible/inventories';
 import { listInventoryPage } from '../../store/inventories';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { composedInventoryInput, inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
 import { composedPreviewInput } from '../schemas/inventory-sources';
-import { definitionOf, previewComposed } from '../../services/composed-inventories';
+import { definitionOf, previewComposed } from '../../services/ansible/composed-inventories';
 import { badRequest } from '../../core/errors';
 import { parseInput } from '../validate';
 

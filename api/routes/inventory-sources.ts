@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { readerOf } from '../../services/access';
+import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
 import {
   createInventorySource,
@@ -9,7 +9,7 @@ import {
   removeInventorySource,
   replaceInventorySource,
   type InventorySourceDraft,
-} from '../../services/inventory-sources';
+} from '../../services/ansible/inventory-sources';
 import { listInventorySourcePage } from '../../store/inventory-sources';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';

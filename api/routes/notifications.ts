@@ -14,8 +14,8 @@ import {
   targetView,
   targetViews,
   withholdDestinationSecrets,
-} from '../../services/notifications';
-import { readableRun } from '../../services/access';
+} from '../../services/notifications/notifications';
+import { readableRun } from '../../services/access/access';
 import {
   getTarget,
   listAttachmentsOfTarget,

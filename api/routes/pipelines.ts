@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import { runView } from '../../core/run-view';
+import { runView } from '../../core/runs/run-view';
 import type { ServerContext } from '../../services/context';
-import { submitRun, type RunRequest } from '../../services/runs';
+import { submitRun, type RunRequest } from '../../services/runs/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { credentialIds } from '../schemas/credentials';

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { notFound } from '../../core/errors';
 import type { ServerContext } from '../../services/context';
-import { createPolicy, refuseAgentPolicyChange, removePolicy, replacePolicy } from '../../services/policies';
+import { createPolicy, refuseAgentPolicyChange, removePolicy, replacePolicy } from '../../services/runs/policies';
 import { getPolicy, listPolicyPage, type Policy } from '../../store/policies';
 import type { Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';

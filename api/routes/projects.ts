@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { ServerContext } from '../../services/context';
-import { readerOf } from '../../services/access';
+import { readerOf } from '../../services/access/access';
 import {
   createProject,
   listProjectFiles,

@@ -1,12 +1,12 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import { forbidden } from '../../core/errors';
-import { runView } from '../../core/run-view';
-import { readableRun } from '../../services/access';
+import { runView } from '../../core/runs/run-view';
+import { readableRun } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
-import { decisionView } from '../../core/decision-view';
-import { correctDecision, decideRun, refuseAgentDecision, refuseAgentRecordChange, redactDecision, separationOfDuties } from '../../services/decisions';
-import { mayReadReasons } from '../../services/evidence';
+import { decisionView } from '../../core/runs/decision-view';
+import { correctDecision, decideRun, refuseAgentDecision, refuseAgentRecordChange, redactDecision, separationOfDuties } from '../../services/runs/decisions';
+import { mayReadReasons } from '../../services/runs/evidence';
 import { listDecisionRecords } from '../../store/decisions';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';

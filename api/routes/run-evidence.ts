@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import { renderEvidenceHtml } from '../../core/evidence';
+import { renderEvidenceHtml } from '../../core/runs/evidence';
 import type { ServerContext } from '../../services/context';
-import { buildEvidence } from '../../services/evidence';
+import { buildEvidence } from '../../services/runs/evidence';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 

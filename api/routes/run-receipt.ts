@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import { signReceipt } from '../../services/audit-documents';
+import { signReceipt } from '../../services/audit/audit-documents';
 import type { ServerContext } from '../../services/context';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';

@@ -1,11 +1,11 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import { notFound } from '../../core/errors';
-import { readableRun, readerOf } from '../../services/access';
-import { runView } from '../../core/run-view';
+import { readableRun, readerOf } from '../../services/access/access';
+import { runView } from '../../core/runs/run-view';
 import type { ServerContext } from '../../services/context';
-import { jobRequest } from '../../services/launch';
-import { cancelRun, relaunchFailedRun, rerunRun, retryRun, submitRun } from '../../services/runs';
+import { jobRequest } from '../../services/runs/launch';
+import { cancelRun, relaunchFailedRun, rerunRun, retryRun, submitRun } from '../../services/runs/runs';
 import { listChildRuns, listRuns } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
@@ -15,7 +15,7 @@ import { parseInput, queryObject, storableTime } from '../validate';
 import { notificationEntries } from '../schemas/notifications';
 import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
-import { TERMINAL_STATUSES } from '../../core/run';
+import { TERMINAL_STATUSES } from '../../core/runs/run';
 
 const runSubmission = z.strictObject({
   tool,

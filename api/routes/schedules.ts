@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { readerOf } from '../../services/access';
+import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
-import { jobRequest } from '../../services/launch';
-import { createSchedule, previewSchedule, readableSchedule, removeSchedule, replaceSchedule, scheduleView, type ScheduleDraft } from '../../services/schedules';
+import { jobRequest } from '../../services/runs/launch';
+import { createSchedule, previewSchedule, readableSchedule, removeSchedule, replaceSchedule, scheduleView, type ScheduleDraft } from '../../services/schedules/schedules';
 import { listSchedulePage, type ScheduleSubmission } from '../../store/schedules';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';

@@ -1,10 +1,10 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { runView } from '../../core/run-view';
+import { runView } from '../../core/runs/run-view';
 import type { ServerContext } from '../../services/context';
-import { launchTemplate } from '../../services/launch';
-import { readerOf } from '../../services/access';
-import { createTemplate, parseTemplateSurvey, readableTemplate, removeTemplate, replaceTemplate, templateView, type TemplateDraft } from '../../services/templates';
+import { launchTemplate } from '../../services/runs/launch';
+import { readerOf } from '../../services/access/access';
+import { createTemplate, parseTemplateSurvey, readableTemplate, removeTemplate, replaceTemplate, templateView, type TemplateDraft } from '../../services/runs/templates';
 import { listTemplatePage } from '../../store/templates';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';

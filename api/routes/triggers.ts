@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import { badRequest } from '../../core/errors';
-import { readerOf } from '../../services/access';
+import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
-import { changeTrigger, createTrigger, readableTrigger, removeTrigger, rotateTriggerSecret, triggerView } from '../../services/triggers';
+import { changeTrigger, createTrigger, readableTrigger, removeTrigger, rotateTriggerSecret, triggerView } from '../../services/schedules/triggers';
 import { listTriggerPage } from '../../store/triggers';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';

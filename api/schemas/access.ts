@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PERMISSIONS } from '../../core/access';
+import { PERMISSIONS } from '../../core/access/access';
 import { fitsBytes } from './common';
 
 /** An id a grant or membership names: at most 512 bytes (spec part B 8). */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { holdsControlCharacters, httpUrlFault } from '../../core/http-url';
-import { mixedScripts } from '../../core/username';
+import { holdsControlCharacters, httpUrlFault } from '../../core/notifications/http-url';
+import { mixedScripts } from '../../core/access/username';
 import { fitsBytes } from './common';
 
 const singleLine = (field: string) =>

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BLOCKERS } from '../../core/attention';
+import { BLOCKERS } from '../../core/runs/attention';
 import { pageQuery } from '../paging';
 
 /** `GET /v1/attention`'s query (spec part A 4.2): a page, and optionally one blocker's items. */

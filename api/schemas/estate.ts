@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ESTATE_PAGE_DEFAULT, ESTATE_PAGE_MAX } from '../../core/estate';
+import { ESTATE_PAGE_DEFAULT, ESTATE_PAGE_MAX } from '../../core/ansible/estate';
 import { pageQuery } from '../paging';
 import { storableTime } from '../validate';
 

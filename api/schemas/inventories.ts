@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { INVENTORY_FORMATS } from '../../core/inventory';
+import { INVENTORY_FORMATS } from '../../core/ansible/inventory';
 import { namedId } from './access';
 import { fitsBytes } from './common';
 import { composedPreviewInput } from './inventory-sources';

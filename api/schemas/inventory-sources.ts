@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { INVENTORY_BODY_LIMIT } from '../../core/inventory';
+import { INVENTORY_BODY_LIMIT } from '../../core/ansible/inventory';
 import { namedId } from './access';
 import { fitsBytes } from './common';
 import { hostPatternCheck } from './run-fields';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { ATTACHMENT_EVENTS, EVENT_ALIASES, NOTIFICATION_KINDS, OBJECT_KINDS } from '../../core/notification-kinds';
-import { holdsControlCharacters } from '../../core/http-url';
+import { ATTACHMENT_EVENTS, EVENT_ALIASES, NOTIFICATION_KINDS, OBJECT_KINDS } from '../../core/notifications/notification-kinds';
+import { holdsControlCharacters } from '../../core/notifications/http-url';
 import { fitsBytes } from './common';
 
 /**

@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { hostPatternFault } from '../../core/ansible-spec';
+import { hostPatternFault } from '../../core/ansible/ansible-spec';
 import { badRequest } from '../../core/errors';
 import { fitsBytes } from './common';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SPRING_FORWARD } from '../../core/schedule-calendar';
+import { SPRING_FORWARD } from '../../core/schedules/schedule-calendar';
 import { fitsBytes } from './common';
 import { credentialIds } from './credentials';
 import { command, extraVars, queue, shards, timeout, tool } from './run-fields';

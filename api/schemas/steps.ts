@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { badRequest } from '../../core/errors';
-import { checkGraph, pipelineGraph, WorkflowGraphError, type StepDefinition } from '../../core/workflow-graph';
+import { checkGraph, pipelineGraph, WorkflowGraphError, type StepDefinition } from '../../core/runs/workflow-graph';
 import { fitsBytes } from './common';
 import { command, extraVars, tool } from './run-fields';
 

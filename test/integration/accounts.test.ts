@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
-import { hashPassword } from '../../core/secrets';
-import { usernameKey } from '../../core/username';
+import { hashPassword } from '../../core/credentials/secrets';
+import { usernameKey } from '../../core/access/username';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';

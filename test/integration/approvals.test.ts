@@ -1,6 +1,6 @@
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
-import { opensCommitment } from '../../core/reason-commitment';
+import { opensCommitment } from '../../core/audit/reason-commitment';
 import { Faults } from '../../services/context';
 import { connectDatabase, type Sql } from '../../store/db';
 import { apiClient, type ApiClient } from '../support/http';

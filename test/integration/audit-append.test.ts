@@ -1,4 +1,4 @@
-import { verifyChain } from '../../core/audit-chain';
+import { verifyChain } from '../../core/audit/audit-chain';
 import { appendAuditEntry, entryOfChainRow, streamAuditEntries, type StoredAuditEntry } from '../../store/audit';
 import { connectDatabase } from '../../store/db';
 import { migrate } from '../../store/migrate';

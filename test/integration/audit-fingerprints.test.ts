@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { canonicalJson } from '../../core/canonical';
-import { requestFingerprint } from '../../services/audit';
+import { canonicalJson } from '../../core/audit/canonical';
+import { requestFingerprint } from '../../services/audit/audit';
 import type { ApiClient } from '../support/http';
 import { startTestServer, type TestServer } from '../support/server';
 

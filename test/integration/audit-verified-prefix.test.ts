@@ -1,4 +1,4 @@
-import { verifyReceipt } from '../../core/audit-offline';
+import { verifyReceipt } from '../../core/audit/audit-offline';
 import { connectDatabase, type Sql } from '../../store/db';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
-import { verifyBundle, verifyReceipt } from '../../core/audit-offline';
-import { takeAnchor } from '../../services/audit-anchors';
+import { verifyBundle, verifyReceipt } from '../../core/audit/audit-offline';
+import { takeAnchor } from '../../services/audit/audit-anchors';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { Run } from '../../core/run';
-import { RunInputError } from '../../core/run-outcome';
-import { runToolInputs } from '../../services/run-inputs';
+import type { Run } from '../../core/runs/run';
+import { RunInputError } from '../../core/runs/run-outcome';
+import { runToolInputs } from '../../services/runs/run-inputs';
 import { grant, person, type Person } from '../support/access';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { createSealer } from '../../core/seal';
-import { requestFingerprint } from '../../services/audit';
+import { createSealer } from '../../core/credentials/seal';
+import { requestFingerprint } from '../../services/audit/audit';
 import { everyPage, grant, person, template, tokenOf, type Person } from '../support/access';
 import { forgeHeaders, PUSH_PAYLOADS } from '../support/forge-deliveries';
 import type { ApiClient } from '../support/http';

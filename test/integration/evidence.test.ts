@@ -1,4 +1,4 @@
-import { opensCommitment } from '../../core/reason-commitment';
+import { opensCommitment } from '../../core/audit/reason-commitment';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;

@@ -1,9 +1,9 @@
 import { inventoryHostNames, resolveInventory, yamlLayoutAnswer } from '../../runtime/inventory-jobs';
-import { iniHostEntries, resolveHostAddresses } from '../../core/inventory';
+import { iniHostEntries, resolveHostAddresses } from '../../core/ansible/inventory';
 import { yamlLayout } from '../../tools/ansible-inventory';
 import type { JobSandbox } from '../../runtime/sandboxed-job';
 import { loadConfig } from '../../core/config';
-import { InventoryError } from '../../core/inventory';
+import { InventoryError } from '../../core/ansible/inventory';
 import { jobSandbox } from '../../runtime/sandbox-setup';
 import { tempDir } from '../support/temp';
 

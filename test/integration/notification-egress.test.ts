@@ -1,8 +1,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { EgressRefused, sendHttp } from '../../services/notification-egress';
-import { EgressRule } from '../../core/notification-settings';
+import { EgressRefused, sendHttp } from '../../services/notifications/notification-egress';
+import { EgressRule } from '../../core/notifications/notification-settings';
 import { startReceiver, type Receiver } from '../support/receivers';
 
 let receiver: Receiver;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { FAILURE_NOTE } from '../../core/notification-kinds';
+import { FAILURE_NOTE } from '../../core/notifications/notification-kinds';
 import { connectDatabase, type Sql } from '../../store/db';
 import { insertTarget } from '../../store/notifications';
 import { startReceiver, startSmtpReceiver, type Receiver, type ReceivedMail } from '../support/receivers';

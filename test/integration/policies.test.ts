@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../../core/config';
 import { createLogger, startServer } from '../../cli/serve';
-import { generateSigningKey, signDocument, type SigningKey } from '../../core/signing';
+import { generateSigningKey, signDocument, type SigningKey } from '../../core/audit/signing';
 import { connectDatabase } from '../../store/db';
 import { insertPolicy, type PolicyFields } from '../../store/policies';
 import { createTestDatabase } from '../support/database';

@@ -1,6 +1,6 @@
 import { DateTime } from 'luxon';
 import { connectDatabase, type Sql } from '../../store/db';
-import { serverZone } from '../../services/schedules';
+import { serverZone } from '../../services/schedules/schedules';
 import { Faults } from '../../services/context';
 import { SCHEDULE_HISTORY_EVENTS } from '../../workflows/definitions';
 import { grant, person, template } from '../support/access';

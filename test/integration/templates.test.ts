@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createSealer } from '../../core/seal';
+import { createSealer } from '../../core/credentials/seal';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';

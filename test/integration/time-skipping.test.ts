@@ -48,7 +48,8 @@ async function runChain(workflowId: string): Promise<{ runId: string; events: Hi
 /** Each local activity, in order, with what it returned (as its marker records them). */
 function localActivities(events: HistoryEvent[]): { type: string; result: any }[] {
   return events
-    .filter((e) => e.markerRecordedEventAttributes)
+    // Local activities' markers only: a patch marker (patched()) carries no result.
+    .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity')
     .map((e) => {
       const { data, result } = e.markerRecordedEventAttributes!.details!;
       const marker = defaultPayloadConverter.fromPayload<{ activity_type: string }>(data!.payloads![0]);

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { requestFingerprint } from '../../services/audit';
+import { requestFingerprint } from '../../services/audit/audit';
 import { connectDatabase, type Sql } from '../../store/db';
 import { forgeHeaders, githubPush, PUSH_PAYLOADS, SAMPLE_PUSH, SAMPLE_PUSH_VARS, type ForgeName, type SignOptions } from '../support/forge-deliveries';
 import type { ApiClient, ApiResponse } from '../support/http';

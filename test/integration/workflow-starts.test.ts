@@ -1,4 +1,4 @@
-import { startRunWorkflow } from '../../services/runs';
+import { startRunWorkflow } from '../../services/runs/runs';
 import { getRun } from '../../store/runs';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { generateSigningKey, signDocument } from '../../core/signing';
+import { generateSigningKey, signDocument } from '../../core/audit/signing';
 import { tempDir } from './temp';
 
 /**

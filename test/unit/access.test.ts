@@ -1,4 +1,4 @@
-import { heldLevel, LEVELS, levelName, runAllows, type RunAccessFacts } from '../../core/access';
+import { heldLevel, LEVELS, levelName, runAllows, type RunAccessFacts } from '../../core/access/access';
 
 describe('what a role lets an account hold', () => {
   test('an admin manages everything, whatever it is granted', () => {

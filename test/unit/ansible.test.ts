@@ -1,8 +1,8 @@
 import { loadConfig } from '../../core/config';
-import { hostVerdict, noHostFailure, parseAnsibleResults } from '../../core/ansible-results';
-import { ansibleSpecOf, hostPatternFault } from '../../core/ansible-spec';
-import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars } from '../../core/inventory';
-import { finalStateOf } from '../../core/run-outcome';
+import { hostVerdict, noHostFailure, parseAnsibleResults } from '../../core/ansible/ansible-results';
+import { ansibleSpecOf, hostPatternFault } from '../../core/ansible/ansible-spec';
+import { detectFormat, expandHostPattern, iniHostEntries, iniHosts, iniHostVars, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars } from '../../core/ansible/inventory';
+import { finalStateOf } from '../../core/runs/run-outcome';
 import { ansibleArgs } from '../../tools/ansible';
 
 describe('inventory rules', () => {

@@ -1,4 +1,4 @@
-import { attentionSettingsOf } from '../../services/attention-file';
+import { attentionSettingsOf } from '../../services/attention/attention-file';
 import {
   AttentionFileError,
   BLOCKERS,
@@ -14,7 +14,7 @@ import {
   type AttentionRun,
   type AttentionWorker,
   type ConditionFacts,
-} from '../../core/attention';
+} from '../../core/runs/attention';
 import { loadConfig, ConfigError } from '../../core/config';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -18,9 +18,9 @@ import {
   type AuditAnchor,
   type AuditEntry,
   type AuditEntryFields,
-} from '../../core/audit-chain';
-import { CanonicalJsonError, CanonicalText, canonicalJson, findLoneSurrogate, sha256Hex } from '../../core/canonical';
-import { EMPTY_ROOT, leafHash, rootFromLeafHashes } from '../../core/merkle';
+} from '../../core/audit/audit-chain';
+import { CanonicalJsonError, CanonicalText, canonicalJson, findLoneSurrogate, sha256Hex } from '../../core/audit/canonical';
+import { EMPTY_ROOT, leafHash, rootFromLeafHashes } from '../../core/audit/merkle';
 
 const repoRoot = path.resolve(__dirname, '../..');
 

@@ -1,8 +1,8 @@
-import { GENESIS_HASH, chainEntry, verifyChain, type AuditEntry } from '../../core/audit-chain';
-import { ANCHOR_TYPE, BUNDLE_TYPE, RECEIPT_TYPE, verifyAuditDocument, verifyBundle, verifyReceipt, type OfflineReport } from '../../core/audit-offline';
-import { consistencyProof, inclusionProof, leafHash, rootFromLeafHashes } from '../../core/merkle';
-import { newReasonRandom, reasonCommitment } from '../../core/reason-commitment';
-import { generateSigningKey, signDocument, type SigningKey } from '../../core/signing';
+import { GENESIS_HASH, chainEntry, verifyChain, type AuditEntry } from '../../core/audit/audit-chain';
+import { ANCHOR_TYPE, BUNDLE_TYPE, RECEIPT_TYPE, verifyAuditDocument, verifyBundle, verifyReceipt, type OfflineReport } from '../../core/audit/audit-offline';
+import { consistencyProof, inclusionProof, leafHash, rootFromLeafHashes } from '../../core/audit/merkle';
+import { newReasonRandom, reasonCommitment } from '../../core/audit/reason-commitment';
+import { generateSigningKey, signDocument, type SigningKey } from '../../core/audit/signing';
 
 const INSTALL = 'ins_unit';
 let key: SigningKey;

@@ -7,7 +7,7 @@ import {
   injectionOf,
   templateFault,
   type OpenedCredential,
-} from '../../core/credential-kinds';
+} from '../../core/credentials/credential-kinds';
 
 const opened = (kind: string, values: Record<string, string>, id = 'cred_1'): OpenedCredential => {
   const def = builtInKind(kind)!;

@@ -1,5 +1,5 @@
-import { entryOf } from '../../core/audit-chain';
-import { decisionView } from '../../core/decision-view';
+import { entryOf } from '../../core/audit/audit-chain';
+import { decisionView } from '../../core/runs/decision-view';
 import { createHash } from 'node:crypto';
 import {
   EVIDENCE_VERSION,
@@ -7,11 +7,11 @@ import {
   logText,
   renderEvidenceHtml,
   type EvidenceDossier,
-} from '../../core/evidence';
-import { reasonCommitment } from '../../core/reason-commitment';
-import { runView } from '../../core/run-view';
-import type { DecisionRecord } from '../../core/decision';
-import type { Run } from '../../core/run';
+} from '../../core/runs/evidence';
+import { reasonCommitment } from '../../core/audit/reason-commitment';
+import { runView } from '../../core/runs/run-view';
+import type { DecisionRecord } from '../../core/runs/decision';
+import type { Run } from '../../core/runs/run';
 
 const random = 'a3'.repeat(32);
 const decisionId = 'aud_01jq7x2m3n4p5q6r7s8t9v0w1x';

@@ -1,8 +1,8 @@
 import { parseFlags, loadConfig } from '../../core/config';
-import { beforeHistory, changeOutcome } from '../../core/estate';
-import { FACTS_MANIFEST, FACTS_PREFIX, factCacheInvocation, factCacheOf, maskFacts, MAX_FACTS_BYTES, sameFactCache, skipReason } from '../../core/facts';
+import { beforeHistory, changeOutcome } from '../../core/ansible/estate';
+import { FACTS_MANIFEST, FACTS_PREFIX, factCacheInvocation, factCacheOf, maskFacts, MAX_FACTS_BYTES, sameFactCache, skipReason } from '../../core/ansible/facts';
 import { sha256Hex } from '../../core/sha256';
-import { stateDigest } from '../../core/state-digest';
+import { stateDigest } from '../../core/runs/state-digest';
 import { ansibleTool } from '../../tools/ansible';
 
 describe('the fact cache rules', () => {

@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { limitSelects } from '../../core/callbacks';
-import { patternInventory, selectedHosts, splitHostPattern } from '../../core/host-patterns';
-import { iniLayout } from '../../core/inventory';
+import { limitSelects } from '../../core/ansible/callbacks';
+import { patternInventory, selectedHosts, splitHostPattern } from '../../core/ansible/host-patterns';
+import { iniLayout } from '../../core/ansible/inventory';
 import { listHostsOutput, NO_HOSTS_MATCHED } from '../../tools/ansible-inventory';
 import { tempDir } from '../support/temp';
 

@@ -11,8 +11,8 @@ import {
   tierAllowsPolicyCount,
   type Feature,
   type Tier,
-} from '../../core/license';
-import { generateSigningKey, jwkThumbprint, signDocument, type SigningKey } from '../../core/signing';
+} from '../../core/access/license';
+import { generateSigningKey, jwkThumbprint, signDocument, type SigningKey } from '../../core/audit/signing';
 
 const now = new Date('2026-03-01T12:00:00Z');
 

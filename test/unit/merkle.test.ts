@@ -16,7 +16,7 @@ import {
   subtreeHashes,
   verifyConsistency,
   verifyInclusion,
-} from '../../core/merkle';
+} from '../../core/audit/merkle';
 
 // ---------------------------------------------------------------------------------------------
 // A naive reference: RFC 9162 2.1 read literally (recursive MTH, PATH, PROOF/SUBPROOF), and

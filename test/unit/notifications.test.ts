@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig } from '../../core/config';
-import { attachmentEventOf, deafnessOf, entriesView, keepsStored, retryDelayMs, urlHint, DEFAULT_RETRY_BASE_MS, isPermanentRefusal } from '../../core/notification-kinds';
-import { httpMessage, mailMessage, smsText, webhookBody, type Announcement } from '../../core/notification-messages';
-import { EgressRule } from '../../core/notification-settings';
+import { attachmentEventOf, deafnessOf, entriesView, keepsStored, retryDelayMs, urlHint, DEFAULT_RETRY_BASE_MS, isPermanentRefusal } from '../../core/notifications/notification-kinds';
+import { httpMessage, mailMessage, smsText, webhookBody, type Announcement } from '../../core/notifications/notification-messages';
+import { EgressRule } from '../../core/notifications/notification-settings';
 
 const run = {
   id: 'run_1',

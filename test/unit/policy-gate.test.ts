@@ -1,4 +1,4 @@
-import { judgeSubmission, type GatePolicy, type GateVerdict, type SubmissionFacts } from '../../core/policy-gate';
+import { judgeSubmission, type GatePolicy, type GateVerdict, type SubmissionFacts } from '../../core/runs/policy-gate';
 
 /** A person's real bash run; each case changes what it needs. */
 const facts = (over: Partial<SubmissionFacts> = {}): SubmissionFacts => ({

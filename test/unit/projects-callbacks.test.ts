@@ -1,5 +1,5 @@
-import { callbackRunLimit, callerAddress, formFields, hostsAt, keysMatch, limitSelects } from '../../core/callbacks';
-import { iniLayout } from '../../core/inventory';
+import { callbackRunLimit, callerAddress, formFields, hostsAt, keysMatch, limitSelects } from '../../core/ansible/callbacks';
+import { iniLayout } from '../../core/ansible/inventory';
 import { browsePath, gitUrlFault, isWithin, repositoryTarget } from '../../core/project-paths';
 
 describe('repository addresses (core/project-paths.ts gitUrlFault, repositoryTarget)', () => {

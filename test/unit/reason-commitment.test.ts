@@ -8,7 +8,7 @@ import {
   opensCommitment,
   reasonCommitment,
   type ReasonOpening,
-} from '../../core/reason-commitment';
+} from '../../core/audit/reason-commitment';
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 

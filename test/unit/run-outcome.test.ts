@@ -1,4 +1,4 @@
-import { finalStateOf } from '../../core/run-outcome';
+import { finalStateOf } from '../../core/runs/run-outcome';
 
 test('a clean exit succeeds', () => {
   expect(finalStateOf({ kind: 'exited', exitCode: 0, signal: null }, null)).toEqual({ status: 'succeeded', error: null, exit_code: 0 });

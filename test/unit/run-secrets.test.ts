@@ -1,5 +1,5 @@
-import { carriedSecrets, knownSecretValues, openRunSecrets, RunSecretsError, sealRunSecrets } from '../../core/run-secrets';
-import { createSealer } from '../../core/seal';
+import { carriedSecrets, knownSecretValues, openRunSecrets, RunSecretsError, sealRunSecrets } from '../../core/runs/run-secrets';
+import { createSealer } from '../../core/credentials/seal';
 import { DomainError } from '../../core/errors';
 
 const sealer = createSealer({ key: 'a-test-key-that-is-long-enough-1234', salt: 'a-test-salt-12345' });

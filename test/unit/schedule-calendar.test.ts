@@ -1,6 +1,6 @@
 import { cpuTimed } from '../support/cpu-time';
 import { RRule } from 'rrule';
-import { CalendarError, canonicalZone, scheduleCalendar, type CalendarRule, type SpringForward } from '../../core/schedule-calendar';
+import { CalendarError, canonicalZone, scheduleCalendar, type CalendarRule, type SpringForward } from '../../core/schedules/schedule-calendar';
 
 const fires = (rule: CalendarRule, after: string, count = 3, fallback = 'UTC') =>
   scheduleCalendar(rule, fallback)

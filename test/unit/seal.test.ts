@@ -6,7 +6,7 @@ import {
   SealError,
   sealedKeyId,
   sealerFromEnvironment,
-} from '../../core/seal';
+} from '../../core/credentials/seal';
 
 // Fixtures only: shaped like real settings, never used anywhere else.
 const KEY = 'k3y-material-for-unit-tests-0123456789abcdef';

@@ -8,7 +8,7 @@ import {
   signDocument,
   verifyDocument,
   type SigningKey,
-} from '../../core/signing';
+} from '../../core/audit/signing';
 
 // Tokens below are forged with node:crypto, not with the code under test, so a verifier that
 // merely agrees with its own signer cannot pass.

@@ -12,7 +12,7 @@ import {
   SurveyError,
   requireStoredPatterns,
   unansweredRequired,
-} from '../../core/survey';
+} from '../../core/runs/survey';
 
 const MISSING = Symbol('missing');
 

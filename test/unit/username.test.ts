@@ -1,4 +1,4 @@
-import { foldUsername, mixedScripts, usernameKey } from '../../core/username';
+import { foldUsername, mixedScripts, usernameKey } from '../../core/access/username';
 
 const same = (a: string, b: string) => expect(usernameKey(a)).toBe(usernameKey(b));
 const distinct = (a: string, b: string) => expect(usernameKey(a)).not.toBe(usernameKey(b));

@@ -9,7 +9,7 @@ import {
   newSigningSecret,
   pushExtraVars,
   readDelivery,
-} from '../../core/webhooks';
+} from '../../core/schedules/webhooks';
 import { loggablePath } from '../../api/hook-path';
 import { bitbucketPush, forgeHeaders, giteaPush, githubPush, gitlabPush, hmacHex, SAMPLE_PUSH, SAMPLE_PUSH_VARS } from '../support/forge-deliveries';
 

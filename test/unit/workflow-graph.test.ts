@@ -8,7 +8,7 @@ import {
   WorkflowGraphError,
   type StepDefinition,
   type StepState,
-} from '../../core/workflow-graph';
+} from '../../core/runs/workflow-graph';
 
 const run = (name: string, depends_on: string[] = []): StepDefinition => ({ name, type: 'run', depends_on, tool: 'bash', command: 'true' });
 const approval = (name: string, depends_on: string[] = [], if_denied?: string): StepDefinition => ({

@@ -1,0 +1,238 @@
+import { entrySecretContext } from '../../core/credentials/seal-contexts';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import {
+  attachmentEventOf,
+  deafnessOf,
+  hearsHolds,
+  isAlertEvent,
+  isFailureStatus,
+  type AnnouncedEvent,
+  type AttachmentEvent,
+  type StoredEntry,
+} from '../../core/notifications/notification-kinds';
+import { announcementOf } from '../../core/notifications/notification-messages';
+import type { Run } from '../../core/runs/run';
+import {
+  claimOwedEventsUpTo,
+  getRunEvent,
+  insertDeliveries,
+  settleEvent,
+  targetsHearing,
+  templateExists,
+  type NewDelivery,
+} from '../../store/notifications';
+import { oweEffects } from '../../store/outbox';
+import { getRun } from '../../store/runs';
+import { getTemplate } from '../../store/templates';
+import { notifyTaskQueue } from '../../workflows/ids';
+import { deliveryQueued, NOTIFY_WORKFLOW, notifyWorkflowId, type NotifyWorkflowInput } from '../../workflows/definitions';
+import type { ServerContext } from '../context';
+import { carryOut } from '../effects';
+import { sendAnnouncement, type Destination } from './notification-senders';
+import { notSentBecause } from './notifications';
+
+/**
+ * Records the events runs owe their notification targets (spec part B 6.1-6.3) and hands their
+ * deliveries to Temporal. A run's start, hold and end are marked owed by the write that makes them
+ * (store/runs.ts updateRunIf, store/notifications.ts markOwed), with an `event.record` effect in
+ * the outbox (services/outbox.ts): at commit a dispatcher records the event and every one of the
+ * run's events still owed before it, in event order, in one transaction: one delivery per target
+ * that hears each, and each marked recorded. An event recorded late (its first dispatcher lost) is
+ * recorded skipped with why when the run had moved past it. Deliveries then go out through one
+ * `notifyWorkflow` per target, handed to it by a `delivery.hand_off` effect; the run's own entries
+ * and the server-wide channels are sent directly, best effort, by the server that recorded the event.
+ */
+
+/** A write the database refuses for a moment is asked again for this long (spec part B 6.3 rule 2). */
+const RECORD_RETRY_MS = 5000;
+/** An owed event recorded later than this after it was owed is checked for having been overtaken (spec part B 6.3 rule 5). */
+export const OWED_GRACE_SECONDS = 2;
+
+/** Why an owed event is no longer worth sending when the sweep finds it (spec part B 6.3 rule 5). */
+async function movedPast(ctx: ServerContext, run: Run, event: AnnouncedEvent, body: Record<string, unknown>): Promise<string | undefined> {
+  switch (event) {
+    case 'run.started':
+      return run.finished_at ? `not sent: the run had already ended, ${run.status}, before its start could be announced` : undefined;
+    case 'run.held':
+      return run.status !== 'held' ? `not sent: the run was no longer held (${run.status}) when its hold could be announced` : undefined;
+    case 'workflow.step_awaiting_approval': {
+      const step = body.awaiting_step as { id: string; name: string } | undefined;
+      const stepRun = step ? await getRun(ctx.sql, step.id) : undefined;
+      return stepRun?.status !== 'held' ? `not sent: approval step ${step?.name ?? '?'} had already been decided before it could be announced` : undefined;
+    }
+    case 'run.finished':
+    case 'run.needs_attention':
+      return undefined;
+  }
+}
+
+async function withRetries<T>(work: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + RECORD_RETRY_MS;
+  for (let wait = 100; ; wait = Math.min(wait * 2, 1000)) {
+    try {
+      return await work();
+    } catch (err) {
+      if (Date.now() + wait > deadline) throw err;
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+/**
+ * Records a run's events owed up to `seq`, in event order, in one transaction: each one's
+ * deliveries queued (or skipped with why) and the event marked recorded, and the hand-off of the
+ * deliveries owed; then the hand-offs made and the direct channels told. An event another server
+ * recorded meanwhile is passed over. With `late`, an event the run has moved past is recorded
+ * skipped instead.
+ */
+export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
+  const recorded = await withRetries(() =>
+    ctx.sql.begin(async (tx) => {
+      const owed = await claimOwedEventsUpTo(tx, runId, seq);
+      if (owed.length === 0) return undefined;
+      const run = await getRun(tx, runId);
+      const events: { event: AnnouncedEvent; runEvent: { kind: string; body: Record<string, unknown>; at: Date } }[] = [];
+      const pending = new Set<string>();
+      for (const one of owed) {
+        const runEvent = run && (await getRunEvent(tx, runId, one.seq));
+        if (!run || !runEvent) {
+          await settleEvent(tx, runId, one.seq, 'skipped', 'not sent: the run or its event no longer exists');
+          continue;
+        }
+        const event = one.event as AnnouncedEvent;
+        const past = late ? await movedPast(ctx, run, event, runEvent.body) : undefined;
+        if (past) {
+          await settleEvent(tx, runId, one.seq, 'skipped', past);
+          continue;
+        }
+        if (run.template_id && !(await templateExists(tx, run.template_id))) {
+          ctx.logger.warn({ runId, templateId: run.template_id, event }, 'the template this run came from no longer exists; its notification targets were passed over');
+        }
+        const targets = await targetsHearing(tx, run, attachmentEventOf(event, run.status));
+        const rows: NewDelivery[] = targets.map((target) => {
+          const why = notSentBecause(target, event, run.status);
+          return { target_id: target.id, run_id: runId, seq: one.seq, event, status: why ? 'skipped' : 'pending', reason: why ?? null };
+        });
+        await insertDeliveries(tx, rows);
+        await settleEvent(tx, runId, one.seq, 'recorded', null);
+        for (const row of rows) if (row.status === 'pending') pending.add(row.target_id);
+        events.push({ event, runEvent });
+      }
+      const targets = [...pending];
+      const handOffs = await oweEffects(tx, targets.map((target) => ({ effect: 'delivery.hand_off', subject: target, payload: { run_id: runId } })), true);
+      return { run: run!, events, targets, handOffs };
+    }),
+  );
+  if (!recorded) return;
+  await carryOut(ctx, recorded.handOffs, 'handing notification deliveries to Temporal', async () => {
+    await Promise.all(recorded.targets.map((targetId) => handOffDelivery(ctx, targetId, [runId])));
+  });
+  for (const { event, runEvent } of recorded.events) {
+    announceDirect(ctx, recorded.run, event, runEvent).catch((err) => ctx.logger.warn({ runId, err: (err as Error).message }, 'direct notifications could not be sent'));
+  }
+}
+
+/** Hand-offs being sent, by server and target: runs queued meanwhile go out together in the next signal. */
+const handOffs = new WeakMap<ServerContext, Map<string, { runs: Set<string>; sending: Promise<void> }>>();
+
+/**
+ * Starts the target's delivery workflow, or tells the one running of the runs' deliveries. While
+ * a signal to a target is on its way, later runs wait and go together in the next one, so a burst
+ * of events costs a few signals, not one each. A failure rejects: the `delivery.hand_off` effects
+ * stay owed and the outbox dispatcher repeats them.
+ */
+export function handOffDelivery(ctx: ServerContext, targetId: string, runIds: string[]): Promise<void> {
+  let byTarget = handOffs.get(ctx);
+  if (!byTarget) handOffs.set(ctx, (byTarget = new Map()));
+  const queued = byTarget.get(targetId);
+  if (queued) {
+    for (const runId of runIds) queued.runs.add(runId);
+    return queued.sending;
+  }
+  const entry = { runs: new Set(runIds), sending: Promise.resolve() };
+  byTarget.set(targetId, entry);
+  const targets = byTarget;
+  entry.sending = (async () => {
+    try {
+      while (entry.runs.size > 0) {
+        const runs = [...entry.runs];
+        entry.runs.clear();
+        await signalDeliveries(ctx, targetId, runs);
+      }
+    } finally {
+      targets.delete(targetId);
+    }
+  })();
+  return entry.sending;
+}
+
+async function signalDeliveries(ctx: ServerContext, targetId: string, runIds: string[]): Promise<void> {
+  const input: NotifyWorkflowInput = { targetId, retryBaseMs: ctx.notificationRetryBaseMs };
+  try {
+    await ctx.temporal.workflow.signalWithStart(NOTIFY_WORKFLOW, {
+      workflowId: notifyWorkflowId(targetId),
+      taskQueue: notifyTaskQueue(ctx.config.poolQueue),
+      args: [input],
+      signal: deliveryQueued,
+      signalArgs: [runIds],
+      // A target's workflow closes when idle; a later delivery starts a new one.
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+}
+
+/** Which of the run's own entries and the template's hear this event (spec part A 2.11 rule 1, part B 6.2 rules 5 and 8). */
+function entryHears(entry: StoredEntry, event: AnnouncedEvent, status: string): boolean {
+  if (event === 'run.started') return false;
+  // A run's own incident, annotation and sms entries hear neither holds nor alerts (spec part B 6.2 rule 5).
+  if (isAlertEvent(event) && !hearsHolds(entry.kind)) return false;
+  if (entry.on_failure && !(event === 'run.finished' && isFailureStatus(status))) return false;
+  return deafnessOf(entry.kind, event, status) === undefined;
+}
+
+/**
+ * Direct, best-effort delivery beside targets (spec part B 6.2 rule 8): the run's own
+ * `notifications`, its template's, and the server-wide `--notify-<kind>` channels for the events
+ * `--notify-on` names. One attempt each, no record; a failure is logged without its destination.
+ */
+async function announceDirect(ctx: ServerContext, run: Run, event: AnnouncedEvent, runEvent: { kind: string; body: Record<string, unknown>; at: Date }): Promise<void> {
+  const destinations: Destination[] = [];
+  const open = (entries: StoredEntry[], ownerId: string) => {
+    for (const entry of entries) {
+      if (!entryHears(entry, event, run.status)) continue;
+      try {
+        const context = entrySecretContext(ownerId);
+        destinations.push({
+          kind: entry.kind,
+          ...(entry.url_sealed ? { url: ctx.sealer!.open(entry.url_sealed, context) } : {}),
+          ...(entry.key_sealed ? { key: ctx.sealer!.open(entry.key_sealed, context) } : {}),
+          ...(entry.to ? { to: entry.to } : {}),
+        });
+      } catch {
+        ctx.logger.warn({ runId: run.id, ownerId, kind: entry.kind }, 'a notification entry could not be opened with this server\'s encryption key; it was not sent');
+      }
+    }
+  };
+  open((run.notifications ?? []) as StoredEntry[], run.id);
+  if (run.template_id) {
+    const template = await getTemplate(ctx.sql, run.template_id);
+    if (template) open(template.notifications as StoredEntry[], template.id);
+  }
+  const heard: AttachmentEvent = attachmentEventOf(event, run.status);
+  // An alert is emailed whatever --notify-on says (spec part B 6.2 rule 8).
+  const alertMail = isAlertEvent(event);
+  for (const channel of ctx.config.delivery.channels) {
+    if (!ctx.config.delivery.notifyOn.includes(heard) && !(alertMail && channel.kind === 'email')) continue;
+    if (!deafnessOf(channel.kind, event, run.status)) destinations.push(channel);
+  }
+  if (destinations.length === 0) return;
+  const announcement = announcementOf(runEvent);
+  await Promise.all(
+    destinations.map(async (destination) => {
+      const result = await sendAnnouncement(ctx.config.delivery, destination, announcement);
+      if (!result.ok) ctx.logger.warn({ runId: run.id, kind: destination.kind, event, reason: result.reason }, 'a direct notification was not delivered');
+    }),
+  );
+}

@@ -1,0 +1,530 @@
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { DomainError, badRequest, conflict, forbidden, notFound } from '../../core/errors';
+import { hostPatternFault } from '../../core/ansible/ansible-spec';
+import { newId } from '../../core/ids';
+import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../../core/runs/run-secrets';
+import { featureRefusal, tierAllows, type Tier } from '../../core/access/license';
+import { combineVerdicts, judgeSubmission, type GateVerdict } from '../../core/runs/policy-gate';
+import type { StepDefinition } from '../../core/runs/workflow-graph';
+import { runView } from '../../core/runs/run-view';
+import { stateDigest } from '../../core/runs/state-digest';
+import { isUniqueViolation } from '../../store/db';
+import { appendEvent } from '../../store/events';
+import { findRunByIdempotencyKey, getRun, SOURCE_KEYED, type IdempotencyScope, type SourceKeyed, getRunForUpdate, insertRunWithEvent, markCancelRequested, listChildRuns, markWorkflowStarted, type NewRun } from '../../store/runs';
+import { listPolicies } from '../../store/policies';
+import { markOwed } from '../../store/notifications';
+import { oweEffects } from '../../store/outbox';
+import { carryOut } from '../effects';
+import { storedEntries, withholdEntrySecrets, type EntryInput } from '../notifications/notifications';
+import { actorKindOf, type Caller } from '../../store/tokens';
+import { environmentFault } from '../../tools/extra-vars';
+import { requireRunnableTool } from '../../tools/registry';
+import { requireQueueUse, requireRunAccess } from '../access/access';
+import { hostsToRelaunch, limitOf } from '../ansible/host-results';
+import { requireInventoryExists, requireInventoryUse } from '../ansible/inventories';
+import { requireComposedInputs } from '../ansible/composed-inventories';
+import { getProject } from '../../store/projects';
+import { getInventoryHosts } from '../../store/inventories';
+import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from '../audit/audit';
+import { requireCredentialsReady, requireCredentialsUsable, rerunCredentials } from '../credentials';
+import { executionTaskQueue, runWorkflowId } from '../../workflows/ids';
+import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../../workflows/definitions';
+import type { ServerContext } from '../context';
+import { endUnrunChildren, recordRunEnd } from './run-lifecycle';
+import { PARENT_KINDS, type Run, type RunSourceKind, type RunSpec } from '../../core/runs/run';
+
+export interface RunRequest {
+  /** For a parent, `pipeline` or `workflow`, or a split's tool. */
+  tool: string;
+  spec: RunSpec;
+  queue: string;
+  /** Seconds; zero or absent takes the server's --run-timeout. A parent's steps each carry it. */
+  timeout?: number;
+  rerunOf?: string;
+  /** What starts the run; absent is the API (a person or an agent). A rerun's source is its original. */
+  source?: { kind: RunSourceKind; id: string };
+  /** Absent for a plain run. A parent's children are its `steps` (a split's are its shards). */
+  kind?: 'run' | ParentKind;
+  steps?: StepDefinition[];
+  templateId?: string;
+  /**
+   * Secret values by var (secret survey answers), in clear: never stored, logged or shown. Sealed
+   * to the run and to each child that runs a tool (core/run-secrets.ts); the tool receives them
+   * as extra vars at execution. The audit entry names the vars, never the values.
+   */
+  secrets?: Record<string, string>;
+  /** The run's own notification entries, secrets in clear as sent (sealed to the run when stored). */
+  notifications?: EntryInput[];
+  /**
+   * Credential ids the run (and each step or shard of it that runs a tool) is given, opened and
+   * injected at execution. submitRun checks each is ready (services/credentials.ts
+   * requireCredentialsReady) and, for a run named directly (not a template's or a rerun's, whose
+   * own paths check them), that the caller may use each.
+   */
+  credentials?: string[];
+  /** Where `credentials` came from in the request, for a refusal's field (`credentials`, `run.credentials`). */
+  credentialsField?: string;
+}
+
+type ParentKind = 'pipeline' | 'workflow' | 'split';
+
+/** A child run to record under a parent: a step, an approval step or a shard. */
+interface ChildPlan {
+  step: StepDefinition;
+  index: number;
+  tool: string;
+  spec: RunSpec;
+}
+
+/** What each step of a parent runs: its own tool and command, with the parent's extra vars under its own. */
+function childPlans(request: RunRequest): ChildPlan[] {
+  return (request.steps ?? []).map((step, index) => {
+    if (step.type === 'approval') return { step, index, tool: 'approval', spec: { command: step.description ?? '', extra_vars: {} } };
+    const spec: RunSpec = {
+      command: step.command ?? '',
+      extra_vars: { ...request.spec.extra_vars, ...(step.extra_vars ?? {}) },
+      ...(step.shard ? { shard: step.shard } : {}),
+      // A split's shards work in the same project commit as the split (spec part A 4.5).
+      ...(step.shard && request.spec.project ? { project: request.spec.project } : {}),
+      ...(request.spec.dry_run ? { dry_run: true as const } : {}),
+    };
+    return { step, index, tool: step.tool ?? request.tool, spec };
+  });
+}
+
+/** Named queues are served only by workers, and every worker is Team tier. */
+export function requireQueueAllowed(queue: string, tier: Tier): void {
+  if (queue !== '' && !tierAllows(tier, 'named_queue')) {
+    throw forbidden(featureRefusal('named_queue', tier), { feature: 'named_queue', field: 'queue', tier });
+  }
+}
+
+/** What a submission executes: the run itself, or each step or shard that runs a tool. */
+interface Execution {
+  tool: string;
+  spec: RunSpec;
+  /** The step or shard's name, for a child. */
+  step?: string;
+}
+
+function executionsOf(request: RunRequest, children: ChildPlan[]): Execution[] {
+  if (!request.steps) return [{ tool: request.tool, spec: request.spec }];
+  return children.filter((c) => c.step.type !== 'approval').map((c) => ({ tool: c.tool, spec: c.spec, step: c.step.name }));
+}
+
+/**
+ * Every execution's tool must be able to start with the environment its extra vars (and secrets)
+ * make: a run that would fail with `spawn E2BIG` is refused now, naming the field, rather than
+ * accepted and failed.
+ */
+async function requireStartable(executions: Execution[], secrets: Record<string, string> | undefined): Promise<void> {
+  for (const execution of executions) {
+    const tool = await requireRunnableTool(execution.tool);
+    const spec = secrets ? { ...execution.spec, extra_vars: { ...execution.spec.extra_vars, ...secrets } } : execution.spec;
+    const invocation = tool.invocation(spec);
+    const fault = environmentFault(invocation.env, invocation.argv);
+    if (fault) throw badRequest(execution.step ? `step ${execution.step}: ${fault.message}` : fault.message, { field: fault.field });
+  }
+}
+
+/**
+ * The approval gate's verdict on a submission (spec part A 2.10, 4.17), judged before it is
+ * recorded: a plain run on its own, a parent on every step that runs a tool.
+ */
+async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, executions: Execution[]): Promise<GateVerdict> {
+  const policies = await listPolicies(ctx.sql);
+  const verdicts: GateVerdict[] = [];
+  for (const { tool: name, spec } of executions) {
+    const tool = await requireRunnableTool(name);
+    const dryRun = spec.dry_run === true;
+    verdicts.push(
+      judgeSubmission(
+        {
+          tool: name,
+          command: spec.command,
+          inventory_id: spec.inventory_id ?? null,
+          queue: request.queue,
+          actor: caller.token.name,
+          account: caller.account.username,
+          actor_kind: actorKindOf(caller),
+          dry_run: dryRun,
+          dry_run_change_free: dryRun && tool.dryRunChangeFree,
+        },
+        policies,
+      ),
+    );
+  }
+  return combineVerdicts(verdicts);
+}
+
+/**
+ * The one way a run comes to exist: checked, judged by the approval gate, recorded with its events
+ * and its chain entry in one transaction, then handed to Temporal unless it is held. If the
+ * hand-off fails the sweeper finishes it, so nothing is lost. A repeat with the same
+ * Idempotency-Key by the same account (for a schedule's fire or a trigger's delivery: from the
+ * same source) returns the original run and records nothing.
+ */
+/**
+ * A limit reaches here from a body (checked there too), a template saved before the rule, a stored
+ * run repeated, or a provisioning callback's host name: none may make Ansible read a file
+ * (core/ansible-spec.ts). A stored one is a configuration that cannot start: 409 naming `limit`.
+ */
+function requireHostPatterns(executions: { spec: RunSpec }[]): void {
+  for (const { spec } of executions) {
+    const fault = spec.limit === undefined ? undefined : hostPatternFault(spec.limit);
+    if (fault) throw conflict(`limit ${fault}`, { field: 'limit' });
+  }
+}
+
+/** A schedule's fire and a trigger's delivery are keyed by their source; everything else by the caller's account. */
+function idempotencyScope(caller: Caller, request: RunRequest): IdempotencyScope {
+  const source = request.source;
+  return source && (SOURCE_KEYED as readonly string[]).includes(source.kind) ? { source: { kind: source.kind as SourceKeyed, id: source.id } } : { accountId: caller.account.id };
+}
+
+export async function submitRun(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  request: RunRequest,
+  idempotencyKey?: string,
+): Promise<{ run: Run; created: boolean }> {
+  const keyScope = idempotencyScope(caller, request);
+  if (idempotencyKey) {
+    const existing = await findRunByIdempotencyKey(ctx.sql, keyScope, idempotencyKey);
+    if (existing) return { run: existing, created: false };
+  }
+  requireQueueAllowed(request.queue, ctx.licensing.tier);
+  await requireQueueUse(ctx.sql, caller, request.queue);
+  // A template's credentials were checked when it was saved and its picked ones at launch; a rerun's by rerunCredentials.
+  if (!request.templateId && !request.rerunOf) await requireCredentialsUsable(ctx.sql, caller, request.credentials ?? [], request.credentialsField ?? 'credentials');
+  await requireCredentialsReady(ctx, request.credentials ?? []);
+  const secretVars = Object.keys(request.secrets ?? {}).sort();
+  if (secretVars.length && !ctx.sealer) throw encryptionKeyRequired('the secret value', secretVars);
+  const children = childPlans(request);
+  const executions = executionsOf(request, children);
+  await requireStartable(executions, request.secrets);
+  requireHostPatterns(executions);
+  // A stored inventory a run names needs the use grant on it (400 naming the field when unreadable);
+  // a template's was checked when the template was saved, and launching it needs use on the template.
+  // A template whose inventory is gone cannot launch: a configuration error (spec part B 7.3).
+  for (const inventoryId of new Set(executions.map((e) => e.spec.inventory_id).filter((id): id is string => !!id))) {
+    if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId);
+    else await requireInventoryUse(ctx.sql, caller, inventoryId);
+    // A smart or constructed one whose input is gone cannot resolve: 409 naming it (spec part B 7.3).
+    const named = await getInventoryHosts(ctx.sql, inventoryId);
+    if (named) await requireComposedInputs(ctx.sql, named);
+  }
+  const verdict = await judge(ctx, caller, request, executions);
+  if (verdict.verdict === 'deny') {
+    throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
+  }
+  const hold = verdict.verdict === 'hold' ? verdict.hold : null;
+  const timeoutSeconds = request.timeout && request.timeout > 0 ? request.timeout : ctx.config.runTimeout;
+  const kind = request.kind ?? 'run';
+  const requester = {
+    requested_by: caller.account.username,
+    account_id: caller.account.id,
+    token_id: caller.token.id,
+    actor_kind: actorKindOf(caller),
+    queue: request.queue,
+    timeout_seconds: timeoutSeconds,
+    template_id: request.templateId ?? null,
+    source_kind: request.source?.kind ?? (request.rerunOf ? 'rerun' : 'api'),
+    source_id: request.source?.id ?? request.rerunOf ?? null,
+  };
+
+  const digested = request.steps ? { ...request.spec, steps: request.steps } : request.spec;
+  const parentId = newId('run');
+  withholdEntrySecrets(origin, request.notifications?.length ?? 0);
+  const notifications = request.notifications?.length ? await storedEntries(ctx, parentId, request.notifications) : [];
+  const parentDigest = stateDigest({ tool: request.tool, spec: digested, queue: request.queue, timeout_seconds: timeoutSeconds });
+  const parent: NewRun = {
+    ...requester,
+    id: parentId,
+    kind,
+    tool: request.tool,
+    status: hold ? 'held' : 'pending',
+    spec: request.spec,
+    graph: request.steps ?? null,
+    rerun_of: request.rerunOf ?? null,
+    idempotency_key: idempotencyKey ?? null,
+    hold,
+    state_digest: parentDigest,
+    sealed_vars: sealRunSecrets(ctx.sealer, parentId, parentDigest, request.secrets),
+    notifications,
+    credentials: request.credentials ?? [],
+  };
+  const created = { kind: 'run.created', body: (row: Run) => ({ run: runView(row, 'preview') }) };
+  const submitted = (row: Run): EntryDraft => ({
+    id: newId('aud'),
+    run_id: row.id,
+    body: {
+      kind: 'run.submitted',
+      run_id: row.id,
+      run_kind: row.kind,
+      tool: row.tool,
+      status: row.status,
+      state_digest: row.state_digest,
+      actor_kind: row.actor_kind,
+      rerun_of: row.rerun_of,
+      template_id: row.template_id,
+      source: { kind: row.source_kind, id: row.source_id },
+      // Names only: a secret's value never enters the chain.
+      ...(secretVars.length ? { secret_vars: secretVars } : {}),
+      ...(request.credentials?.length ? { credentials: request.credentials } : {}),
+      hold,
+      exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
+    },
+  });
+
+  let run: Run;
+  try {
+    if (children.length === 0 && !hold) {
+      // The common case, one run to start now: the run, its event and its chain entry in one statement.
+      run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)), [{ effect: 'run.start', subject: parent.id }]);
+    } else {
+      run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+        const inserted = await insertRunWithEvent(tx, parent, created);
+        if (hold) {
+          // The hold is owed to the run's notification targets from the transaction that makes it.
+          const seq = await appendEvent(tx, inserted.id, 'run.held', { run: runView(inserted, 'preview'), blocker: 'approval_needed', hold });
+          await markOwed(tx, inserted.id, seq, 'run.held');
+        }
+        for (const child of children) {
+          const childId = newId('run');
+          const childDigest = stateDigest({ tool: child.tool, spec: child.spec, queue: request.queue, timeout_seconds: timeoutSeconds });
+          await insertRunWithEvent(
+            tx,
+            {
+              ...requester,
+              id: childId,
+              kind: child.step.type === 'approval' ? 'approval' : kind === 'split' ? 'shard' : 'step',
+              tool: child.tool,
+              status: 'pending',
+              spec: child.spec,
+              parent_run_id: inserted.id,
+              step_name: child.step.name,
+              step_index: child.index,
+              rerun_of: null,
+              idempotency_key: null,
+              hold: null,
+              state_digest: childDigest,
+              // Every step and shard that runs a tool receives the secrets; an approval step runs nothing.
+              sealed_vars: child.step.type === 'approval' ? null : sealRunSecrets(ctx.sealer, childId, childDigest, request.secrets),
+              // And the credentials, likewise.
+              credentials: child.step.type === 'approval' ? [] : (request.credentials ?? []),
+            },
+            created,
+          );
+        }
+        Object.assign(entry, submitted(inserted));
+        // A run released at once owes its workflow's start (the pipeline's or split's: it starts its steps).
+        return { ...inserted, owed_effects: hold ? [] : await oweEffects(tx, [{ effect: 'run.start', subject: inserted.id }], true) };
+      });
+    }
+  } catch (err) {
+    if (idempotencyKey && isUniqueViolation(err)) {
+      const existing = await findRunByIdempotencyKey(ctx.sql, keyScope, idempotencyKey);
+      if (existing) return { run: existing, created: false };
+    }
+    throw err;
+  }
+  ctx.metrics.runsSubmitted.inc({ tool: run.tool });
+  const { owed_effects: effects, ...submittedRun } = run as Run & { owed_effects?: string[] };
+  await carryOut(ctx, effects ?? [], 'starting the run workflow', () => startRunWorkflow(ctx, submittedRun));
+  return { run: submittedRun, created: true };
+}
+
+/**
+ * Starts the run's workflow on the pool queue, its tool routed to the run's queue. Workflow id =
+ * run id, with both id policies set explicitly: starting a workflow that is still running returns
+ * the running one (`USE_EXISTING`), and a workflow that has finished is never started again for
+ * the same run (`REJECT_DUPLICATE`, answered with WorkflowExecutionAlreadyStartedError). Either way
+ * the repeat is harmless: the `run.start` effect (store/outbox.ts) is carried out at least once.
+ */
+export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<void> {
+  if (ctx.faults.fire('workflow-start-once')) throw new Error('injected fault: workflow start failed');
+  const once = {
+    workflowId: runWorkflowId(run.id),
+    taskQueue: ctx.config.poolQueue,
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  } as const;
+  const executionQueue = executionTaskQueue(ctx.config.poolQueue, run.queue);
+  try {
+    if (PARENT_KINDS.includes(run.kind)) {
+      // A parent runs its children; each child carries the parent's timeout and queue as its own.
+      await ctx.temporal.workflow.start<(input: GraphWorkflowInput) => Promise<void>>(GRAPH_WORKFLOW, {
+        ...once,
+        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue }],
+      });
+    } else {
+      await ctx.temporal.workflow.start<(input: RunWorkflowInput) => Promise<void>>(RUN_WORKFLOW, {
+        ...once,
+        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue }],
+      });
+    }
+  } catch (err) {
+    // The workflow ran and finished: it is not started again.
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  await markWorkflowStarted(ctx.sql, run.id);
+}
+
+/**
+ * Records the cancel with the `run.cancel` effect it owes, then cancels the workflow, whose
+ * activity kills the tool's process group and whose final write marks the run canceled. A run with
+ * no workflow (held, not started yet, or gone) is ended here directly. The outbox dispatcher
+ * repeats the Temporal half if this server dies first.
+ */
+export async function cancelRun(ctx: ServerContext, caller: Caller, origin: AuditOrigin, runId: string): Promise<Run> {
+  const { effects } = await recordMutation(ctx.sql, origin, 202, async (tx, entry) => {
+    const current = await getRunForUpdate(tx, runId);
+    if (!current) throw notFound(`run ${runId}`);
+    await requireRunAccess(tx, caller, current, 'cancel');
+    if (current.finished_at) throw conflict(`run ${runId} has already ended (${current.status})`, { status: current.status });
+    // A second cancel of a run still ending changes nothing and is not recorded again; the first's effect is still owed.
+    if (current.cancel_requested_at) return unchanged({ effects: [] as string[] });
+    await markCancelRequested(tx, runId, caller.account.username);
+    await appendEvent(tx, runId, 'run.cancel_requested', { by: caller.account.username });
+    entry.run_id = runId;
+    entry.body = { kind: 'run.cancel_requested', run_id: runId, status: current.status };
+    return { effects: await oweEffects(tx, [{ effect: 'run.cancel', subject: runId }], true) };
+  });
+  await carryOut(ctx, effects, 'cancelling the run workflow', () => deliverCancel(ctx, runId));
+  return waitForEnd(ctx, runId, 3000);
+}
+
+/**
+ * The Temporal half of a cancel; safe to repeat. The workflow is cancelled if there is one (its
+ * activity ends the tool; its end records `canceled`); a run with none (held, not started yet, or
+ * its workflow gone) is ended here, with any steps it never ran. A workflow started after this
+ * finds its run ended and executes nothing.
+ */
+export async function deliverCancel(ctx: ServerContext, runId: string): Promise<void> {
+  const run = await getRun(ctx.sql, runId);
+  if (!run || run.finished_at) return;
+  try {
+    await ctx.temporal.workflow.getHandle(runWorkflowId(run.id)).cancel();
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    await endUnrunChildren(ctx.sql, run.id, 'not run: canceled before it started');
+    await recordRunEnd(ctx.sql, run.id, { kind: 'canceled' });
+  }
+}
+
+/** The run once it has ended, or as it stands when the wait runs out. */
+export async function waitForEnd(ctx: ServerContext, runId: string, timeoutMs: number): Promise<Run> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const run = await getRun(ctx.sql, runId);
+    if (!run) throw notFound(`run ${runId}`);
+    if (run.finished_at || Date.now() >= deadline) return run;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** What a run was asked to do, so a rerun or retry submits the same again. */
+function requestOf(original: Run): RunRequest {
+  return {
+    tool: original.tool,
+    spec: original.spec,
+    queue: original.queue,
+    timeout: original.timeout_seconds,
+    rerunOf: original.id,
+    kind: original.kind === 'run' ? undefined : (original.kind as ParentKind),
+    steps: PARENT_KINDS.includes(original.kind) ? (original.graph as StepDefinition[]) : undefined,
+    templateId: original.template_id ?? undefined,
+  };
+}
+
+/** The run to rerun or retry: one the caller may rerun (services/access.ts), that has ended and is not a step. */
+async function requireFinished(ctx: ServerContext, caller: Caller, runId: string, what: string): Promise<Run> {
+  const original = await getRun(ctx.sql, runId);
+  if (!original) throw notFound(`run ${runId}`);
+  await requireRunAccess(ctx.sql, caller, original, 'rerun');
+  if (!original.finished_at) throw conflict(`run ${runId} has not ended yet (${original.status}); ${what} a finished run`);
+  if (original.parent_run_id) throw conflict(`run ${runId} is a step of run ${original.parent_run_id}; ${what} that run instead`);
+  return original;
+}
+
+/** A fresh run with this run's execution settings (a parent with all its steps); the original stays as it was. */
+export async function rerunRun(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  runId: string,
+  idempotencyKey?: string,
+): Promise<Run> {
+  const original = await requireFinished(ctx, caller, runId, 'rerun');
+  return resubmit(ctx, caller, origin, { ...requestOf(original), secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
+}
+
+/** A new split from only the shards of a finished split that did not succeed; the original stays as it was. */
+export async function retryRun(ctx: ServerContext, caller: Caller, origin: AuditOrigin, runId: string, idempotencyKey?: string): Promise<Run> {
+  const original = await requireFinished(ctx, caller, runId, 'retry');
+  if (original.kind !== 'split') {
+    throw conflict(`run ${runId} is not a split; retry makes a new split from failed shards, and rerun repeats any run`, { kind: original.kind });
+  }
+  const shards = await listChildRuns(ctx.sql, original.id);
+  const failed = (original.graph as StepDefinition[]).filter((step) => shards.find((s) => s.step_name === step.name)?.status !== 'succeeded');
+  if (failed.length === 0) throw conflict(`every shard of run ${runId} succeeded; there is nothing to retry`);
+  return resubmit(ctx, caller, origin, { ...requestOf(original), steps: failed, secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
+}
+
+/**
+ * A rerun, retry or relaunch repeats the original's project and stored inventory: when either has
+ * since been deleted it cannot run, a configuration error answered 409 naming what is missing
+ * (spec part B 7.3) rather than a run that fails as it starts.
+ */
+async function requireStillPresent(ctx: ServerContext, runId: string, spec: RunSpec): Promise<void> {
+  const missing: { kind: 'project' | 'inventory'; id: string }[] = [];
+  if (spec.project && !(await getProject(ctx.sql, spec.project.id))) missing.push({ kind: 'project', id: spec.project.id });
+  const inventory = spec.inventory_id ? await getInventoryHosts(ctx.sql, spec.inventory_id) : undefined;
+  if (spec.inventory_id && !inventory) missing.push({ kind: 'inventory', id: spec.inventory_id });
+  if (missing.length === 0) {
+    if (inventory) await requireComposedInputs(ctx.sql, inventory);
+    return;
+  }
+  const names = missing.map((m) => `${m.kind} ${m.id}`).join(' and its ');
+  throw conflict(`run ${runId} cannot run again: its ${names} no longer ${missing.length === 1 ? 'exists' : 'exist'}`, { missing });
+}
+
+/**
+ * Submits a rerun or retry. Its request is the stored run's, not the caller's, so what submission
+ * refuses as a bad request (a tool this server no longer runs, an environment too large to start)
+ * is a configuration error of the original here: 409 with the whole reason (spec part B 7.3).
+ */
+/**
+ * A new ansible run limited to the hosts a finished run left failed or unreachable (spec part A
+ * 3.1, 4.1): the original's execution settings with `limit` naming exactly those hosts; the
+ * original never changes. 409 when it left none (or is not an ansible run).
+ */
+export async function relaunchFailedRun(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  runId: string,
+  idempotencyKey?: string,
+): Promise<Run> {
+  const original = await requireFinished(ctx, caller, runId, 'relaunch-failed');
+  const hosts = await hostsToRelaunch(ctx.sql, original);
+  const request = requestOf(original);
+  request.spec = { ...original.spec, limit: limitOf(hosts) };
+  return resubmit(ctx, caller, origin, { ...request, secrets: carriedSecrets(ctx.sealer, original) }, idempotencyKey);
+}
+
+async function resubmit(ctx: ServerContext, caller: Caller, origin: AuditOrigin, request: RunRequest, idempotencyKey?: string): Promise<Run> {
+  await requireStillPresent(ctx, request.rerunOf!, request.spec);
+  // The original's credentials go with it; one its template does not name needs use again.
+  const credentials = await rerunCredentials(ctx.sql, caller, request.rerunOf!, request.templateId ?? null);
+  if (credentials.length) request = { ...request, credentials };
+  try {
+    const { run } = await submitRun(ctx, caller, origin, request, idempotencyKey);
+    return run;
+  } catch (err) {
+    if (err instanceof DomainError && err.code === 'invalid') throw conflict(err.message, err.details);
+    throw err;
+  }
+}

@@ -1,0 +1,354 @@
+import { signingSecretContext } from '../../core/credentials/seal-contexts';
+import type { FollowerAction } from '../../core/access/access';
+import { DomainError, badRequest, conflict, notFound, statusOf } from '../../core/errors';
+import { newId } from '../../core/ids';
+import { encryptionKeyRequired, sealedValueFault } from '../../core/runs/run-secrets';
+import { hashBearerSecret } from '../../core/credentials/secrets';
+import { checkSignature, deliveryIdempotencyKey, deliveryIdOf, hasSignature, newHookToken, newSigningSecret, pushExtraVars, readDelivery, type DeliveryHeaders, type Push } from '../../core/schedules/webhooks';
+import { getTemplate } from '../../store/templates';
+import { actorKindOf, type Caller } from '../../store/tokens';
+import {
+  deleteTrigger,
+  findTriggerByTokenHash,
+  getTrigger,
+  getTriggerForUpdate,
+  insertTrigger,
+  recordDeliveryOutcome,
+  replaceTriggerSecret,
+  updateTriggerSettings,
+  type Trigger,
+} from '../../store/triggers';
+import { requireAccess, requireFollowerAccess } from '../access/access';
+import { recordMutation, unchanged, withholdFields, type AuditOrigin } from '../audit/audit';
+import type { ServerContext } from '../context';
+import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from '../runs/launch';
+
+/**
+ * Webhook triggers (spec part A 2.4 rules 5-6, 4.7; part B 5.1, 7.3, 8): a git push delivered to
+ * `POST /hooks/{token}` launches the trigger's template unattended, as the trigger's owner.
+ *
+ * The hook's path token is shown once, when the trigger is made, and kept only as its SHA-256.
+ * The signing secret is shown once, at creation and at each rotation, and kept only sealed under
+ * the install's encryption key, so making a trigger needs SERVICE_ENCRYPTION_KEY and
+ * SERVICE_ENCRYPTION_SALT. A secret the caller chooses is withheld from the request's fingerprint.
+ */
+
+/** A trigger write as parsed from its body. */
+export interface TriggerDraft {
+  name: string;
+  template_id: string;
+  enforce_signature: boolean;
+  /** A signing secret of the caller's own; absent, Cairn makes one. */
+  secret?: string;
+}
+
+/** A trigger as every read shows it: no secret, no token, RFC 3339 times. */
+export function triggerView(trigger: Trigger) {
+  return {
+    id: trigger.id,
+    name: trigger.name,
+    kind: trigger.kind,
+    template_id: trigger.template_id,
+    enforce_signature: trigger.enforce_signature,
+    created_by: trigger.created_by,
+    created_at: trigger.created_at.toISOString(),
+    updated_at: trigger.updated_at.toISOString(),
+    secret_rotated_at: trigger.secret_rotated_at?.toISOString() ?? null,
+    last_error: trigger.last_error,
+    last_error_at: trigger.last_error_at?.toISOString() ?? null,
+    last_delivery_at: trigger.last_delivery_at?.toISOString() ?? null,
+  };
+}
+
+/** What a trigger's chain entries record of it: its read view without times or the delivery record. */
+function audited(trigger: Trigger): Record<string, unknown> {
+  return { name: trigger.name, kind: trigger.kind, template_id: trigger.template_id, enforce_signature: trigger.enforce_signature };
+}
+
+/** A new trigger with the secret and the hook path, each shown this once. */
+export async function createTrigger(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  draft: TriggerDraft,
+): Promise<{ trigger: Trigger; secret: string; hookPath: string }> {
+  withholdFields(origin, ['secret']);
+  if (!ctx.sealer) throw encryptionKeyRequired('the signing secret', [`trigger ${draft.name}`]);
+  // Its deliveries launch as its creator, who must be able to launch the template.
+  await requireAccess(ctx.sql, caller, draft.template_id, 'use', { action: `triggering template ${draft.template_id}`, field: 'template_id' });
+  const id = newId('trg');
+  const token = newHookToken();
+  const secret = draft.secret ?? newSigningSecret();
+  const trigger = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
+    const created = await insertTrigger(tx, {
+      id,
+      name: draft.name,
+      template_id: draft.template_id,
+      owner_account_id: caller.account.id,
+      owner_actor_kind: actorKindOf(caller),
+      created_by: caller.account.username,
+      hook_token_hash: hashBearerSecret(token),
+      secret_sealed: ctx.sealer!.seal(secret, signingSecretContext(id)),
+      enforce_signature: draft.enforce_signature,
+    });
+    entry.body = { kind: 'trigger.created', trigger_id: id, trigger: audited(created) };
+    return created;
+  });
+  return { trigger, secret, hookPath: `/hooks/${token}` };
+}
+
+/** Renames a trigger or turns its signature enforcement on or off; what the change omits stays, and so does its template. */
+export async function changeTrigger(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  id: string,
+  change: Partial<Pick<Trigger, 'name' | 'enforce_signature'>> & { template_id?: string },
+): Promise<Trigger> {
+  await readableTrigger(ctx, caller, id, 'change');
+  return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    const current = await getTriggerForUpdate(tx, id);
+    if (!current) throw notFound(`trigger ${id}`);
+    if (change.template_id !== undefined && change.template_id !== current.template_id) {
+      throw badRequest(`template_id: a trigger's template cannot change; make a new trigger for template ${change.template_id}`, { field: 'template_id' });
+    }
+    const settings = { name: change.name ?? current.name, enforce_signature: change.enforce_signature ?? current.enforce_signature };
+    if (current.name === settings.name && current.enforce_signature === settings.enforce_signature) return unchanged(current);
+    const updated = (await updateTriggerSettings(tx, id, settings))!;
+    entry.body = { kind: 'trigger.updated', trigger_id: id, trigger: audited(updated), previous: audited(current) };
+    return updated;
+  });
+}
+
+/** A new signing secret, shown this once; from the commit on, a delivery signed with the old one is refused. */
+export async function rotateTriggerSecret(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  id: string,
+  chosen: string | undefined,
+): Promise<{ trigger: Trigger; secret: string }> {
+  withholdFields(origin, ['secret']);
+  await readableTrigger(ctx, caller, id, 'change');
+  if (!ctx.sealer) throw encryptionKeyRequired('the signing secret', [`trigger ${id}`]);
+  const secret = chosen ?? newSigningSecret();
+  const trigger = await recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
+    if (!(await getTriggerForUpdate(tx, id))) throw notFound(`trigger ${id}`);
+    const rotated = (await replaceTriggerSecret(tx, id, ctx.sealer!.seal(secret, signingSecretContext(id))))!;
+    entry.body = { kind: 'trigger.secret_rotated', trigger_id: id };
+    return rotated;
+  });
+  return { trigger, secret };
+}
+
+/** Deletes a trigger; its hook answers 404 from the commit on. Runs it started keep their source. */
+export async function removeTrigger(ctx: ServerContext, caller: Caller, origin: AuditOrigin, id: string): Promise<void> {
+  await readableTrigger(ctx, caller, id, 'change');
+  await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
+    const current = await getTriggerForUpdate(tx, id);
+    if (!current || !(await deleteTrigger(tx, id))) throw notFound(`trigger ${id}`);
+    entry.body = { kind: 'trigger.deleted', trigger_id: id, trigger: audited(current) };
+  });
+}
+
+/**
+ * The trigger, when the caller may read it (or, for `change`, rename, rotate and delete it): a
+ * trigger follows its template as a run does (core/access.ts followerAllows). 404 alike for a
+ * missing trigger and one the caller may not read.
+ */
+export async function readableTrigger(ctx: ServerContext, caller: Caller, id: string, action: FollowerAction = 'read'): Promise<Trigger> {
+  const trigger = await getTrigger(ctx.sql, id);
+  if (!trigger) throw notFound(`trigger ${id}`);
+  await requireFollowerAccess(ctx.sql, caller, { noun: `trigger ${id}`, ownerId: trigger.owner_account_id, templateId: trigger.template_id }, action);
+  return trigger;
+}
+
+/** A delivery to `POST /hooks/{token}` as received. */
+export interface HookDelivery {
+  token: string;
+  rawBody: Buffer;
+  headers: DeliveryHeaders;
+  contentType: string | undefined;
+  query: Record<string, unknown>;
+  /** When it arrived (ms since the epoch): the answer is due within HOOK_ANSWER_MS of it. */
+  receivedAt: number;
+  /** Reads the delivery's body as JSON with the checks every body gets; throws a 400 naming the fault. */
+  parseBody: () => unknown;
+}
+
+/** An answer to a delivery that is not a refusal (refusals are thrown as DomainErrors). */
+export interface HookAnswer {
+  status: number;
+  body: Record<string, unknown>;
+  location?: string;
+}
+
+/**
+ * How long a delivery waits for its launch before it is answered `202 {"accepted": true}` while
+ * the launch goes on: well inside the five seconds the spec allows (part B 8), leaving room for
+ * a busy server's slow timers.
+ */
+export const HOOK_ANSWER_MS = 3000;
+
+/**
+ * Answers a delivery. In order:
+ *
+ * 1. The token names the trigger (404 otherwise).
+ * 2. The signature, checked first over the raw bytes: a signature header that does not match is
+ *    403 (also when enforcement is off), none while enforcement is on 401. These refusals record
+ *    nothing: the sender has not shown it knows the secret.
+ * 3. The body is read (400 when it is not JSON), and what it is: a ping is answered 200 and not
+ *    recorded; another event or a push that deleted its ref is skipped (200 with `skipped`).
+ * 4. The template is launched unattended with what the push says as extra vars, its Idempotency-Key
+ *    the trigger and the delivery id, so a redelivery starts nothing new (200 naming the run).
+ *    201 with the run id; 202 `{"accepted": true}` when the launch is still going at HOOK_ANSWER_MS.
+ *
+ * From step 3 on, a delivery that starts no run records why on the trigger's `last_error`, and one
+ * that starts a run clears it (spec part A 2.4 rule 6).
+ */
+export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): Promise<HookAnswer> {
+  const trigger = await findTriggerByTokenHash(ctx.sql, hashBearerSecret(delivery.token));
+  if (!trigger) throw notFound('hook');
+  const received = new Date(delivery.receivedAt);
+  await authenticate(ctx, trigger, delivery, received);
+
+  let payload: unknown;
+  try {
+    payload = delivery.parseBody();
+  } catch (err) {
+    if (err instanceof DomainError) throw await refused(ctx, trigger, received, err, `the delivery's body could not be read: ${err.message}`);
+    throw err;
+  }
+  const reading = readDelivery(delivery.headers, payload);
+  if (reading.kind === 'ping') return { status: 200, body: { ping: true, trigger_id: trigger.id } };
+  if (reading.kind === 'unreadable') {
+    throw await refused(ctx, trigger, received, badRequest(`the delivery is not a push this trigger can read: it has no ${reading.missing}`, { field: reading.missing }));
+  }
+  const skipped = async (reason: string): Promise<HookAnswer> => {
+    await noteOutcome(ctx, trigger.id, received, reason);
+    return { status: 200, body: { skipped: true, reason, trigger_id: trigger.id } };
+  };
+  if (reading.kind === 'other') return skipped(`${reading.forge} ${reading.event} events start no run: this trigger fires on a push`);
+  if (reading.push.deleted) return skipped(`the push deleted ${reading.push.ref}: there is nothing to run`);
+
+  const origin = deliveryOrigin(trigger, delivery.query, payload);
+  const fire = fireTrigger(ctx, trigger, origin, reading.push, deliveryIdOf(delivery.headers), received);
+  const first = await within(fire, delivery.receivedAt + HOOK_ANSWER_MS - Date.now());
+  if (first === undefined) return { status: 202, body: { accepted: true, trigger_id: trigger.id } };
+  if ('refusal' in first) throw first.refusal;
+  return first.answer;
+}
+
+/**
+ * The signature check (spec part B 5.1): every signature header the delivery carries must match;
+ * with enforcement on it must carry one. A secret that cannot be opened here is a configuration
+ * error of this server (409, recorded); it is opened only when a signature is there to check.
+ */
+async function authenticate(ctx: ServerContext, trigger: Trigger, delivery: HookDelivery, received: Date): Promise<void> {
+  if (!hasSignature(delivery.headers)) {
+    if (!trigger.enforce_signature) return;
+    throw new DomainError('unauthorized',
+      'this hook needs a signed delivery: the HMAC-SHA256 of the body under the signing secret in X-Hub-Signature-256 (sha256=<hex>), X-Gitea-Signature or X-Forgejo-Signature, or the secret itself in X-Gitlab-Token',
+    );
+  }
+  const what = `the signing secret of trigger ${trigger.id}`;
+  let secret: string;
+  try {
+    if (!ctx.sealer) throw conflict(sealedValueFault(what, undefined));
+    secret = ctx.sealer.open(trigger.secret_sealed, signingSecretContext(trigger.id));
+  } catch (err) {
+    const refusal = err instanceof DomainError ? err : conflict(sealedValueFault(what, ctx.sealer, err));
+    throw await refused(ctx, trigger, received, refusal);
+  }
+  const verdict = checkSignature(delivery.headers, delivery.rawBody, secret);
+  if (verdict.verdict === 'invalid') throw new DomainError('forbidden', `the delivery's ${verdict.header} does not match this trigger's signing secret`, { header: verdict.header });
+}
+
+/** The chain's view of a delivery: the owner it fires as, the trigger's path (never the token) and the push as sent. */
+function deliveryOrigin(trigger: Trigger, query: Record<string, unknown>, payload: unknown): AuditOrigin {
+  const path = `/hooks/${trigger.id}`;
+  return { actor: trigger.created_by, method: 'POST', path, request: { method: 'POST', path, query, body: payload }, withheld: new Set() };
+}
+
+type FireOutcome = { answer: HookAnswer } | { refusal: DomainError };
+
+/** Launches the trigger's template for a push; never rejects: a refusal is recorded and returned. */
+async function fireTrigger(
+  ctx: ServerContext,
+  trigger: Trigger,
+  origin: AuditOrigin,
+  push: Push,
+  deliveryId: string | undefined,
+  received: Date,
+): Promise<FireOutcome> {
+  try {
+    const template = await getTemplate(ctx.sql, trigger.template_id);
+    if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
+    const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
+    const { run, created } = await launchUnattended(
+      ctx,
+      origin,
+      template,
+      { kind: 'trigger', id: trigger.id, name: trigger.name, owner, actorKind: trigger.owner_actor_kind },
+      { extraVars: pushExtraVars(push), ...(deliveryId ? { idempotencyKey: deliveryIdempotencyKey(trigger.id, deliveryId) } : {}) },
+    );
+    const body = { run_id: run.id, status: run.status, trigger_id: trigger.id };
+    // A redelivery names the run the first delivery started and changes nothing.
+    if (!created) return { answer: { status: 200, body: { ...body, repeated: true }, location: `/v1/runs/${run.id}` } };
+    await noteOutcome(ctx, trigger.id, received, null);
+    return { answer: { status: 201, body, location: `/v1/runs/${run.id}` } };
+  } catch (err) {
+    return { refusal: await launchRefused(ctx, trigger, origin, received, err) };
+  }
+}
+
+/**
+ * A launch that started no run, as the sender is told and the trigger records it (spec part A 2.4
+ * rule 6, part B 7.3): a survey nobody can answer is 409 naming its questions, with its chain
+ * entry; any other configuration error 409 naming the error only; a failure of the server or its
+ * stores 502, whose detail stays in the server log.
+ */
+async function launchRefused(ctx: ServerContext, trigger: Trigger, origin: AuditOrigin, received: Date, err: unknown): Promise<DomainError> {
+  if (err instanceof UnattendedSurveyRefusal) {
+    try {
+      await recordMutation(ctx.sql, { ...origin, path: `/hooks/${trigger.id}/refused/survey/${err.questions.join(',')}` }, 409, async (tx, entry) => {
+        await recordDeliveryOutcome(tx, trigger.id, received, err.message);
+        entry.body = { kind: 'trigger.refused', trigger_id: trigger.id, template_id: trigger.template_id, questions: err.questions };
+      });
+    } catch (recordErr) {
+      ctx.logger.warn({ triggerId: trigger.id, err: recordErr }, 'recording a trigger refusal failed');
+    }
+    return err;
+  }
+  if (err instanceof DomainError && statusOf(err.code) < 500) return refused(ctx, trigger, received, conflict(`this template cannot launch: ${err.message}`));
+  ctx.logger.error({ triggerId: trigger.id, err }, 'a trigger could not launch its template');
+  return refused(ctx, trigger, received, new DomainError('bad_gateway', 'could not launch the template'));
+}
+
+/** Records why a delivery started no run, then gives back the refusal to answer with. */
+async function refused(ctx: ServerContext, trigger: Trigger, received: Date, refusal: DomainError, lastError = refusal.message): Promise<DomainError> {
+  await noteOutcome(ctx, trigger.id, received, lastError);
+  return refusal;
+}
+
+/** Records a delivery's outcome on its trigger; a failure to record is logged and does not change the answer. */
+async function noteOutcome(ctx: ServerContext, triggerId: string, received: Date, error: string | null): Promise<void> {
+  try {
+    await recordDeliveryOutcome(ctx.sql, triggerId, received, error);
+  } catch (err) {
+    ctx.logger.warn({ triggerId, err }, "recording a delivery's outcome on its trigger failed");
+  }
+}
+
+/** The work's result if it settles within `ms`, else undefined (the work goes on). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
