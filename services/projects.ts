@@ -5,6 +5,7 @@ import { newId } from '../core/ids';
 import { browsePath, checkoutDir, isWithin, repositoryTarget } from '../core/project-paths';
 import { fetchProject, GitError, readTree, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry } from '../activities/git';
 import { checkedAddress } from './notification-egress';
+import { deleteWithAttachments } from './notifications';
 import { jobsOf } from './jobs';
 import { getCredentialsWithTypes } from '../store/credentials';
 import { CredentialOpenError, openCredential } from './credentials';
@@ -216,12 +217,16 @@ export async function removeProject(ctx: ServerContext, caller: Caller, origin: 
         templates: users,
       });
     }
-    const grantsRemoved = await deleteGrantsOn(tx, id);
-    const deleted = await deleteProject(tx, id);
-    // Anything else naming the project by foreign key (an inventory source reading a file of it) keeps it too.
-    if (typeof deleted === 'object') throw conflict(`project ${id} is in use (${deleted.inUseBy} names it); remove that use first`, { in_use_by: deleted.inUseBy });
-    if (!deleted) throw notFound(`project ${id}`);
-    entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved };
+    // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
+    const { removed: grantsRemoved, attachments } = await deleteWithAttachments(tx, origin, 'project', id, async () => {
+      const grants = await deleteGrantsOn(tx, id);
+      const deleted = await deleteProject(tx, id);
+      // Anything else naming the project by foreign key (an inventory source reading a file of it) keeps it too.
+      if (typeof deleted === 'object') throw conflict(`project ${id} is in use (${deleted.inUseBy} names it); remove that use first`, { in_use_by: deleted.inUseBy });
+      if (!deleted) throw notFound(`project ${id}`);
+      return grants;
+    });
+    entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved, notification_attachments: attachments };
   });
   await fs.rm(checkoutDir((await jobsOf(ctx)).projectsDir, id), { recursive: true, force: true }).catch((err) => {
     ctx.logger.warn({ projectId: id, err: (err as Error).message }, "removing a deleted project's checkout failed");

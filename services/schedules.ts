@@ -30,6 +30,7 @@ import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './au
 import type { ServerContext } from './context';
 import { requireCredentialsUsable } from './credentials';
 import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
+import { deleteWithAttachments } from './notifications';
 import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
 
 /**
@@ -192,8 +193,12 @@ export async function removeSchedule(ctx: ServerContext, caller: Caller, origin:
   await readableSchedule(ctx, caller, id, 'change');
   await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getScheduleForUpdate(tx, id);
-    if (!current || !(await deleteSchedule(tx, id))) throw notFound(`schedule ${id}`);
-    entry.body = { kind: 'schedule.deleted', schedule_id: id, schedule: auditedFields(current) };
+    if (!current) throw notFound(`schedule ${id}`);
+    // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
+    const { attachments } = await deleteWithAttachments(tx, origin, 'schedule', id, async () => {
+      if (!(await deleteSchedule(tx, id))) throw notFound(`schedule ${id}`);
+    });
+    entry.body = { kind: 'schedule.deleted', schedule_id: id, schedule: auditedFields(current), notification_attachments: attachments };
   });
   try {
     await ctx.temporal.workflow.getHandle(scheduleWorkflowId(id)).cancel();

@@ -24,7 +24,7 @@ import { requireRunnableTool } from '../tools/registry';
 import { requireAccess } from './access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit';
 import { entriesView, type StoredEntry } from '../core/notification-kinds';
-import { planAttachmentCleanup, removeAttachments, storedEntries, withholdEntrySecrets, type EntryInput } from './notifications';
+import { deleteWithAttachments, storedEntries, withholdEntrySecrets, type EntryInput } from './notifications';
 import type { ServerContext } from './context';
 import { saveTemplateCredentials } from './credentials';
 import { requireOrgPlacement } from './groups';
@@ -388,16 +388,17 @@ export async function removeTemplate(ctx: ServerContext, caller: Caller, origin:
     if (!current) throw notFound(`template ${templateId}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `deleting template ${current.id}` });
     // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
-    const cleanup = await planAttachmentCleanup(tx, origin, 'template', current.id);
-    const grantsRemoved = await deleteGrantsOn(tx, current.id);
-    if (!(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
-    await removeAttachments(tx, cleanup);
+    const { removed: grantsRemoved, attachments } = await deleteWithAttachments(tx, origin, 'template', current.id, async () => {
+      const grants = await deleteGrantsOn(tx, current.id);
+      if (!(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
+      return grants;
+    });
     entry.body = {
       kind: 'template.deleted',
       template_id: current.id,
       template: audited(current),
       grants_removed: grantsRemoved,
-      notification_attachments: cleanup.attachmentIds.length,
+      notification_attachments: attachments,
     };
   });
 }
