@@ -116,8 +116,8 @@ export async function requireInventoryUse(db: Db, caller: Caller, inventoryId: s
 }
 
 /** A template's run names an inventory that must still exist: 400 naming `inventory_id` (`inventory inv_… not found`) otherwise. */
-export async function requireInventoryExists(db: Db, inventoryId: string): Promise<void> {
-  if (!(await getInventoryHosts(db, inventoryId))) throw badRequest(`inventory_id: inventory ${inventoryId} not found`, { field: 'inventory_id' });
+export async function requireInventoryExists(db: Db, inventoryId: string, field = 'inventory_id'): Promise<void> {
+  if (!(await getInventoryHosts(db, inventoryId))) throw badRequest(`${field}: inventory ${inventoryId} not found`, { field });
 }
 
 /**

@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../core/errors';
-import { hostPatternFault } from '../core/ansible-spec';
+import { ansibleSpecOf, hostPatternFault } from '../core/ansible-spec';
 import { newId } from '../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
 import { featureRefusal, tierAllows, type Tier } from '../core/license';
@@ -71,19 +71,24 @@ interface ChildPlan {
   spec: RunSpec;
 }
 
-/** What each step of a parent runs: its own tool and command, with the parent's extra vars under its own. */
+/**
+ * What each step of a parent runs: its own tool and command (for an ansible step its playbook,
+ * stored inventory and controls), with the parent's extra vars under its own.
+ */
 function childPlans(request: RunRequest): ChildPlan[] {
   return (request.steps ?? []).map((step, index) => {
     if (step.type === 'approval') return { step, index, tool: 'approval', spec: { command: step.description ?? '', extra_vars: {} } };
+    const tool = step.tool ?? request.tool;
     const spec: RunSpec = {
       command: step.command ?? '',
       extra_vars: { ...request.spec.extra_vars, ...(step.extra_vars ?? {}) },
+      ...ansibleSpecOf(tool, step),
       ...(step.shard ? { shard: step.shard } : {}),
       // A split's shards work in the same project commit as the split (spec part A 4.5).
       ...(step.shard && request.spec.project ? { project: request.spec.project } : {}),
       ...(request.spec.dry_run ? { dry_run: true as const } : {}),
     };
-    return { step, index, tool: step.tool ?? request.tool, spec };
+    return { step, index, tool, spec };
   });
 }
 
@@ -100,11 +105,15 @@ interface Execution {
   spec: RunSpec;
   /** The step or shard's name, for a child. */
   step?: string;
+  /** Where the execution's fields sit in the body, for a refusal naming one: `` for the run, `steps[2].` for a step. */
+  fieldPrefix: string;
 }
 
 function executionsOf(request: RunRequest, children: ChildPlan[]): Execution[] {
-  if (!request.steps) return [{ tool: request.tool, spec: request.spec }];
-  return children.filter((c) => c.step.type !== 'approval').map((c) => ({ tool: c.tool, spec: c.spec, step: c.step.name }));
+  if (!request.steps) return [{ tool: request.tool, spec: request.spec, fieldPrefix: '' }];
+  // A split's shards are the run's own command, named as the run's fields.
+  const prefix = (c: ChildPlan) => (request.kind === 'split' ? '' : `steps[${c.index}].`);
+  return children.filter((c) => c.step.type !== 'approval').map((c) => ({ tool: c.tool, spec: c.spec, step: c.step.name, fieldPrefix: prefix(c) }));
 }
 
 /**
@@ -190,12 +199,18 @@ export async function submitRun(
   const executions = executionsOf(request, children);
   await requireStartable(executions, request.secrets);
   requireHostPatterns(executions);
-  // A stored inventory a run names needs the use grant on it (400 naming the field when unreadable);
-  // a template's was checked when the template was saved, and launching it needs use on the template.
-  // A template whose inventory is gone cannot launch: a configuration error (spec part B 7.3).
-  for (const inventoryId of new Set(executions.map((e) => e.spec.inventory_id).filter((id): id is string => !!id))) {
-    if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId);
-    else await requireInventoryUse(ctx.sql, caller, inventoryId);
+  // A stored inventory a run or step names needs the use grant on it (400 naming the field, such as
+  // `steps[1].inventory_id`, when unreadable); a template's (and its steps') were checked when the
+  // template was saved, and launching it needs use on the template. A template whose inventory is
+  // gone cannot launch: a configuration error (spec part B 7.3).
+  const checked = new Set<string>();
+  for (const { spec, fieldPrefix } of executions) {
+    const inventoryId = spec.inventory_id;
+    if (!inventoryId || checked.has(inventoryId)) continue;
+    checked.add(inventoryId);
+    const field = `${fieldPrefix}inventory_id`;
+    if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId, field);
+    else await requireInventoryUse(ctx.sql, caller, inventoryId, field);
     // A smart or constructed one whose input is gone cannot resolve: 409 naming it (spec part B 7.3).
     const named = await getInventoryHosts(ctx.sql, inventoryId);
     if (named) await requireComposedInputs(ctx.sql, named);

@@ -29,6 +29,7 @@ import { requireAccess, requireFollowerAccess, requireQueueUse } from './access'
 import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from './audit';
 import type { ServerContext } from './context';
 import { requireCredentialsUsable } from './credentials';
+import { requireInventoryUse } from './inventories';
 import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
 import { deleteWithAttachments } from './notifications';
 import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
@@ -150,6 +151,12 @@ async function requireFireable(ctx: ServerContext, caller: Caller, draft: Schedu
       throw err;
     }
   }
+  // The stored inventories its fires run against: the saver may use each, as submitting the run would ask.
+  const inventories =
+    kind === 'pipeline'
+      ? (steps as StepDefinition[]).map((step, i) => ({ id: step.inventory_id, field: `pipeline.steps[${i}].inventory_id` }))
+      : [{ id: (request as unknown as RunRequest).spec.inventory_id, field: 'run.inventory_id' }];
+  for (const { id, field } of inventories) if (id) await requireInventoryUse(ctx.sql, caller, id, field);
   await requireCredentialsUsable(ctx.sql, caller, credentials ?? [], `${kind}.credentials`);
 }
 
