@@ -211,9 +211,10 @@ export async function submitRun(
     const field = `${fieldPrefix}inventory_id`;
     if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId, field);
     else await requireInventoryUse(ctx.sql, caller, inventoryId, field);
-    // A smart or constructed one whose input is gone cannot resolve: 409 naming it (spec part B 7.3).
+    // A smart or constructed one whose input is gone cannot resolve: a configuration error, 400
+    // naming the field with the whole reason (spec part B 7.3; a rerun makes it 409).
     const named = await getInventoryHosts(ctx.sql, inventoryId);
-    if (named) await requireComposedInputs(ctx.sql, named);
+    if (named) await requireComposedInputs(ctx.sql, named, field);
   }
   const verdict = await judge(ctx, caller, request, executions);
   if (verdict.verdict === 'deny') {
@@ -484,12 +485,9 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
 async function requireStillPresent(ctx: ServerContext, runId: string, spec: RunSpec): Promise<void> {
   const missing: { kind: 'project' | 'inventory'; id: string }[] = [];
   if (spec.project && !(await getProject(ctx.sql, spec.project.id))) missing.push({ kind: 'project', id: spec.project.id });
-  const inventory = spec.inventory_id ? await getInventoryHosts(ctx.sql, spec.inventory_id) : undefined;
-  if (spec.inventory_id && !inventory) missing.push({ kind: 'inventory', id: spec.inventory_id });
-  if (missing.length === 0) {
-    if (inventory) await requireComposedInputs(ctx.sql, inventory);
-    return;
-  }
+  if (spec.inventory_id && !(await getInventoryHosts(ctx.sql, spec.inventory_id))) missing.push({ kind: 'inventory', id: spec.inventory_id });
+  // A composed inventory whose input is gone is refused by submitRun, as a rerun's 409 (resubmit).
+  if (missing.length === 0) return;
   const names = missing.map((m) => `${m.kind} ${m.id}`).join(' and its ');
   throw conflict(`run ${runId} cannot run again: its ${names} no longer ${missing.length === 1 ? 'exists' : 'exist'}`, { missing });
 }
