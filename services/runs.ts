@@ -3,7 +3,6 @@ import { ApiError, badRequest, conflict, forbidden, notFound } from '../core/err
 import { ansibleSpecOf, hostPatternFault } from '../core/ansible-spec';
 import { newId } from '../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../core/run-secrets';
-import { featureRefusal, tierAllows, type Tier } from '../core/license';
 import { combineVerdicts, judgeSubmission, type GateVerdict } from '../core/policy-gate';
 import type { StepDefinition } from '../core/workflow-graph';
 import { runView } from '../core/run-view';
@@ -25,6 +24,7 @@ import { getProject } from '../store/projects';
 import { getInventoryHosts } from '../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from './audit';
 import { requireCredentialsReady, rerunCredentials } from './credentials';
+import { requireQueueAllowed } from './licensing';
 import { executionTaskQueue, runWorkflowId } from '../workers/names';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../workflows/definitions';
 import type { ServerContext } from './context';
@@ -90,13 +90,6 @@ function childPlans(request: RunRequest): ChildPlan[] {
     };
     return { step, index, tool, spec };
   });
-}
-
-/** Named queues are served only by workers, and every worker is Team tier. */
-export function requireQueueAllowed(queue: string, tier: Tier): void {
-  if (queue !== '' && !tierAllows(tier, 'named_queue')) {
-    throw forbidden(featureRefusal('named_queue', tier), { feature: 'named_queue', field: 'queue', tier });
-  }
 }
 
 /** What a submission executes: the run itself, or each step or shard that runs a tool. */
@@ -179,6 +172,24 @@ function requireHostPatterns(executions: { spec: RunSpec }[]): void {
   }
 }
 
+/**
+ * The queue a run executes on: its own (a submission's `queue`, or its template's), else the one its
+ * stored inventory names (spec part A 1.2: a run inherits a queue from its template or inventory).
+ * A parent runs every step on one queue, so steps whose inventories name different queues, with
+ * none of its own to settle it, are a configuration error: 400 naming the second step's field.
+ */
+function effectiveQueue(own: string, inventories: { queue: string; field: string; inventoryId: string }[]): string {
+  if (own !== '' || inventories.length === 0) return own;
+  const [first, other] = [inventories[0], inventories.find((q) => q.queue !== inventories[0].queue)];
+  if (other) {
+    throw badRequest(
+      `${other.field}: inventory ${other.inventoryId} runs on queue ${other.queue} and inventory ${first.inventoryId} on queue ${first.queue}; every step runs on one queue: name it as queue`,
+      { field: other.field },
+    );
+  }
+  return first.queue;
+}
+
 export async function submitRun(
   ctx: ServerContext,
   caller: Caller,
@@ -190,8 +201,6 @@ export async function submitRun(
     const existing = await findRunByIdempotencyKey(ctx.sql, caller.account.id, idempotencyKey);
     if (existing) return { run: existing, created: false };
   }
-  requireQueueAllowed(request.queue, ctx.licensing.tier);
-  await requireQueueUse(ctx.sql, caller, request.queue);
   await requireCredentialsReady(ctx, request.credentials ?? []);
   const secretVars = Object.keys(request.secrets ?? {}).sort();
   if (secretVars.length && !ctx.sealer) throw encryptionKeyRequired('the secret value', secretVars);
@@ -204,6 +213,7 @@ export async function submitRun(
   // template was saved, and launching it needs use on the template. A template whose inventory is
   // gone cannot launch: a configuration error (spec part B 7.3).
   const checked = new Set<string>();
+  const inventoryQueues: { queue: string; field: string; inventoryId: string }[] = [];
   for (const { spec, fieldPrefix } of executions) {
     const inventoryId = spec.inventory_id;
     if (!inventoryId || checked.has(inventoryId)) continue;
@@ -215,7 +225,12 @@ export async function submitRun(
     // naming the field with the whole reason (spec part B 7.3; a rerun makes it 409).
     const named = await getInventoryHosts(ctx.sql, inventoryId);
     if (named) await requireComposedInputs(ctx.sql, named, field);
+    if (named?.queue) inventoryQueues.push({ queue: named.queue, field, inventoryId });
   }
+  request = { ...request, queue: effectiveQueue(request.queue, inventoryQueues) };
+  // A named queue, the run's own or inherited from its template or inventory, is Team (spec part A 1.2).
+  requireQueueAllowed(request.queue, ctx.licensing.tier, inventoryQueues.find((q) => q.queue === request.queue && request.queue !== '')?.field ?? 'queue');
+  await requireQueueUse(ctx.sql, caller, request.queue);
   const verdict = await judge(ctx, caller, request, executions);
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });

@@ -32,7 +32,8 @@ import { requireCredentialsUsable } from './credentials';
 import { requireInventoryUse } from './inventories';
 import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from './launch';
 import { deleteWithAttachments } from './notifications';
-import { requireQueueAllowed, submitRun, type RunRequest } from './runs';
+import { requireQueueAllowed } from './licensing';
+import { submitRun, type RunRequest } from './runs';
 
 /**
  * Schedules (spec part A 2.6, 4.3): saving them, what each fire does, and handing them to their

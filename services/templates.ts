@@ -30,7 +30,7 @@ import { saveTemplateCredentials } from './credentials';
 import { requireOrgPlacement } from './groups';
 import { requireInventoryUse } from './inventories';
 import { ansibleSpecOf, ansibleView } from '../core/ansible-spec';
-import { requireQueueAllowed } from './runs';
+import { requireQueueAllowed } from './licensing';
 import { saveTemplateExtras } from './callbacks';
 
 /**
