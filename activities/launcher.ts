@@ -78,7 +78,12 @@ export class ToolLauncher {
   }
 
   private request(child: ChildProcess, message: LauncherRequest): void {
-    child.send(message);
+    // A launcher that dies as a message goes out closes the channel under it (EPIPE): the send
+    // fails quietly here, since the 'exit' handler fails every tool it ran. Without a callback
+    // the failure would be an unhandled 'error' event, which ends the whole server.
+    child.send(message, (err) => {
+      if (err && child.connected) child.kill('SIGKILL');
+    });
   }
 
   private acknowledge(id: number, bytes: number): void {
