@@ -58,9 +58,10 @@ async function workerTier(config: Config, sql: Sql, harness: WorkerHarness): Pro
 }
 
 /**
- * A worker process's work: executes runs of the default pool, or with a queue (Team tier) only
- * the runs submitted to that named queue, against the same PostgreSQL and Temporal as `serve`.
- * A queue without a Team license stops the start with one line naming the feature and the tier.
+ * A worker process's work: executes runs of the default pool, or with a queue only the runs
+ * submitted to that named queue, against the same PostgreSQL and Temporal as `serve`. Every
+ * worker is Team tier: without a Team license the start stops with one line naming the feature
+ * (a named queue, or a worker for the default pool) and the tier.
  */
 export async function startWorkerProcess(
   config: Config,
@@ -80,10 +81,11 @@ export async function startWorkerProcess(
   };
   try {
     await migrate(database.sql);
-    if (queue) {
-      const tier = await workerTier(config, database.sql, harness);
-      if (!tierAllows(tier, 'named_queue')) throw new ConfigError(featureRefusal('named_queue', tier));
-    }
+    // Every worker is Team (spec part A 1.2), one serving the default pool too; the servers' own
+    // pools (`cairn serve`) are Community.
+    const tier = await workerTier(config, database.sql, harness);
+    const feature = queue ? 'named_queue' : 'worker';
+    if (!tierAllows(tier, feature)) throw new ConfigError(featureRefusal(feature, tier));
     installTemporalLogging(logger);
     const connection = await connectTemporal(config.temporalAddress, logger);
     stack.push(() => connection.close());

@@ -85,9 +85,12 @@ export class ToolLauncher {
    */
   private request(child: ChildProcess, message: LauncherRequest): void {
     if (!child.connected) return;
+    // A launcher that dies as a message goes out closes the channel under it (EPIPE): the send
+    // fails quietly here, since the 'exit' handler fails every tool it ran. Without a callback
+    // the failure would be an unhandled 'error' event, which ends the whole server.
     try {
       child.send(message, (err) => {
-        if (err) child.kill('SIGKILL');
+        if (err && child.connected) child.kill('SIGKILL');
       });
     } catch {
       child.kill('SIGKILL');

@@ -1,16 +1,37 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Sql } from '../store/db';
-import { runCountsByStatusAndTool } from '../store/runs';
+import { hostsByLatestVerdict } from '../store/host-results';
+import { pendingByQueue, runCountsByStatusAndTool } from '../store/runs';
+import { workerCounts } from '../store/workers';
 
 /**
- * Prometheus series. Run totals by status and tool, and queue depth, are read from PostgreSQL at
- * scrape time so every server reports the same install-wide figures; the duration histogram and
- * the worker gauges are this process's own, which is how Prometheus expects them to add up.
+ * Prometheus series (spec part A 4.15; docs/operations.md, Metrics, names each). Run totals by
+ * status and tool, queue depth, the worker fleet and the host fleet are read from PostgreSQL at
+ * scrape time, so every server reports the same install-wide figures; the counters, the duration
+ * histogram and the `cairn_worker_*` gauges are this process's own, which is how Prometheus
+ * expects them to add up across servers.
  */
 export function createMetrics(sql: Sql, poolSize: number) {
   const registry = new Registry();
   const runs = new Gauge({ name: 'cairn_runs', help: 'Runs recorded, by status and tool', labelNames: ['status', 'tool'], registers: [registry] });
-  const queueDepth = new Gauge({ name: 'cairn_queue_depth', help: 'Runs waiting to start (pending)', labelNames: ['queue'], registers: [registry] });
+  const queueDepth = new Gauge({
+    name: 'cairn_queue_depth',
+    help: 'Runs waiting to start (pending) on each queue; "" is the default queue',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const workers = new Gauge({
+    name: 'cairn_workers',
+    help: 'Worker processes of the install, by the queue they serve ("" the default) and lease (fresh or lost)',
+    labelNames: ['queue', 'lease'],
+    registers: [registry],
+  });
+  const fleetHosts = new Gauge({
+    name: 'cairn_fleet_hosts',
+    help: "Hosts with per-host results, by the verdict of each host's latest result",
+    labelNames: ['status'],
+    registers: [registry],
+  });
   const runsSubmitted = new Counter({ name: 'cairn_runs_submitted_total', help: 'Runs submitted to this server', labelNames: ['tool'], registers: [registry] });
   const runsFinished = new Counter({ name: 'cairn_runs_finished_total', help: 'Runs this server finished, by status and tool', labelNames: ['status', 'tool'], registers: [registry] });
   const runDuration = new Histogram({
@@ -25,16 +46,27 @@ export function createMetrics(sql: Sql, poolSize: number) {
   const workerUp = new Gauge({ name: 'cairn_worker_up', help: '1 while this server is polling for runs', registers: [registry] });
   workerSlots.set(poolSize);
 
-  async function collect(): Promise<string> {
+  // One scrape at a time: each resets and refills the install-wide gauges before it reads them.
+  let previous: Promise<unknown> = Promise.resolve();
+  function collect(): Promise<string> {
+    const next = previous.then(read, read);
+    previous = next;
+    return next;
+  }
+
+  async function read(): Promise<string> {
+    const [counts, pending, fleet, hosts] = await Promise.all([runCountsByStatusAndTool(sql), pendingByQueue(sql), workerCounts(sql), hostsByLatestVerdict(sql)]);
     runs.reset();
+    for (const row of counts) runs.set({ status: row.status, tool: row.tool }, row.n);
+    // Every queue with a run waiting or a worker serving it, and the default queue always, so a
+    // drained queue reads 0 rather than vanishing.
     queueDepth.reset();
-    const counts = await runCountsByStatusAndTool(sql);
-    let pending = 0;
-    for (const row of counts) {
-      runs.set({ status: row.status, tool: row.tool }, row.n);
-      if (row.status === 'pending') pending += row.n;
-    }
-    queueDepth.set({ queue: 'default' }, pending);
+    for (const queue of new Set(['', ...fleet.filter((w) => !w.lost).map((w) => w.queue)])) queueDepth.set({ queue }, 0);
+    for (const row of pending) queueDepth.set({ queue: row.queue }, row.n);
+    workers.reset();
+    for (const row of fleet) workers.set({ queue: row.queue, lease: row.lost ? 'lost' : 'fresh' }, row.n);
+    fleetHosts.reset();
+    for (const row of hosts) fleetHosts.set({ status: row.status }, row.n);
     return registry.metrics();
   }
 

@@ -10,6 +10,7 @@ import { oweEffects } from '../store/outbox';
 import { PROJECT_UPDATE_WORKFLOW, projectUpdateRequested, projectWorkflowId, type ProjectUpdateWorkflowInput } from '../workflows/definitions';
 import { carryOut } from './effects';
 import { checkedAddress } from './notifications/notification-egress';
+import { deleteWithAttachments } from './notifications/notifications';
 import { JobRefused, runJob } from './jobs';
 import { getCredentialsWithTypes } from '../store/credentials';
 import { openCredential } from './credentials';
@@ -217,12 +218,16 @@ export async function removeProject(ctx: ServerContext, caller: Caller, origin: 
         templates: users,
       });
     }
-    const grantsRemoved = await deleteGrantsOn(tx, id);
-    const deleted = await deleteProject(tx, id);
-    // Anything else naming the project by foreign key (an inventory source reading a file of it) keeps it too.
-    if (typeof deleted === 'object') throw conflict(`project ${id} is in use (${deleted.inUseBy} names it); remove that use first`, { in_use_by: deleted.inUseBy });
-    if (!deleted) throw notFound(`project ${id}`);
-    entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved };
+    // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
+    const { removed: grantsRemoved, attachments } = await deleteWithAttachments(tx, origin, 'project', id, async () => {
+      const grants = await deleteGrantsOn(tx, id);
+      const deleted = await deleteProject(tx, id);
+      // Anything else naming the project by foreign key (an inventory source reading a file of it) keeps it too.
+      if (typeof deleted === 'object') throw conflict(`project ${id} is in use (${deleted.inUseBy} names it); remove that use first`, { in_use_by: deleted.inUseBy });
+      if (!deleted) throw notFound(`project ${id}`);
+      return grants;
+    });
+    entry.body = { kind: 'project.deleted', project_id: id, project: audited(current), grants_removed: grantsRemoved, notification_attachments: attachments };
     return oweUpdate(tx, id);
   });
   await carryOut(ctx, effects, "removing a deleted project's repository", () => startProjectUpdateWorkflow(ctx, id));

@@ -6,7 +6,9 @@ import { countRuns } from './run-counts';
  * What a grant may name, and the SQL of the one access check (spec part A 2.8, part B 5.2 rules
  * 3 to 5). An account's level on an object is the highest of:
  * - 3 (manage) when it owns the object (it made it);
- * - its organization role over an object the organization owns: admin 3, member 1 (read);
+ * - its organization role over an object the organization owns: admin 3, member the kind's
+ *   `memberLevel` (read, 1, for most; use, 2, for a notification target, which spec part A 2.11
+ *   rule 4 lets its organization's members use);
  * - the grants to it and to its teams on the object: read 1, use 2, manage 3.
  * The ceiling its global role puts on that level is the service's (core/access.ts).
  */
@@ -18,6 +20,8 @@ export interface ObjectKind {
   noun: string;
   /** The table holding objects of this kind, whose rows carry `owner_id` and `org_id`; null for a kind that is not stored (a queue). */
   table: string | null;
+  /** The level a member (not an admin) of the object's organization holds on it; read (1) when absent. */
+  memberLevel?: number;
 }
 
 /**
@@ -29,6 +33,7 @@ export const OBJECT_KINDS = {
   credential: { prefix: 'cred_', noun: 'credential', table: 'credentials' },
   project: { prefix: 'prj_', noun: 'project', table: 'projects' },
   inventory: { prefix: 'inv_', noun: 'inventory', table: 'inventories' },
+  notification: { prefix: 'ntf_', noun: 'notification target', table: 'notification_targets', memberLevel: 2 },
   queue: { prefix: 'queue:', noun: 'queue', table: null },
 } as const satisfies Record<string, ObjectKind>;
 
@@ -58,7 +63,7 @@ export async function grantedLevel(db: Db, accountId: string, object: string): P
   const kind = kindOfObject(object);
   if (!kind) return { exists: false, level: 0 };
   const granted = db`(SELECT coalesce(max(g.level), 0) FROM grants g WHERE g.object = ${object} AND ${reaches(db, accountId)})`;
-  const table = OBJECT_KINDS[kind].table;
+  const { table, memberLevel = 1 } = OBJECT_KINDS[kind] as ObjectKind;
   if (table === null) {
     const [{ level }] = await db<{ level: number }[]>`SELECT ${granted}::int AS level`;
     return { exists: true, level };
@@ -66,7 +71,7 @@ export async function grantedLevel(db: Db, accountId: string, object: string): P
   const [row] = await db<{ level: number }[]>`
     SELECT greatest(
       CASE WHEN o.owner_id = ${accountId} THEN 3 ELSE 0 END,
-      (SELECT coalesce(max(CASE m.role WHEN 'admin' THEN 3 ELSE 1 END), 0) FROM org_members m
+      (SELECT coalesce(max(CASE m.role WHEN 'admin' THEN 3 ELSE ${memberLevel}::int END), 0) FROM org_members m
         WHERE m.org_id = o.org_id AND m.account_id = ${accountId}),
       ${granted})::int AS level
     FROM ${db(table)} o WHERE o.id = ${object}`;

@@ -116,6 +116,14 @@ export async function fleetWindow(db: Db, window: number, readerId?: string): Pr
     ORDER BY failures DESC, last_seen DESC, host`;
 }
 
+/** Hosts with per-host results, by the verdict of each host's newest result (ok, changed, failed, unreachable, skipped). */
+export async function hostsByLatestVerdict(db: Db): Promise<{ status: string; n: number }[]> {
+  return db<{ status: string; n: number }[]>`
+    SELECT status, count(*)::int AS n FROM (
+      SELECT DISTINCT ON (host) host, status FROM run_host_results ORDER BY host, finished_at DESC, run_id DESC
+    ) latest GROUP BY status ORDER BY status`;
+}
+
 export interface TaskTrendRow {
   play: string | null;
   task: string;

@@ -25,6 +25,8 @@ export interface Inventory {
   host_count: number;
   owner_id: string | null;
   org_id: string | null;
+  /** The worker queue its runs execute on when they name none of their own (Team tier); `""` is the default queue. */
+  queue: string;
   created_by: string;
   created_at: Date;
   updated_at: Date;
@@ -41,6 +43,8 @@ export interface InventoryFields {
   content: string;
   hosts: string[];
   org_id: string | null;
+  /** Absent: `""` on insert; an update leaves it as it is (a source's refresh writes content only). */
+  queue?: string;
   /** Absent: `static` (and an update leaves the composed fields as they are). */
   kind?: InventoryKind;
   inputs?: string[];
@@ -48,14 +52,14 @@ export interface InventoryFields {
   source_vars?: Record<string, unknown> | null;
 }
 
-const SUMMARY_COLUMNS = ['id', 'name', 'kind', 'inputs', 'format', 'size_bytes', 'host_count', 'owner_id', 'org_id', 'created_by', 'created_at', 'updated_at'];
+const SUMMARY_COLUMNS = ['id', 'name', 'kind', 'inputs', 'format', 'size_bytes', 'host_count', 'owner_id', 'org_id', 'queue', 'created_by', 'created_at', 'updated_at'];
 
 export async function insertInventory(db: Db, id: string, fields: InventoryFields, owner: { id: string; username: string }): Promise<Inventory> {
   const [row] = await db<Inventory[]>`
-    INSERT INTO inventories (id, name, kind, inputs, host_filter, source_vars, format, content, size_bytes, hosts, host_count, org_id, owner_id, created_by)
+    INSERT INTO inventories (id, name, kind, inputs, host_filter, source_vars, format, content, size_bytes, hosts, host_count, org_id, queue, owner_id, created_by)
     VALUES (${id}, ${fields.name}, ${fields.kind ?? 'static'}, ${fields.inputs ?? []}::text[], ${fields.host_filter ?? null},
             ${fields.source_vars ? db.json(fields.source_vars as never) : null}, ${fields.format}, ${fields.content}, ${Buffer.byteLength(fields.content)},
-            ${db.json(fields.hosts)}, ${fields.hosts.length}, ${fields.org_id}, ${owner.id}, ${owner.username})
+            ${db.json(fields.hosts)}, ${fields.hosts.length}, ${fields.org_id}, ${fields.queue ?? ''}, ${owner.id}, ${owner.username})
     RETURNING *`;
   return row;
 }
@@ -66,6 +70,7 @@ export async function updateInventory(db: Db, id: string, fields: InventoryField
       size_bytes = ${Buffer.byteLength(fields.content)}, hosts = ${db.json(fields.hosts)}, host_count = ${fields.hosts.length},
       ${fields.kind === undefined ? db`` : db`inputs = ${fields.inputs ?? []}::text[], host_filter = ${fields.host_filter ?? null},
       source_vars = ${fields.source_vars ? db.json(fields.source_vars as never) : null},`}
+      ${fields.queue === undefined ? db`` : db`queue = ${fields.queue},`}
       org_id = ${fields.org_id}, updated_at = now()
     WHERE id = ${id}
     RETURNING *`;
@@ -87,9 +92,10 @@ export async function getInventoryForUpdate(db: Db, id: string): Promise<Invento
   return row;
 }
 
-/** One inventory without its content (its host list kept), for a caller that needs only its hosts. */
-export async function getInventoryHosts(db: Db, id: string): Promise<Pick<Inventory, 'id' | 'name' | 'hosts' | 'kind' | 'inputs'> | undefined> {
-  const [row] = await db<Pick<Inventory, 'id' | 'name' | 'hosts' | 'kind' | 'inputs'>[]>`SELECT id, name, hosts, kind, inputs FROM inventories WHERE id = ${id}`;
+/** One inventory without its content (its host list kept), for a caller that needs only its hosts (and the queue its runs inherit). */
+export async function getInventoryHosts(db: Db, id: string): Promise<Pick<Inventory, 'id' | 'name' | 'hosts' | 'kind' | 'inputs' | 'queue'> | undefined> {
+  const [row] = await db<Pick<Inventory, 'id' | 'name' | 'hosts' | 'kind' | 'inputs' | 'queue'>[]>`
+    SELECT id, name, hosts, kind, inputs, queue FROM inventories WHERE id = ${id}`;
   return row;
 }
 

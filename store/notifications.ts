@@ -1,4 +1,5 @@
-import type { AttachmentEvent, NotificationKind, StoredObjectKind } from '../core/notifications/notification-kinds';
+import type { AttachmentEvent, NotificationKind, StoredObjectKind, ObjectKind } from '../core/notifications/notification-kinds';
+import { runReadableBy } from './access';
 import type { Db } from './db';
 import { OUTBOX_CHANNEL } from './outbox';
 
@@ -20,6 +21,10 @@ export interface StoredTarget {
   key_sealed: string | null;
   recipients: string | null;
   needs_secret: boolean;
+  /** The account that made it, which manages it (store/access.ts); null once that account is gone. */
+  owner_id: string | null;
+  /** Counts the target's writes, from 1: a PUT may send it back to be refused if it is stale. */
+  version: number;
   created_by: string;
   created_at: Date;
   updated_at: Date;
@@ -65,22 +70,28 @@ export interface NotificationEvent {
 
 // --- targets
 
-export async function insertTarget(db: Db, id: string, fields: TargetFields, createdBy: string): Promise<StoredTarget> {
+/** A new target; `owner` is the account making it, or just a name for one the service makes (an import). */
+export async function insertTarget(db: Db, id: string, fields: TargetFields, owner: string | { id: string; username: string }): Promise<StoredTarget> {
+  const { id: ownerId, username } = typeof owner === 'string' ? { id: null, username: owner } : owner;
   const [row] = await db<StoredTarget[]>`
-    INSERT INTO notification_targets (id, name, description, org_id, kind, url_sealed, url_hint, key_sealed, recipients, needs_secret, created_by)
+    INSERT INTO notification_targets (id, name, description, org_id, kind, url_sealed, url_hint, key_sealed, recipients, needs_secret, owner_id, created_by)
     VALUES (${id}, ${fields.name}, ${fields.description}, ${fields.org_id}, ${fields.kind}, ${fields.url_sealed}, ${fields.url_hint},
-            ${fields.key_sealed}, ${fields.recipients}, ${fields.needs_secret}, ${createdBy})
+            ${fields.key_sealed}, ${fields.recipients}, ${fields.needs_secret}, ${ownerId}, ${username})
     RETURNING *`;
   return row;
 }
 
-export async function updateTarget(db: Db, id: string, fields: TargetFields): Promise<StoredTarget | undefined> {
+/**
+ * Replaces a target's fields, only while it is still at `version` (the one its edit was made
+ * against), and counts the write; undefined when it is not (changed since, or gone).
+ */
+export async function updateTarget(db: Db, id: string, version: number, fields: TargetFields): Promise<StoredTarget | undefined> {
   const [row] = await db<StoredTarget[]>`
     UPDATE notification_targets SET
       name = ${fields.name}, description = ${fields.description}, org_id = ${fields.org_id}, kind = ${fields.kind},
       url_sealed = ${fields.url_sealed}, url_hint = ${fields.url_hint}, key_sealed = ${fields.key_sealed},
-      recipients = ${fields.recipients}, needs_secret = ${fields.needs_secret}, updated_at = now()
-    WHERE id = ${id} RETURNING *`;
+      recipients = ${fields.recipients}, needs_secret = ${fields.needs_secret}, version = version + 1, updated_at = now()
+    WHERE id = ${id} AND version = ${version} RETURNING *`;
   return row;
 }
 
@@ -169,6 +180,20 @@ export async function listAttachmentsOfObject(db: Db, kind: StoredObjectKind, ob
   return db<Attachment[]>`SELECT * FROM notification_attachments WHERE object_kind = ${kind} AND object_id = ${objectId} ORDER BY id`;
 }
 
+/** Where each kind of object an attachment names is stored; a workflow is a template with steps. */
+const NOTIFIABLE_TABLES: Record<ObjectKind, string> = { template: 'templates', workflow: 'templates', schedule: 'schedules', project: 'projects', org: 'orgs' };
+
+/**
+ * Whether the object an attachment names exists (for `workflow`, a template with steps), held
+ * until the transaction ends (FOR KEY SHARE) so that it cannot be deleted under a new attachment:
+ * its delete waits for the attach, then finds the attachment and removes it.
+ */
+export async function holdNotifiable(db: Db, kind: ObjectKind, id: string): Promise<boolean> {
+  const [row] = await db<{ fits: boolean }[]>`
+    SELECT ${kind === 'workflow' ? db`kind = 'workflow'` : db`true`} AS fits FROM ${db(NOTIFIABLE_TABLES[kind])} WHERE id = ${id} FOR KEY SHARE`;
+  return row?.fits === true;
+}
+
 /** Removes every attachment of an object; returns the ids removed. */
 export async function deleteAttachmentsOfObject(db: Db, kind: StoredObjectKind, objectId: string): Promise<string[]> {
   const rows = await db<{ id: string }[]>`
@@ -207,16 +232,20 @@ export async function settleEvent(db: Db, runId: string, seq: number, state: 're
 }
 
 /**
- * The targets that hear a top-level run's event (spec part B 6.2 rule 1), each once: attached for
- * the event to the run's template (every source carries it: a launch, a rerun, a schedule's or a
- * trigger's fire) or to the schedule that fired it. Projects and organizations join here when
- * they exist.
+ * The targets that hear a top-level run's event (spec part B 6.2 rule 1), each once however many
+ * of these it is attached through for the event:
+ * - the run's template (every source carries it: a launch, a rerun, a schedule's or a trigger's fire);
+ * - the schedule that fired it;
+ * - its project: the one the run works in (its spec's `project`) and its template's;
+ * - its organization, the one that owns its project, and the organization that owns its template.
  */
 export async function targetsHearing(
   db: Db,
-  run: { template_id: string | null; source_kind: string; source_id: string | null },
+  run: { template_id: string | null; source_kind: string; source_id: string | null; spec: { project?: { id: string } } },
   event: AttachmentEvent,
 ): Promise<StoredTarget[]> {
+  const projects = db`SELECT ${run.spec.project?.id ?? null}::text AS id UNION SELECT project_id FROM templates WHERE id = ${run.template_id}`;
+  const orgs = db`SELECT org_id FROM templates WHERE id = ${run.template_id} UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
   return db<StoredTarget[]>`
     SELECT t.* FROM notification_targets t
     WHERE t.id IN (
@@ -224,6 +253,8 @@ export async function targetsHearing(
       WHERE a.event = ${event} AND (
         (a.object_kind = 'template' AND a.object_id = ${run.template_id})
         OR (a.object_kind = 'schedule' AND ${run.source_kind} = 'schedule' AND a.object_id = ${run.source_id})
+        OR (a.object_kind = 'project' AND a.object_id IN (${projects}))
+        OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))
       )
     )
     ORDER BY t.id`;
@@ -322,17 +353,23 @@ export async function listRunNotifications(db: Db, runId: string): Promise<{ eve
   return { events, deliveries };
 }
 
-/** A target's recent deliveries, newest first. */
+/**
+ * A target's recent deliveries, newest first: every one, or for `readerId` only those of runs that
+ * account may read (store/access.ts runReadableBy), `total` counting only them.
+ */
 export async function listDeliveriesOfTarget(
   db: Db,
   targetId: string,
   query: { limit: number; offset: number; status?: DeliveryStatus },
+  readerId?: string,
 ): Promise<{ rows: Delivery[]; total: number }> {
-  const filter = query.status ? db`AND status = ${query.status}` : db``;
+  const status = query.status ? db`AND d.status = ${query.status}` : db``;
+  const readable = readerId !== undefined ? db`AND d.run_id IN (SELECT r.id FROM runs r WHERE ${runReadableBy(db, readerId, 'r')})` : db``;
+  const filter = db`d.target_id = ${targetId} ${status} ${readable}`;
   const rows = await db<Delivery[]>`
-    SELECT * FROM notification_deliveries WHERE target_id = ${targetId} ${filter}
-    ORDER BY queued_at DESC, run_id DESC, seq DESC LIMIT ${query.limit} OFFSET ${query.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_deliveries WHERE target_id = ${targetId} ${filter}`;
+    SELECT d.* FROM notification_deliveries d WHERE ${filter}
+    ORDER BY d.queued_at DESC, d.run_id DESC, d.seq DESC LIMIT ${query.limit} OFFSET ${query.offset}`;
+  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_deliveries d WHERE ${filter}`;
   return { rows, total: n };
 }
 

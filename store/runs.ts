@@ -264,3 +264,13 @@ export async function markCancelRequested(db: Db, id: string, by: string): Promi
 
 /** Runs per status and tool, from the maintained counts (store/run-counts.ts). */
 export { runCountsByStatusAndTool } from './run-counts';
+
+/**
+ * Runs waiting to start, by the queue they execute on: those `pending` that execute a tool (a
+ * plain run, a step, a shard). A parent (pipeline, workflow, split) executes nothing and an
+ * approval step waits for a decision, so neither waits for a worker.
+ */
+export async function pendingByQueue(db: Db): Promise<{ queue: string; n: number }[]> {
+  return db<{ queue: string; n: number }[]>`
+    SELECT queue, count(*)::int AS n FROM runs WHERE status = 'pending' AND kind IN ('run', 'step', 'shard') GROUP BY queue ORDER BY queue`;
+}

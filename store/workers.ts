@@ -53,3 +53,10 @@ export async function listWorkerPage(
   const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM workers ${filter}`;
   return { rows, total: n };
 }
+
+/** Worker processes by the queue they serve and whether they have missed three renewals in a row, judged on the database's clock. */
+export async function workerCounts(db: Db): Promise<{ queue: string; lost: boolean; n: number }[]> {
+  return db<{ queue: string; lost: boolean; n: number }[]>`
+    SELECT queue, renewed_at < now() - make_interval(secs => renew_seconds * ${MISSED_RENEWALS_LOST}) AS lost, count(*)::int AS n
+    FROM workers GROUP BY 1, 2 ORDER BY 1, 2`;
+}

@@ -22,7 +22,11 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     startToCloseTimeout: input.timeoutSeconds > 0 ? (input.timeoutSeconds + 300) * 1000 : TEN_YEARS_MS,
     heartbeatTimeout: input.leaseSeconds * 1000,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: ['RunNotFound'] },
+    // Each retry is a requeue (spec part A 3.1: the only way a lost worker's run moves): the next
+    // worker polling the queue runs it again from the top. No attempt count bounds it; the run's
+    // timeout below does, and a cancel. A retry policy is not part of what a replay compares, so
+    // workflows in flight keep the policy they were scheduled with and replay unchanged.
+    retry: { initialInterval: '1s', maximumInterval: '10s', nonRetryableErrorTypes: ['RunNotFound'] },
   });
   const { finishRun } = proxyLocalActivities<RunActivities>({
     startToCloseTimeout: '30s',

@@ -44,11 +44,12 @@ export function inventoryRoutes(server: ServerContext): Router {
         host_filter: composed.kind === 'smart' ? composed.host_filter : null,
         source_vars: composed.kind === 'constructed' ? (composed.source_vars ?? null) : null,
         org_id: composed.org_id ?? null,
+        queue: composed.queue ?? '',
         id: composed.id,
       };
     }
     const input = parseInput(inventoryInput, body);
-    return { name: input.name, content: input.content, format: input.format ?? null, org_id: input.org_id ?? null, id: input.id };
+    return { name: input.name, content: input.content, format: input.format ?? null, org_id: input.org_id ?? null, queue: input.queue ?? '', id: input.id };
   };
 
   router.post('/', async (ctx) => {

@@ -15,7 +15,7 @@ import {
   targetViews,
   withholdDestinationSecrets,
 } from '../../services/notifications/notifications';
-import { readableRun } from '../../services/access/access';
+import { readableRun, readerOf } from '../../services/access/access';
 import {
   getTarget,
   listAttachmentsOfTarget,
@@ -32,8 +32,10 @@ import { parseInput, queryObject } from '../validate';
 
 /**
  * Named notification targets, their attachments and deliveries (spec part A 4.8), and what a run's
- * targets were told (`GET /v1/runs/{id}/notifications`, 4.1). Admins create, change, delete,
- * attach and detach; operators read. No read ever carries a target's `url` or `key`.
+ * targets were told (`GET /v1/runs/{id}/notifications`, 4.1). Admins create targets; an admin or a
+ * manager of a target changes and deletes it; attaching and detaching ask use of the target and
+ * management of the object (services/notifications.ts); operators read, a target's deliveries only
+ * of the runs they may read. No read ever carries a target's `url` or `key`.
  */
 export function notificationRoutes(server: ServerContext): Router {
   const router = new Router();
@@ -77,14 +79,14 @@ export function notificationRoutes(server: ServerContext): Router {
   });
 
   router.put('/v1/notifications/:id', async (ctx) => {
-    requireRole(ctx, 'admin');
-    await replaceTarget(server, originOf(ctx), ctx.params.id, draftOf(ctx.request.body, originOf(ctx)));
+    const caller = requireRole(ctx, 'viewer');
+    await replaceTarget(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body, originOf(ctx)));
     ctx.body = await viewOf(ctx.params.id);
   });
 
   router.delete('/v1/notifications/:id', async (ctx) => {
-    requireRole(ctx, 'admin');
-    await removeTarget(server, originOf(ctx), ctx.params.id);
+    const caller = requireRole(ctx, 'viewer');
+    await removeTarget(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
@@ -97,7 +99,7 @@ export function notificationRoutes(server: ServerContext): Router {
   });
 
   router.post('/v1/notifications/:id/attachments', async (ctx) => {
-    const caller = requireRole(ctx, 'admin');
+    const caller = requireRole(ctx, 'viewer');
     const input = parseInput(attachmentInput, ctx.request.body);
     const attachment = await attachTarget(server, caller, originOf(ctx), ctx.params.id, input);
     ctx.status = 201;
@@ -105,16 +107,17 @@ export function notificationRoutes(server: ServerContext): Router {
   });
 
   router.delete('/v1/notifications/:id/attachments/:attachment', async (ctx) => {
-    requireRole(ctx, 'admin');
-    await detachTarget(server, originOf(ctx), ctx.params.id, ctx.params.attachment);
+    const caller = requireRole(ctx, 'viewer');
+    await detachTarget(server, caller, originOf(ctx), ctx.params.id, ctx.params.attachment);
     ctx.status = 204;
   });
 
   router.get('/v1/notifications/:id/deliveries', async (ctx) => {
-    requireRole(ctx, 'operator');
+    const caller = requireRole(ctx, 'operator');
     const query = parseInput(z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery }), queryObject(ctx.query));
     if (!(await getTarget(sql, ctx.params.id))) throw notFound(`notification target ${ctx.params.id}`);
-    const { rows, total } = await listDeliveriesOfTarget(sql, ctx.params.id, query);
+    // Only deliveries of runs the caller may read (spec part B 5.2 rule 5).
+    const { rows, total } = await listDeliveriesOfTarget(sql, ctx.params.id, query, readerOf(caller));
     ctx.body = listEnvelope('deliveries', rows.map(deliveryView), total, query.offset);
   });
 

@@ -10,7 +10,7 @@ import { listChildRuns, listRuns } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
-import { ansibleFields, changeLabel, command, extraVars, idempotencyKey, queue, shards, timeout, tool } from '../schemas/run-fields';
+import { ansibleInputOf, changeLabel, command, extraVars, idempotencyKey, optionalAnsibleFields, queue, requireCommandOrPlaybook, shards, timeout, tool } from '../schemas/run-fields';
 import { parseInput, queryObject, storableTime } from '../validate';
 import { notificationEntries } from '../schemas/notifications';
 import { noFields } from '../schemas/common';
@@ -22,9 +22,7 @@ const runSubmission = z.strictObject({
   // Required, except for an ansible run naming its `playbook` (refined below).
   command: command.optional(),
   // The ansible tool's playbook, inventory and controls (spec part A 2.1, 2.2); other tools ignore them.
-  ...Object.fromEntries(Object.entries(ansibleFields).map(([k, v]) => [k, v.optional()])) as {
-    [K in keyof typeof ansibleFields]: z.ZodOptional<(typeof ansibleFields)[K]>;
-  },
+  ...optionalAnsibleFields,
   extra_vars: extraVars.default({}),
   timeout: timeout.optional(),
   queue: queue.default(''),
@@ -40,12 +38,7 @@ const runSubmission = z.strictObject({
   if (input.tool === 'ansible' && input.shards !== undefined && input.shards >= 2) {
     ctx.addIssue({ code: 'custom', path: ['shards'], message: 'the ansible tool does not split into shards: forks runs hosts in parallel' });
   }
-  if (input.command !== undefined) return;
-  if (input.tool === 'ansible') {
-    if (input.playbook === undefined) ctx.addIssue({ code: 'custom', path: ['playbook'], message: 'an ansible run needs playbook (a path) or command (the playbook itself)' });
-  } else {
-    ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required' });
-  }
+  requireCommandOrPlaybook(input, ctx);
 });
 
 const RUN_STATUSES = ['held', 'pending', 'running', ...TERMINAL_STATUSES] as const;
@@ -75,17 +68,7 @@ export function runRoutes(server: ServerContext): Router {
     const request = jobRequest({
       tool: input.tool,
       command: input.command ?? '',
-      ansible: {
-        playbook: input.playbook,
-        inventory_id: input.inventory_id,
-        inventory: input.inventory,
-        limit: input.limit,
-        tags: input.tags,
-        skip_tags: input.skip_tags,
-        forks: input.forks,
-        verbosity: input.verbosity,
-        diff_mode: input.diff_mode,
-      },
+      ansible: ansibleInputOf(input),
       extraVars: input.extra_vars,
       dryRun: input.dry_run,
       queue: input.queue,

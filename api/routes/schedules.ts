@@ -9,6 +9,7 @@ import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { previewQuery, scheduleInput, type ScheduleInput } from '../schemas/schedules';
+import { ansibleInputOf } from '../schemas/run-fields';
 import { pipelineToGraph } from '../schemas/steps';
 import { parseInput, queryObject } from '../validate';
 
@@ -76,7 +77,8 @@ function submissionOf(input: ScheduleInput): ScheduleSubmission | null {
     const run = input.run;
     const request = jobRequest({
       tool: run.tool,
-      command: run.command,
+      command: run.command ?? '',
+      ansible: ansibleInputOf(run),
       extraVars: run.extra_vars,
       dryRun: run.dry_run,
       queue: run.queue,

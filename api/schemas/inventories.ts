@@ -3,7 +3,7 @@ import { INVENTORY_FORMATS } from '../../core/ansible/inventory';
 import { namedId } from './access';
 import { fitsBytes } from './common';
 import { composedPreviewInput } from './inventory-sources';
-import { ansibleFields } from './run-fields';
+import { ansibleFields, queue } from './run-fields';
 
 /**
  * The body of `POST /v1/inventories` and `PUT /v1/inventories/{id}` (spec part A 4.12): a PUT
@@ -19,6 +19,8 @@ export const inventoryInput = z.strictObject({
   format: absent(z.enum(INVENTORY_FORMATS, { message: `format must be one of ${INVENTORY_FORMATS.join(', ')}` })),
   kind: absent(z.literal('static', { message: 'kind must be static: stored inventories hold their content' })),
   org_id: absent(namedId('org_id')),
+  // The worker queue a run over it executes on when it names none (Team tier, spec part A 1.2).
+  queue: absent(queue),
   // Read-only fields of a read, ignored.
   id: z.unknown().optional(),
   owner_id: z.unknown().optional(),
@@ -41,6 +43,7 @@ export type InventoryInput = z.output<typeof inventoryInput>;
 const savedFields = {
   name: inventoryInput.shape.name,
   org_id: inventoryInput.shape.org_id,
+  queue: inventoryInput.shape.queue,
   id: z.unknown().optional(),
   owner_id: z.unknown().optional(),
   format: z.unknown().optional(),

@@ -50,6 +50,9 @@ export const targetInput = z.strictObject({
   description: optionalText('description', 2000),
   org_id: optionalText('org_id', 512),
   ...destinationFields,
+  // The version an edit was made against (a read's `version`): a PUT is refused with 409 when the
+  // target is no longer at it. Ignored on create.
+  version: z.number({ message: 'version must be a whole number' }).int('version must be a whole number').min(1, 'version must be at least 1').nullable().optional(),
   // Read-only fields of a read, ignored.
   id: z.unknown().optional(),
   key_set: z.unknown().optional(),

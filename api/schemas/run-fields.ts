@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { hostPatternFault } from '../../core/ansible/ansible-spec';
+import { hostPatternFault, type AnsibleInput } from '../../core/ansible/ansible-spec';
 import { badRequest } from '../../core/errors';
 import { fitsBytes } from './common';
 
@@ -100,6 +100,30 @@ export const ansibleFields = {
   verbosity: z.number({ message: 'verbosity must be a whole number' }).int('verbosity must be a whole number').min(0, 'verbosity must not be negative'),
   diff_mode: z.boolean({ message: 'diff_mode must be true or false' }),
 };
+
+/** The ansible fields, each optional: what a run submission, a pipeline or workflow step and a schedule's run take. */
+export const optionalAnsibleFields = Object.fromEntries(Object.entries(ansibleFields).map(([k, v]) => [k, v.optional()])) as {
+  [K in keyof typeof ansibleFields]: z.ZodOptional<(typeof ansibleFields)[K]>;
+};
+
+/** The ansible fields of a parsed body, for core/ansible-spec.ts ansibleSpecOf (which keeps them for the ansible tool only). */
+export function ansibleInputOf(input: AnsibleInput): AnsibleInput {
+  const { playbook, inventory_id, inventory, limit, tags, skip_tags, forks, verbosity, diff_mode } = input;
+  return { playbook, inventory_id, inventory, limit, tags, skip_tags, forks, verbosity, diff_mode };
+}
+
+/**
+ * What a run or step executes: `command` (the script; for ansible the playbook itself), or for an
+ * ansible one `playbook` (a path) instead. A refinement, so the missing field is named.
+ */
+export function requireCommandOrPlaybook(input: { tool?: string; command?: string; playbook?: string }, ctx: z.RefinementCtx): void {
+  if (input.command !== undefined) return;
+  if (input.tool === 'ansible') {
+    if (input.playbook === undefined) ctx.addIssue({ code: 'custom', path: ['playbook'], message: 'an ansible run needs playbook (a path) or command (the playbook itself)' });
+  } else {
+    ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required' });
+  }
+}
 
 /** The most a change label may be, in UTF-8 bytes. */
 const MAX_CHANGE_BYTES = 255;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { SPRING_FORWARD } from '../../core/schedules/schedule-calendar';
 import { fitsBytes } from './common';
 import { credentialIds } from './credentials';
-import { command, extraVars, queue, shards, timeout, tool } from './run-fields';
+import { command, extraVars, optionalAnsibleFields, queue, requireCommandOrPlaybook, shards, timeout, tool } from './run-fields';
 import { pipelineSteps } from './steps';
 
 /**
@@ -26,10 +26,13 @@ const rule = {
   spring_forward: z.enum(SPRING_FORWARD, { message: `spring_forward must be one of ${SPRING_FORWARD.join(', ')}` }),
 };
 
-/** A run or split a schedule fires: the body of `POST /v1/runs`. */
+/** A run or split a schedule fires: the body of `POST /v1/runs`, ansible fields included. */
 const scheduledRun = z.strictObject({
   tool,
-  command,
+  // Required, except for an ansible run naming its `playbook` (refined below).
+  command: command.optional(),
+  // The ansible tool's playbook, stored inventory and controls (spec part A 2.1, 2.2), as a run takes them.
+  ...optionalAnsibleFields,
   extra_vars: extraVars.default({}),
   timeout: timeout.optional(),
   queue: queue.default(''),
@@ -37,6 +40,11 @@ const scheduledRun = z.strictObject({
   shards: shards.optional(),
   // Credentials each fire's run is given (spec part A 2.9): the saver needs use on each.
   credentials: credentialIds('credentials').optional(),
+}).superRefine((input, ctx) => {
+  if (input.tool === 'ansible' && input.shards !== undefined && input.shards >= 2) {
+    ctx.addIssue({ code: 'custom', path: ['shards'], message: 'the ansible tool does not split into shards: forks runs hosts in parallel' });
+  }
+  requireCommandOrPlaybook(input, ctx);
 });
 
 /** A pipeline a schedule fires: the body of `POST /v1/pipelines`. */

@@ -52,6 +52,8 @@ export const FEATURES = {
   audit_register: { tier: 'team', name: 'the period change register (GET /v1/audit/register)' },
   drift_reconcile: { tier: 'team', name: 'drift reconciliation (POST /v1/drift/reconcile)' },
   named_queue: { tier: 'team', name: 'a named queue' },
+  // Only a worker serves a named queue, and every worker is Team, the default pool's included.
+  worker: { tier: 'team', name: 'a worker (cairn worker)' },
   policy_deny: { tier: 'team', name: 'deny policies' },
   policy_risk_floor: { tier: 'team', name: 'risk floors on policies' },
   policy_actor_scope: { tier: 'team', name: 'actor scoping on policies' },

@@ -1,6 +1,6 @@
 import { entriesView } from '../notifications/notification-kinds';
-import type { RunEvent, Run } from './run';
 import { ansibleView } from '../ansible/ansible-spec';
+import { PARENT_KINDS, type RunEvent, type Run } from './run';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -61,8 +61,14 @@ export function runView(run: Run, mode: RunViewMode = 'full') {
     // The change label (spec part A 2.1, 2.13) and the fact cache setting (2.1), null for none.
     change: run.spec.change ?? null,
     fact_cache: run.spec.fact_cache ?? null,
-    // An ansible run's playbook, inventory and controls (spec part A 2.1, 2.2); other runs have none.
-    ...(run.tool === 'ansible' ? ansibleView(run.spec) : {}),
+    // An ansible run's playbook, inventory and controls (spec part A 2.1, 2.2); other runs have none,
+    // but for a `limit` a provisioning callback keeps on any tool's run.
+    ...(run.tool === 'ansible' ? ansibleView(run.spec) : run.spec.limit !== undefined ? { limit: run.spec.limit } : {}),
+    // A shard's slice of its split: its index and the split's shard count; null for any other run.
+    shard: run.spec.shard ?? null,
+    // A parent's step definitions as submitted (the `steps` its state digest covers, docs/api.md
+    // "The state digest"); null for other runs. Left out of previews, which stay small.
+    ...(mode === 'full' ? { graph: PARENT_KINDS.includes(run.kind) ? (run.graph ?? null) : null } : {}),
     // Names only: a sealed answer is never read back by anyone.
     secret_vars: run.sealed_vars ? Object.keys(run.sealed_vars).sort() : [],
     // The run's own notification entries, URLs and keys masked (spec part A 2.11 rule 3).

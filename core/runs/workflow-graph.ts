@@ -3,6 +3,8 @@
 // to what it decides for a graph already running changes workflow behaviour: see "Changing workflow
 // code" in docs/architecture.md (replay tests, `patched()`).
 
+import type { AnsibleSpec } from './run';
+
 /**
  * Saved workflows and pipelines as a graph of steps (spec part A 2.5, 3.2). Pure: used when a
  * template or pipeline is saved (validation) and inside workflow code (what runs next), so it
@@ -17,7 +19,11 @@
  *   approval was denied with no `if_denied` to take.
  */
 
-export interface StepDefinition {
+/**
+ * A step. An ansible step carries its playbook, stored inventory and controls (spec part A 2.2,
+ * 2.5) as a run does, each present only when given (core/ansible-spec.ts ansibleSpecOf).
+ */
+export interface StepDefinition extends AnsibleSpec {
   name: string;
   /** `approval` waits for a decision; anything else runs its tool. */
   type: 'run' | 'approval';

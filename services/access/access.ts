@@ -28,6 +28,12 @@ export interface AccessRequest {
   action: string;
   /** For an object named in a body: a missing or unreadable one is a 400 naming this field, not a 404. */
   field?: string;
+  /**
+   * The caller reads every object of this kind by its role, whatever its grants (an operator
+   * reads every notification target, spec part A 4.8): an existing object is never hidden from
+   * it, so holding too little is a 403 naming the grant.
+   */
+  readByRole?: boolean;
 }
 
 /**
@@ -40,7 +46,7 @@ export async function requireAccess(db: Db, caller: Caller, object: string, need
   if (!kind) throw new Error(`no object kind begins ${JSON.stringify(object)}`);
   const { noun, table } = OBJECT_KINDS[kind];
   const { exists, level } = await levelOn(db, caller, object);
-  if (table !== null && (!exists || level < LEVELS.read)) {
+  if (table !== null && (!exists || (level < LEVELS.read && !request.readByRole))) {
     if (request.field) throw badRequest(`${request.field}: ${noun} ${object} not found`, { field: request.field });
     throw notFound(`${noun} ${object}`);
   }

@@ -6,6 +6,7 @@ import { deleteGroup, deleteMember, getGroupForUpdate, getMembership, insertGrou
 import type { Caller } from '../../store/tokens';
 import { refuseAgentAccessChange } from './access';
 import { appendEntry, recordMutation, type AuditOrigin } from '../audit/audit';
+import { deleteWithAttachments } from '../notifications/notifications';
 
 /**
  * Teams and organizations and their members (spec part A 2.8, 4.11). An admin, and a person,
@@ -50,14 +51,20 @@ export async function removeGroup(sql: Sql, caller: Caller, origin: AuditOrigin,
   refuseAgentAccessChange(caller);
   await recordMutation(sql, origin, 204, async (tx, entry) => {
     const group = await getGroupForUpdate(tx, kind, id);
-    const removed = group && (await deleteGroup(tx, kind, group.id));
-    if (!group || !removed) throw notFound(`${NOUN[kind]} ${id}`);
+    if (!group) throw notFound(`${NOUN[kind]} ${id}`);
+    const remove = async () => {
+      const removed = await deleteGroup(tx, kind, group.id);
+      if (!removed) throw notFound(`${NOUN[kind]} ${id}`);
+      return removed;
+    };
+    // An organization's notification attachments go with it, as its chain entry's path states (spec part A 4.16).
+    const { removed, attachments } = kind === 'org' ? await deleteWithAttachments(tx, origin, 'org', group.id, remove) : { removed: await remove(), attachments: undefined };
     entry.body = {
       kind: `${kind}.deleted`,
       [`${kind}_id`]: group.id,
       name: group.name,
       members_removed: removed.members,
-      ...(kind === 'team' ? { grants_removed: removed.grants } : {}),
+      ...(kind === 'team' ? { grants_removed: removed.grants } : { notification_attachments: attachments }),
     };
   });
 }

@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import type { Config } from '../../core/config';
 import { ConfigError } from '../../core/config';
-import { BUILT_IN_LICENSE_KEYS, LicenseError, parseLicense, type License, type Tier } from '../../core/access/license';
+import { BUILT_IN_LICENSE_KEYS, LicenseError, parseLicense, type License, type Tier, featureRefusal, tierAllows } from '../../core/access/license';
+import { forbidden } from '../../core/errors';
 
 export interface Licensing {
   tier: Tier;
@@ -32,5 +33,16 @@ export async function loadLicensing(
   } catch (err) {
     if (err instanceof LicenseError) throw new ConfigError(`--license-file (CAIRN_LICENSE_FILE): ${err.message}`);
     throw err;
+  }
+}
+
+/**
+ * A named queue (spec part A 1.2) needs the Team tier, since only a worker serves one and every
+ * worker is Team: 403 naming the feature and `field` wherever a run, template, inventory or
+ * schedule names one, or a run inherits one. The default queue (`""`) is always allowed.
+ */
+export function requireQueueAllowed(queue: string, tier: Tier, field = 'queue'): void {
+  if (queue !== '' && !tierAllows(tier, 'named_queue')) {
+    throw forbidden(featureRefusal('named_queue', tier), { feature: 'named_queue', field, tier });
   }
 }

@@ -1,6 +1,6 @@
 import { hostPatternFault } from '../../core/ansible/ansible-spec';
 import type { ComposedHosts } from '../../core/ansible/inventory';
-import { DomainError, badRequest, conflict } from '../../core/errors';
+import { DomainError, badRequest } from '../../core/errors';
 import type { Db } from '../../store/db';
 import { getInventory, missingInventories, type Inventory } from '../../store/inventories';
 import type { Caller } from '../../store/tokens';
@@ -117,14 +117,17 @@ export async function composedRunInventory(db: Db, inventory: Inventory): Promis
 }
 
 /**
- * A launch, rerun or relaunch naming a composed inventory whose input is gone cannot run: a
- * configuration error answered 409 naming, never quoting (spec part B 7.3).
+ * A submission naming a composed inventory whose input is gone cannot run: a configuration error
+ * (spec part B 7.3), answered 400 with the whole reason naming `field` (`inventory_id`,
+ * `steps[1].inventory_id`) on a run submission, template launch or pipeline. A rerun, retry or
+ * relaunch turns it into 409, and so does an unattended fire (services/runs.ts resubmit,
+ * services/triggers.ts), per 7.3's table; none quotes inventory content.
  */
-export async function requireComposedInputs(db: Db, inventory: Pick<Inventory, 'id' | 'kind' | 'inputs'>): Promise<void> {
+export async function requireComposedInputs(db: Db, inventory: Pick<Inventory, 'id' | 'kind' | 'inputs'>, field = 'inventory_id'): Promise<void> {
   if (inventory.kind === 'static') return;
   const missing = await missingInventories(db, inventory.inputs);
   if (missing.length) {
     const err = new ComposedInputGone(inventory.id, missing);
-    throw conflict(`cannot run: ${err.message}`, { inventory_id: inventory.id, missing_inputs: missing });
+    throw badRequest(`${field}: cannot run: ${err.message}`, { field, inventory_id: inventory.id, missing_inputs: missing });
   }
 }

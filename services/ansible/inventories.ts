@@ -23,6 +23,7 @@ import { recordMutation, withholdFields, type AuditOrigin } from '../audit/audit
 import type { ServerContext } from '../context';
 import { previewComposed } from './composed-inventories';
 import { requireOrgPlacement } from '../access/groups';
+import { requireQueueAllowed } from '../access/licensing';
 
 /**
  * Stored inventories (spec part A 2.1, 4.12; part B 7.3, 8): INI or YAML content, written whole,
@@ -53,6 +54,8 @@ export interface InventoryDraft {
   source_vars?: Record<string, unknown> | null;
   format?: InventoryFormat | null;
   org_id?: string | null;
+  /** The worker queue runs over it inherit (Team tier); `""` or absent is the default queue. */
+  queue?: string;
   /** The `id` a body names (a read sent back carries it); an update refuses another inventory's. */
   id?: unknown;
 }
@@ -150,8 +153,8 @@ export async function requireInventoryUse(db: Db, caller: Caller, inventoryId: s
 }
 
 /** A template's run names an inventory that must still exist: 400 naming `inventory_id` (`inventory inv_… not found`) otherwise. */
-export async function requireInventoryExists(db: Db, inventoryId: string): Promise<void> {
-  if (!(await getInventoryHosts(db, inventoryId))) throw badRequest(`inventory_id: inventory ${inventoryId} not found`, { field: 'inventory_id' });
+export async function requireInventoryExists(db: Db, inventoryId: string, field = 'inventory_id'): Promise<void> {
+  if (!(await getInventoryHosts(db, inventoryId))) throw badRequest(`${field}: inventory ${inventoryId} not found`, { field });
 }
 
 /**
@@ -176,11 +179,12 @@ async function fieldsOf(ctx: ServerContext, caller: Caller, draft: InventoryDraf
       content: '',
       hosts: resolved.hosts,
       org_id: draft.org_id ?? null,
+      queue: draft.queue ?? '',
     };
   }
   const format = draft.format ?? detectFormat(draft.content);
   const hosts = await inventoryHosts(ctx, format, draft.content);
-  return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null };
+  return { name: draft.name, format, content: draft.content, hosts, org_id: draft.org_id ?? null, queue: draft.queue ?? '' };
 }
 
 /**
@@ -198,7 +202,7 @@ function sourceVarsOf(draft: InventoryDraft, stored: Inventory | undefined): Rec
 
 /** What an inventory's chain entries record: never its content. */
 function audited(inventory: Inventory): Record<string, unknown> {
-  return { name: inventory.name, kind: inventory.kind, ...(inventory.kind !== 'static' && { inputs: inventory.inputs }), format: inventory.format, size_bytes: inventory.size_bytes, host_count: inventory.host_count, org_id: inventory.org_id };
+  return { name: inventory.name, kind: inventory.kind, ...(inventory.kind !== 'static' && { inputs: inventory.inputs }), format: inventory.format, size_bytes: inventory.size_bytes, host_count: inventory.host_count, org_id: inventory.org_id, queue: inventory.queue };
 }
 
 async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> {
@@ -212,6 +216,8 @@ async function uniqueName<T>(name: string, write: () => Promise<T>): Promise<T> 
 
 export async function createInventory(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: InventoryDraft): Promise<Inventory> {
   withholdFields(origin, ['content', 'source_vars']);
+  // A named queue is Team (spec part A 1.2), refused when saved as a template's is.
+  requireQueueAllowed(draft.queue ?? '', ctx.licensing.tier);
   const fields = await fieldsOf(ctx, caller, draft);
   const id = newId('inv');
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
@@ -228,6 +234,7 @@ export async function replaceInventory(ctx: ServerContext, caller: Caller, origi
     throw badRequest(`id: the body names inventory ${String(draft.id)} but the path names ${id}; the id cannot change`, { field: 'id' });
   }
   const before = await readableInventory(ctx.sql, caller, id);
+  requireQueueAllowed(draft.queue ?? '', ctx.licensing.tier);
   if ((draft.kind ?? 'static') !== before.kind) {
     throw badRequest(`kind: inventory ${id} is a ${before.kind} inventory; its kind cannot change (store a new one)`, { field: 'kind' });
   }

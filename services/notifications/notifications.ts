@@ -1,6 +1,6 @@
 import { writeOnlyEdit } from '../../core/credentials/write-only';
 import { targetSecretContext, entrySecretContext } from '../../core/credentials/seal-contexts';
-import { badRequest, conflict, notFound } from '../../core/errors';
+import { badRequest, conflict, notFound, forbidden } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { httpUrlFault } from '../../core/notifications/http-url';
 import {
@@ -19,6 +19,7 @@ import { encryptionKeyRequired } from '../../core/runs/run-secrets';
 import type { DeliverySettings } from '../../core/notifications/notification-settings';
 import type { Db } from '../../store/db';
 import { isUniqueViolation } from '../../store/db';
+import { deleteGrantsOn } from '../../store/access';
 import {
   deleteAttachment,
   deleteAttachmentsOfObject,
@@ -26,6 +27,7 @@ import {
   getAttachment,
   getTarget,
   getTargetForUpdate,
+  holdNotifiable,
   insertAttachment,
   insertTarget,
   listAttachmentsOfObject,
@@ -37,10 +39,11 @@ import {
   type TargetDeliveryStats,
   type TargetFields,
 } from '../../store/notifications';
-import { getTemplate } from '../../store/templates';
 import type { Caller } from '../../store/tokens';
 import { recordMutation, withholdFields, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
+import type { Permission } from '../../core/access/access';
+import { requireAccess } from '../access/access';
 import { checkedAddress } from './notification-egress';
 
 /**
@@ -66,6 +69,8 @@ export interface TargetDraft extends DestinationInput {
   name: string;
   description?: string | null;
   org_id?: string | null;
+  /** On an edit: the version it was made against (a read's `version`); absent replaces whatever is stored. */
+  version?: number | null;
 }
 
 /** Body paths of a target's or entries' secrets, withheld from the request's fingerprint. */
@@ -153,20 +158,42 @@ export async function createTarget(ctx: ServerContext, caller: Caller, origin: A
   const id = newId('ntf');
   const { secrets } = await mergeSecrets(ctx, (f) => targetSecretContext(id, f), draft.kind, draft, undefined, '');
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
-    const target = await insertTarget(tx, id, fieldsOf(draft, secrets, false), caller.account.username);
+    const target = await insertTarget(tx, id, fieldsOf(draft, secrets, false), caller.account);
     entry.body = { kind: 'notification.created', target_id: id, target: audited(target) };
     return target;
   });
 }
 
 /**
- * Replaces a target whole. A blank or masked `url` or `key` keeps the stored one; a target
- * waiting for its secret may be saved still missing it and keeps waiting; any other edit that
- * leaves a required field missing is refused naming it.
+ * What a change to a target needs (spec part A 4.8): an admin, or the grant on it (its owner and
+ * its organization's admins manage it, its organization's members use it). Every operator reads
+ * every target, so one that exists is never hidden from an operator: too little is a 403.
  */
-export async function replaceTarget(ctx: ServerContext, origin: AuditOrigin, targetId: string, draft: TargetDraft): Promise<StoredTarget> {
+async function requireTargetAccess(db: Db, caller: Caller, targetId: string, needed: Permission, action: string): Promise<void> {
+  await requireAccess(db, caller, targetId, needed, { action: `${action} notification target ${targetId}`, readByRole: caller.account.role !== 'viewer' });
+}
+
+/** The 409 of an edit made against a version of the target that is no longer the stored one. */
+const staleTarget = (targetId: string, version: number, why: string) =>
+  conflict(`notification target ${targetId} ${why}; read it again (it is at version ${version}) and send your edit with that version`, {
+    field: 'version',
+    version,
+  });
+
+/**
+ * Replaces a target whole, for an admin or a manager of it. A blank or masked `url` or `key`
+ * keeps the stored one; a target waiting for its secret may be saved still missing it and keeps
+ * waiting; any other edit that leaves a required field missing is refused naming it.
+ *
+ * Optimistic concurrency on the target's `version`: an edit sending a version that is not the
+ * stored one is refused with 409 naming the current one, and so is an edit that finds the target
+ * changed between reading it (whose secrets it merged with) and saving it, so no edit is lost.
+ */
+export async function replaceTarget(ctx: ServerContext, caller: Caller, origin: AuditOrigin, targetId: string, draft: TargetDraft): Promise<StoredTarget> {
   const current = await getTarget(ctx.sql, targetId);
   if (!current) throw notFound(`notification target ${targetId}`);
+  await requireTargetAccess(ctx.sql, caller, targetId, 'manage', 'changing');
+  if (draft.version != null && draft.version !== current.version) throw staleTarget(targetId, current.version, `is at another version than the ${draft.version} this edit was made against`);
   // A target waiting for its secret may be saved still missing it (not its recipients), and keeps waiting.
   const { secrets, missing } = await mergeSecrets(ctx, (f) => targetSecretContext(targetId, f), draft.kind, draft, current, '', current.needs_secret);
   if (missing.includes('to')) throw missingField(missing, draft.kind, '');
@@ -174,19 +201,22 @@ export async function replaceTarget(ctx: ServerContext, origin: AuditOrigin, tar
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const locked = await getTargetForUpdate(tx, targetId);
     if (!locked) throw notFound(`notification target ${targetId}`);
-    const updated = (await updateTarget(tx, targetId, fieldsOf(draft, secrets, waiting && missing.length > 0)))!;
+    const updated = await updateTarget(tx, targetId, current.version, fieldsOf(draft, secrets, waiting && missing.length > 0));
+    if (!updated) throw staleTarget(targetId, locked.version, 'changed while this edit was being saved; nothing was saved');
     entry.body = { kind: 'notification.updated', target_id: targetId, target: audited(updated), previous: audited(locked) };
     return updated;
   });
 }
 
-/** Deletes a target and every attachment. */
-export async function removeTarget(ctx: ServerContext, origin: AuditOrigin, targetId: string): Promise<void> {
+/** Deletes a target, every attachment and every grant on it, for an admin or a manager of it. */
+export async function removeTarget(ctx: ServerContext, caller: Caller, origin: AuditOrigin, targetId: string): Promise<void> {
   await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getTargetForUpdate(tx, targetId);
     if (!current) throw notFound(`notification target ${targetId}`);
+    await requireTargetAccess(tx, caller, targetId, 'manage', 'deleting');
+    const grantsRemoved = await deleteGrantsOn(tx, targetId);
     const removed = (await deleteTarget(tx, targetId))!;
-    entry.body = { kind: 'notification.deleted', target_id: targetId, target: audited(current), attachments: removed.attachments };
+    entry.body = { kind: 'notification.deleted', target_id: targetId, target: audited(current), attachments: removed.attachments, grants_removed: grantsRemoved };
   });
 }
 
@@ -232,6 +262,7 @@ export function targetView(target: StoredTarget, stats: TargetDeliveryStats | un
     id: target.id,
     ...audited(target),
     delivery: deliveryBlock(target, stats),
+    version: target.version,
     created_by: target.created_by,
     created_at: target.created_at.toISOString(),
     updated_at: target.updated_at.toISOString(),
@@ -260,26 +291,30 @@ function audited(target: StoredTarget) {
 
 // --- attachments
 
-/**
- * How each kind of object is found when something is attached to it: the one place a kind is
- * wired in. Kinds this release does not serve yet have no entry, so an attachment to one answers
- * 404 for the unknown object.
- */
-const NOTIFIABLE_OBJECTS: Record<ObjectKind, ((db: Db, id: string) => Promise<boolean>) | undefined> = {
-  template: async (db, id) => (await getTemplate(db, id)) !== undefined,
-  workflow: async (db, id) => (await getTemplate(db, id))?.kind === 'workflow',
-  schedule: undefined,
-  project: undefined,
-  org: undefined,
-};
-
 /** How an attachment is stored: a workflow is a template with steps. */
 export const storedObjectKind = (kind: ObjectKind): StoredObjectKind => (kind === 'workflow' ? 'template' : kind);
 
-/** Finds the object an attachment names; 404 when there is none (or its kind is not served yet). */
-export async function resolveNotifiable(db: Db, kind: ObjectKind, id: string): Promise<void> {
-  const find = NOTIFIABLE_OBJECTS[kind];
-  if (!find || !(await find(db, id))) throw notFound(`${kind} ${id}`);
+/** Objects only an admin attaches targets to (spec part A 4.8). */
+const ADMIN_ONLY_OBJECTS: ReadonlySet<ObjectKind> = new Set(['schedule', 'org']);
+const OBJECT_NOUNS: Record<ObjectKind, string> = { template: 'a template', workflow: 'a workflow', schedule: 'a schedule', project: 'a project', org: 'an organization' };
+
+/**
+ * What attaching a target to an object, or detaching it, asks (spec part A 4.8): use of the target,
+ * and management of the object (an admin; a manage grant on a template, workflow or project, or
+ * admin of the organization owning it). Attaching to a schedule or an organization is admin work.
+ * The object is held until the transaction ends (store/notifications.ts holdNotifiable); 404 when
+ * it does not exist, or the caller may not read it.
+ */
+async function requireAttachAccess(db: Db, caller: Caller, targetId: string, kind: ObjectKind, objectId: string, action: 'attaching' | 'detaching'): Promise<void> {
+  await requireTargetAccess(db, caller, targetId, 'use', action);
+  const admin = caller.account.role === 'admin';
+  if (!admin && ADMIN_ONLY_OBJECTS.has(kind)) {
+    throw forbidden(`${action} a notification target to ${OBJECT_NOUNS[kind]} is admin work; ${caller.account.username} is ${caller.account.role === 'operator' ? 'an' : 'a'} ${caller.account.role}`, {
+      required_role: 'admin',
+    });
+  }
+  if (!(await holdNotifiable(db, kind, objectId))) throw notFound(`${kind} ${objectId}`);
+  if (!admin) await requireAccess(db, caller, objectId, 'manage', { action: `${action} a notification target to ${kind} ${objectId}` });
 }
 
 export async function attachTarget(
@@ -291,7 +326,7 @@ export async function attachTarget(
 ): Promise<Attachment> {
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     if (!(await getTargetForUpdate(tx, targetId))) throw notFound(`notification target ${targetId}`);
-    await resolveNotifiable(tx, input.object_kind, input.object_id);
+    await requireAttachAccess(tx, caller, targetId, input.object_kind, input.object_id, 'attaching');
     let attachment: Attachment;
     try {
       attachment = await insertAttachment(tx, {
@@ -313,10 +348,13 @@ export async function attachTarget(
   });
 }
 
-export async function detachTarget(ctx: ServerContext, origin: AuditOrigin, targetId: string, attachmentId: string): Promise<void> {
+/** Detaches a target from an object; asks what attaching asked. An admin detaches one whose object is gone. */
+export async function detachTarget(ctx: ServerContext, caller: Caller, origin: AuditOrigin, targetId: string, attachmentId: string): Promise<void> {
   await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const attachment = await getAttachment(tx, targetId, attachmentId);
-    if (!attachment || !(await deleteAttachment(tx, targetId, attachmentId))) throw notFound(`attachment ${attachmentId} of notification target ${targetId}`);
+    if (!attachment) throw notFound(`attachment ${attachmentId} of notification target ${targetId}`);
+    if (caller.account.role !== 'admin') await requireAttachAccess(tx, caller, targetId, attachment.object_kind, attachment.object_id, 'detaching');
+    if (!(await deleteAttachment(tx, targetId, attachmentId))) throw notFound(`attachment ${attachmentId} of notification target ${targetId}`);
     entry.body = { kind: 'notification.detached', target_id: targetId, attachment: attachmentView(attachment) };
   });
 }
@@ -325,35 +363,35 @@ export function attachmentView(a: Attachment) {
   return { id: a.id, target_id: a.target_id, object_kind: a.object_kind, object_id: a.object_id, event: a.event, created_by: a.created_by, created_at: a.created_at.toISOString() };
 }
 
-/** What deleting a notification-bearing object will remove: its attachments, and the targets they name. */
-export interface AttachmentCleanup {
-  kind: StoredObjectKind;
-  objectId: string;
-  attachmentIds: string[];
-  targetIds: string[];
-}
-
 /**
- * Reads an object's attachments before its delete, and says so in the delete's audit path as
- * `notification_attachments=<count>` and `notification_targets=<ids>` (spec part A 4.16). Call
- * `removeAttachments` after the entry is written, in the same transaction.
+ * Deletes a notification-bearing object (a template or workflow, a schedule, a project, an
+ * organization: spec part A 4.16) with its attachments, in the caller's transaction `tx`, leaving
+ * the targets; the one way each of those deletes does it. `remove` deletes the object itself.
+ *
+ * The attachments are read first and the delete's chain entry says so in its path, as
+ * `notification_attachments=<count>` and `notification_targets=<ids>` (sorted, comma-separated);
+ * after `remove`, they are deleted, and when they are no longer the ones read (an attach or detach
+ * committed in between) the delete answers 409 and, its transaction rolling back, deletes nothing.
  */
-export async function planAttachmentCleanup(db: Db, origin: AuditOrigin, kind: StoredObjectKind, objectId: string): Promise<AttachmentCleanup> {
-  const attachments = await listAttachmentsOfObject(db, kind, objectId);
+export async function deleteWithAttachments<T>(
+  tx: Db,
+  origin: AuditOrigin,
+  kind: StoredObjectKind,
+  objectId: string,
+  remove: () => Promise<T>,
+): Promise<{ removed: T; attachments: number }> {
+  const attachments = await listAttachmentsOfObject(tx, kind, objectId);
+  const planned = attachments.map((a) => a.id).sort();
   const targetIds = [...new Set(attachments.map((a) => a.target_id))].sort();
-  origin.path = `${origin.path}?notification_attachments=${attachments.length}&notification_targets=${targetIds.join(',')}`;
-  return { kind, objectId, attachmentIds: attachments.map((a) => a.id).sort(), targetIds };
-}
-
-/** Removes the planned attachments; 409 (and the caller's transaction rolls back) when they changed since the plan. */
-export async function removeAttachments(db: Db, plan: AttachmentCleanup): Promise<void> {
-  const removed = (await deleteAttachmentsOfObject(db, plan.kind, plan.objectId)).sort();
-  if (removed.length !== plan.attachmentIds.length || removed.some((id, i) => id !== plan.attachmentIds[i])) {
-    throw conflict(
-      `the notification attachments of ${plan.kind} ${plan.objectId} changed while it was being deleted; nothing was deleted, try again`,
-      { notification_attachments: removed.length },
-    );
+  origin.path = `${origin.path}?notification_attachments=${planned.length}&notification_targets=${targetIds.join(',')}`;
+  const removed = await remove();
+  const gone = (await deleteAttachmentsOfObject(tx, kind, objectId)).sort();
+  if (gone.length !== planned.length || gone.some((id, i) => id !== planned[i])) {
+    throw conflict(`the notification attachments of ${kind} ${objectId} changed while it was being deleted; nothing was deleted, try again`, {
+      notification_attachments: gone.length,
+    });
   }
+  return { removed, attachments: planned.length };
 }
 
 // --- a template's or run's own entries

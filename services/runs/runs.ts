@@ -1,9 +1,8 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { DomainError, badRequest, conflict, forbidden, notFound } from '../../core/errors';
-import { hostPatternFault } from '../../core/ansible/ansible-spec';
+import { ansibleSpecOf, hostPatternFault } from '../../core/ansible/ansible-spec';
 import { newId } from '../../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../../core/runs/run-secrets';
-import { featureRefusal, tierAllows, type Tier } from '../../core/access/license';
 import { combineVerdicts, judgeSubmission, type GateVerdict } from '../../core/runs/policy-gate';
 import type { StepDefinition } from '../../core/runs/workflow-graph';
 import { runView } from '../../core/runs/run-view';
@@ -27,6 +26,7 @@ import { getProject } from '../../store/projects';
 import { getInventoryHosts } from '../../store/inventories';
 import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDraft } from '../audit/audit';
 import { requireCredentialsReady, requireCredentialsUsable, rerunCredentials } from '../credentials';
+import { requireQueueAllowed } from '../access/licensing';
 import { executionTaskQueue, runWorkflowId } from '../../workflows/ids';
 import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../../workflows/definitions';
 import type { ServerContext } from '../context';
@@ -76,27 +76,25 @@ interface ChildPlan {
   spec: RunSpec;
 }
 
-/** What each step of a parent runs: its own tool and command, with the parent's extra vars under its own. */
+/**
+ * What each step of a parent runs: its own tool and command (for an ansible step its playbook,
+ * stored inventory and controls), with the parent's extra vars under its own.
+ */
 function childPlans(request: RunRequest): ChildPlan[] {
   return (request.steps ?? []).map((step, index) => {
     if (step.type === 'approval') return { step, index, tool: 'approval', spec: { command: step.description ?? '', extra_vars: {} } };
+    const tool = step.tool ?? request.tool;
     const spec: RunSpec = {
       command: step.command ?? '',
       extra_vars: { ...request.spec.extra_vars, ...(step.extra_vars ?? {}) },
+      ...ansibleSpecOf(tool, step),
       ...(step.shard ? { shard: step.shard } : {}),
       // A split's shards work in the same project commit as the split (spec part A 4.5).
       ...(step.shard && request.spec.project ? { project: request.spec.project } : {}),
       ...(request.spec.dry_run ? { dry_run: true as const } : {}),
     };
-    return { step, index, tool: step.tool ?? request.tool, spec };
+    return { step, index, tool, spec };
   });
-}
-
-/** Named queues are served only by workers, and every worker is Team tier. */
-export function requireQueueAllowed(queue: string, tier: Tier): void {
-  if (queue !== '' && !tierAllows(tier, 'named_queue')) {
-    throw forbidden(featureRefusal('named_queue', tier), { feature: 'named_queue', field: 'queue', tier });
-  }
 }
 
 /** What a submission executes: the run itself, or each step or shard that runs a tool. */
@@ -105,11 +103,15 @@ interface Execution {
   spec: RunSpec;
   /** The step or shard's name, for a child. */
   step?: string;
+  /** Where the execution's fields sit in the body, for a refusal naming one: `` for the run, `steps[2].` for a step. */
+  fieldPrefix: string;
 }
 
 function executionsOf(request: RunRequest, children: ChildPlan[]): Execution[] {
-  if (!request.steps) return [{ tool: request.tool, spec: request.spec }];
-  return children.filter((c) => c.step.type !== 'approval').map((c) => ({ tool: c.tool, spec: c.spec, step: c.step.name }));
+  if (!request.steps) return [{ tool: request.tool, spec: request.spec, fieldPrefix: '' }];
+  // A split's shards are the run's own command, named as the run's fields.
+  const prefix = (c: ChildPlan) => (request.kind === 'split' ? '' : `steps[${c.index}].`);
+  return children.filter((c) => c.step.type !== 'approval').map((c) => ({ tool: c.tool, spec: c.spec, step: c.step.name, fieldPrefix: prefix(c) }));
 }
 
 /**
@@ -182,6 +184,24 @@ function idempotencyScope(caller: Caller, request: RunRequest): IdempotencyScope
   return source && (SOURCE_KEYED as readonly string[]).includes(source.kind) ? { source: { kind: source.kind as SourceKeyed, id: source.id } } : { accountId: caller.account.id };
 }
 
+/**
+ * The queue a run executes on: its own (a submission's `queue`, or its template's), else the one its
+ * stored inventory names (spec part A 1.2: a run inherits a queue from its template or inventory).
+ * A parent runs every step on one queue, so steps whose inventories name different queues, with
+ * none of its own to settle it, are a configuration error: 400 naming the second step's field.
+ */
+function effectiveQueue(own: string, inventories: { queue: string; field: string; inventoryId: string }[]): string {
+  if (own !== '' || inventories.length === 0) return own;
+  const [first, other] = [inventories[0], inventories.find((q) => q.queue !== inventories[0].queue)];
+  if (other) {
+    throw badRequest(
+      `${other.field}: inventory ${other.inventoryId} runs on queue ${other.queue} and inventory ${first.inventoryId} on queue ${first.queue}; every step runs on one queue: name it as queue`,
+      { field: other.field },
+    );
+  }
+  return first.queue;
+}
+
 export async function submitRun(
   ctx: ServerContext,
   caller: Caller,
@@ -194,8 +214,6 @@ export async function submitRun(
     const existing = await findRunByIdempotencyKey(ctx.sql, keyScope, idempotencyKey);
     if (existing) return { run: existing, created: false };
   }
-  requireQueueAllowed(request.queue, ctx.licensing.tier);
-  await requireQueueUse(ctx.sql, caller, request.queue);
   // A template's credentials were checked when it was saved and its picked ones at launch; a rerun's by rerunCredentials.
   if (!request.templateId && !request.rerunOf) await requireCredentialsUsable(ctx.sql, caller, request.credentials ?? [], request.credentialsField ?? 'credentials');
   await requireCredentialsReady(ctx, request.credentials ?? []);
@@ -205,16 +223,29 @@ export async function submitRun(
   const executions = executionsOf(request, children);
   await requireStartable(executions, request.secrets);
   requireHostPatterns(executions);
-  // A stored inventory a run names needs the use grant on it (400 naming the field when unreadable);
-  // a template's was checked when the template was saved, and launching it needs use on the template.
-  // A template whose inventory is gone cannot launch: a configuration error (spec part B 7.3).
-  for (const inventoryId of new Set(executions.map((e) => e.spec.inventory_id).filter((id): id is string => !!id))) {
-    if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId);
-    else await requireInventoryUse(ctx.sql, caller, inventoryId);
-    // A smart or constructed one whose input is gone cannot resolve: 409 naming it (spec part B 7.3).
+  // A stored inventory a run or step names needs the use grant on it (400 naming the field, such as
+  // `steps[1].inventory_id`, when unreadable); a template's (and its steps') were checked when the
+  // template was saved, and launching it needs use on the template. A template whose inventory is
+  // gone cannot launch: a configuration error (spec part B 7.3).
+  const checked = new Set<string>();
+  const inventoryQueues: { queue: string; field: string; inventoryId: string }[] = [];
+  for (const { spec, fieldPrefix } of executions) {
+    const inventoryId = spec.inventory_id;
+    if (!inventoryId || checked.has(inventoryId)) continue;
+    checked.add(inventoryId);
+    const field = `${fieldPrefix}inventory_id`;
+    if (request.templateId) await requireInventoryExists(ctx.sql, inventoryId, field);
+    else await requireInventoryUse(ctx.sql, caller, inventoryId, field);
+    // A smart or constructed one whose input is gone cannot resolve: a configuration error, 400
+    // naming the field with the whole reason (spec part B 7.3; a rerun makes it 409).
     const named = await getInventoryHosts(ctx.sql, inventoryId);
-    if (named) await requireComposedInputs(ctx.sql, named);
+    if (named) await requireComposedInputs(ctx.sql, named, field);
+    if (named?.queue) inventoryQueues.push({ queue: named.queue, field, inventoryId });
   }
+  request = { ...request, queue: effectiveQueue(request.queue, inventoryQueues) };
+  // A named queue, the run's own or inherited from its template or inventory, is Team (spec part A 1.2).
+  requireQueueAllowed(request.queue, ctx.licensing.tier, inventoryQueues.find((q) => q.queue === request.queue && request.queue !== '')?.field ?? 'queue');
+  await requireQueueUse(ctx.sql, caller, request.queue);
   const verdict = await judge(ctx, caller, request, executions);
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
@@ -481,12 +512,9 @@ export async function retryRun(ctx: ServerContext, caller: Caller, origin: Audit
 async function requireStillPresent(ctx: ServerContext, runId: string, spec: RunSpec): Promise<void> {
   const missing: { kind: 'project' | 'inventory'; id: string }[] = [];
   if (spec.project && !(await getProject(ctx.sql, spec.project.id))) missing.push({ kind: 'project', id: spec.project.id });
-  const inventory = spec.inventory_id ? await getInventoryHosts(ctx.sql, spec.inventory_id) : undefined;
-  if (spec.inventory_id && !inventory) missing.push({ kind: 'inventory', id: spec.inventory_id });
-  if (missing.length === 0) {
-    if (inventory) await requireComposedInputs(ctx.sql, inventory);
-    return;
-  }
+  if (spec.inventory_id && !(await getInventoryHosts(ctx.sql, spec.inventory_id))) missing.push({ kind: 'inventory', id: spec.inventory_id });
+  // A composed inventory whose input is gone is refused by submitRun, as a rerun's 409 (resubmit).
+  if (missing.length === 0) return;
   const names = missing.map((m) => `${m.kind} ${m.id}`).join(' and its ');
   throw conflict(`run ${runId} cannot run again: its ${names} no longer ${missing.length === 1 ? 'exists' : 'exist'}`, { missing });
 }

@@ -26,13 +26,13 @@ import { requireRunnableTool } from '../../tools/registry';
 import { requireAccess } from '../access/access';
 import { recordMutation, withholdFields, type AuditOrigin } from '../audit/audit';
 import { entriesView, type StoredEntry } from '../../core/notifications/notification-kinds';
-import { planAttachmentCleanup, removeAttachments, storedEntries, withholdEntrySecrets, type EntryInput } from '../notifications/notifications';
+import { deleteWithAttachments, storedEntries, withholdEntrySecrets, type EntryInput } from '../notifications/notifications';
 import type { ServerContext } from '../context';
 import { saveTemplateCredentials } from '../credentials';
 import { requireOrgPlacement } from '../access/groups';
 import { requireInventoryUse } from '../ansible/inventories';
 import { ansibleSpecOf, ansibleView } from '../../core/ansible/ansible-spec';
-import { requireQueueAllowed } from './runs';
+import { requireQueueAllowed } from '../access/licensing';
 
 /**
  * Templates: saving them, their survey storage and views (spec part A 2.3, 2.4 rule 3; part B 8).
@@ -306,6 +306,22 @@ export interface TemplateDraft {
   id?: unknown;
 }
 
+/**
+ * Saving a template needs use of each stored inventory it names: its own (a job template's) and
+ * each ansible step's (a workflow's), refused naming the field (`steps[1].inventory_id`) as a run
+ * naming it would be. On an edit, an inventory the template already named is not asked again.
+ */
+async function requireTemplateInventories(db: Db, caller: Caller, fields: Pick<TemplateFields, 'inventory_id' | 'steps'>, current?: Template): Promise<void> {
+  const named = [
+    { id: fields.inventory_id, field: 'inventory_id' },
+    ...(fields.steps ?? []).map((step, i) => ({ id: step.inventory_id ?? null, field: `steps[${i}].inventory_id` })),
+  ];
+  const kept = new Set([current?.inventory_id, ...(current?.steps ?? []).map((step) => step.inventory_id)]);
+  for (const { id, field } of named) {
+    if (id && !kept.has(id)) await requireInventoryUse(db, caller, id, field);
+  }
+}
+
 /** The template, when the caller may read it; 404 alike for one that does not exist and one it may not read. */
 export async function readableTemplate(db: Db, caller: Caller, templateId: string): Promise<Template> {
   const template = await getTemplate(db, templateId);
@@ -353,7 +369,7 @@ export async function createTemplate(ctx: ServerContext, caller: Caller, origin:
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const fields = runFieldsOf(draft);
     if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
-    if (fields.inventory_id !== null) await requireInventoryUse(tx, caller, fields.inventory_id);
+    await requireTemplateInventories(tx, caller, fields);
     const { survey, changes } = storedSurvey(ctx.sealer, id, draft.survey, editorOf(caller));
     const inserted = await uniqueName(draft.name, () => insertTemplate(tx, id, { ...fields, survey, notifications }, caller.account));
     const created = await saveTemplateFactCache(tx, await saveTemplateCredentials(tx, caller, await saveTemplateExtras(tx, caller, inserted, draft), draft), draft);
@@ -384,7 +400,7 @@ export async function replaceTemplate(
     await requireAccess(tx, caller, current.id, 'manage', { action: `editing template ${current.id}` });
     const fields = runFieldsOf(draft);
     if (fields.org_id !== null && fields.org_id !== current.org_id) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
-    if (fields.inventory_id !== null && fields.inventory_id !== current.inventory_id) await requireInventoryUse(tx, caller, fields.inventory_id);
+    await requireTemplateInventories(tx, caller, fields, current);
     const { survey, changes, cleared } = storedSurvey(ctx.sealer, current.id, draft.survey, editorOf(caller), {
       survey: current.survey,
       createdBy: current.created_by,
@@ -416,16 +432,17 @@ export async function removeTemplate(ctx: ServerContext, caller: Caller, origin:
     if (!current) throw notFound(`template ${templateId}`);
     await requireAccess(tx, caller, current.id, 'manage', { action: `deleting template ${current.id}` });
     // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
-    const cleanup = await planAttachmentCleanup(tx, origin, 'template', current.id);
-    const grantsRemoved = await deleteGrantsOn(tx, current.id);
-    if (!(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
-    await removeAttachments(tx, cleanup);
+    const { removed: grantsRemoved, attachments } = await deleteWithAttachments(tx, origin, 'template', current.id, async () => {
+      const grants = await deleteGrantsOn(tx, current.id);
+      if (!(await deleteTemplate(tx, current.id))) throw notFound(`template ${templateId}`);
+      return grants;
+    });
     entry.body = {
       kind: 'template.deleted',
       template_id: current.id,
       template: audited(current),
       grants_removed: grantsRemoved,
-      notification_attachments: cleanup.attachmentIds.length,
+      notification_attachments: attachments,
     };
   });
 }

@@ -28,10 +28,13 @@ import { SCHEDULE_WORKFLOW, scheduleChanged, scheduleWorkflowId, type ScheduleWo
 import { requireAccess, requireFollowerAccess, requireQueueUse } from '../access/access';
 import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
-import { carryOut } from '../effects';
 import { requireCredentialsUsable } from '../credentials';
+import { carryOut } from '../effects';
+import { requireInventoryUse } from '../ansible/inventories';
 import { firingOwner, launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from '../runs/launch';
-import { requireQueueAllowed, submitRun, type RunRequest } from '../runs/runs';
+import { deleteWithAttachments } from '../notifications/notifications';
+import { requireQueueAllowed } from '../access/licensing';
+import { submitRun, type RunRequest } from '../runs/runs';
 
 /**
  * Schedules (spec part A 2.6, 4.3): saving them, what each fire does, and handing them to their
@@ -181,6 +184,12 @@ async function requireFireable(ctx: ServerContext, caller: Caller, draft: Schedu
       throw err;
     }
   }
+  // The stored inventories its fires run against: the saver may use each, as submitting the run would ask.
+  const inventories =
+    kind === 'pipeline'
+      ? (steps as StepDefinition[]).map((step, i) => ({ id: step.inventory_id, field: `pipeline.steps[${i}].inventory_id` }))
+      : [{ id: (request as unknown as RunRequest).spec.inventory_id, field: 'run.inventory_id' }];
+  for (const { id, field } of inventories) if (id) await requireInventoryUse(ctx.sql, caller, id, field);
   await requireCredentialsUsable(ctx.sql, caller, credentials ?? [], `${kind}.credentials`);
 }
 
@@ -224,8 +233,12 @@ export async function removeSchedule(ctx: ServerContext, caller: Caller, origin:
   await readableSchedule(ctx, caller, id, 'change');
   const effects = await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getScheduleForUpdate(tx, id);
-    if (!current || !(await deleteSchedule(tx, id))) throw notFound(`schedule ${id}`);
-    entry.body = { kind: 'schedule.deleted', schedule_id: id, schedule: auditedFields(current) };
+    if (!current) throw notFound(`schedule ${id}`);
+    // Its notification attachments go with it, as its chain entry's path states (spec part A 4.16).
+    const { attachments } = await deleteWithAttachments(tx, origin, 'schedule', id, async () => {
+      if (!(await deleteSchedule(tx, id))) throw notFound(`schedule ${id}`);
+    });
+    entry.body = { kind: 'schedule.deleted', schedule_id: id, schedule: auditedFields(current), notification_attachments: attachments };
     return oweHandOff(tx, id);
   });
   await handOff(ctx, id, effects);

@@ -1,4 +1,6 @@
 import { pruneResultHistory } from '../../store/host-results';
+import { grant, person } from '../support/access';
+import { soonRule, waitUntil } from '../support/schedules';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
 /**
@@ -233,4 +235,104 @@ describe('the ansible tool', () => {
     expect(bash.body.forks).toBeUndefined();
     await waitForRunEnd(t.api, bash.body.id);
   });
+});
+
+describe('ansible steps in pipelines, saved workflows and schedules', () => {
+  const LOCAL = 'ansible_connection=local ansible_python_interpreter=/usr/bin/python3';
+  const SAY = `- hosts: all
+  gather_facts: false
+  tasks:
+    - name: say where
+      ansible.builtin.debug:
+        msg: "{{ stage }} on {{ inventory_hostname }}"
+`;
+  let web: string;
+  let db: string;
+
+  beforeAll(async () => {
+    web = (await t.api.post('/v1/inventories', { name: 'steps web', content: `[web]\nweb1 ${LOCAL}\nweb2 ${LOCAL}\n` })).body.id;
+    db = (await t.api.post('/v1/inventories', { name: 'steps db', content: `[db]\ndb1 ${LOCAL}\n` })).body.id;
+  });
+
+  const stepsOf = async (runId: string) => (await t.api.get(`/v1/runs/${runId}/steps`)).body.steps as any[];
+  const logOf = async (runId: string) => (await t.api.get(`/v1/runs/${runId}/logs`)).text;
+
+  test('a pipeline chains playbooks over stored inventories, each step with its own inventory and controls', async () => {
+    const res = await t.api.post('/v1/pipelines', {
+      extra_vars: { stage: 'pipeline' },
+      steps: [
+        { name: 'db first', tool: 'ansible', command: SAY, inventory_id: db },
+        { name: 'then one web', tool: 'ansible', command: SAY, inventory_id: web, limit: 'web2', verbosity: 1 },
+      ],
+    });
+    expect(res.status).toBe(201);
+    const ended = await waitForRunEnd(t.api, res.body.id, 180_000);
+    expect(ended.status).toBe('succeeded');
+    const [first, second] = await stepsOf(res.body.id);
+    expect(first).toMatchObject({ step_name: 'db first', tool: 'ansible', inventory_id: db, limit: '', status: 'succeeded' });
+    expect(second).toMatchObject({ step_name: 'then one web', inventory_id: web, limit: 'web2', verbosity: 1, status: 'succeeded' });
+    expect(await logOf(first.id)).toContain('pipeline on db1');
+    const secondLog = await logOf(second.id);
+    expect(secondLog).toContain('pipeline on web2');
+    expect(secondLog).not.toContain('on web1');
+  }, 240_000);
+
+  test('a saved workflow\'s steps name their playbook and inventory, checked when it is saved and carried onto its launch', async () => {
+    const operator = await person(t.api, 'operator');
+    const as = t.as(operator.token);
+    const body = {
+      name: 'ansible workflow',
+      extra_vars: { stage: 'workflow' },
+      steps: [
+        { name: 'web', tool: 'ansible', command: SAY, inventory_id: web, limit: 'web1' },
+        { name: 'site', tool: 'ansible', playbook: 'site.yml', inventory_id: db, tags: ['deploy'], depends_on: ['web'] },
+      ],
+    };
+    // Use of each step's inventory is needed to save it, as for a run; a step names the field.
+    const refused = await as.post('/v1/templates', body);
+    expect(refused).toMatchObject({ status: 400, body: { field: 'steps[0].inventory_id' } });
+    await grant(t.api, web, 'use', { user_id: operator.id });
+    await grant(t.api, db, 'read', { user_id: operator.id });
+    const held = await as.post('/v1/templates', body);
+    expect(held).toMatchObject({ status: 403, body: { field: 'steps[1].inventory_id', required_grant: 'use' } });
+    const noPlaybook = await t.api.post('/v1/templates', { ...body, steps: [{ name: 'nothing', tool: 'ansible', inventory_id: web }] });
+    expect(noPlaybook).toMatchObject({ status: 400, body: { field: 'steps[0].playbook' } });
+    const approvalWithInventory = await t.api.post('/v1/templates', { ...body, steps: [{ name: 'gate', type: 'approval', inventory_id: web }] });
+    expect(approvalWithInventory).toMatchObject({ status: 400, body: { field: 'steps[0].inventory_id' } });
+
+    const saved = await t.api.post('/v1/templates', body);
+    expect(saved.status).toBe(201);
+    expect(saved.body.steps).toEqual([
+      { name: 'web', type: 'run', tool: 'ansible', command: SAY, inventory_id: web, limit: 'web1', depends_on: [] },
+      { name: 'site', type: 'run', tool: 'ansible', playbook: 'site.yml', inventory_id: db, tags: ['deploy'], depends_on: ['web'] },
+    ]);
+    const launched = await t.api.post(`/v1/templates/${saved.body.id}/launch`, {});
+    expect(launched.status).toBe(201);
+    await waitForRunEnd(t.api, launched.body.id, 180_000);
+    const [first, second] = await stepsOf(launched.body.id);
+    expect(first).toMatchObject({ inventory_id: web, limit: 'web1', status: 'succeeded' });
+    expect(await logOf(first.id)).toContain('workflow on web1');
+    // The second step's playbook is a path, and this workflow has no project to find it in.
+    expect(second).toMatchObject({ playbook: 'site.yml', inventory_id: db, tags: ['deploy'], status: 'failed' });
+  }, 240_000);
+
+  test('a schedule\'s inline run takes the playbook, inventory and controls, checked as a run is', async () => {
+    const viewer = await person(t.api, 'operator');
+    const refused = await t.as(viewer.token).post('/v1/schedules', { name: 'no use', cron: '0 3 * * *', timezone: 'UTC', run: { tool: 'ansible', command: SAY, inventory_id: web } });
+    expect(refused).toMatchObject({ status: 400, body: { field: 'run.inventory_id' } });
+    const noPlaybook = await t.api.post('/v1/schedules', { name: 'no playbook', cron: '0 3 * * *', timezone: 'UTC', run: { tool: 'ansible', inventory_id: web } });
+    expect(noPlaybook).toMatchObject({ status: 400, body: { field: 'run.playbook' } });
+    const { rrule } = soonRule('FREQ=DAILY;COUNT=1', 2);
+    const created = await t.api.post('/v1/schedules', {
+      name: 'ansible nightly',
+      rrule,
+      run: { tool: 'ansible', command: SAY, inventory_id: web, limit: 'web2', diff_mode: true, extra_vars: { stage: 'schedule' } },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.run).toMatchObject({ inventory_id: web, limit: 'web2', diff_mode: true });
+    const fired = await waitUntil('the fire', async () => (await t.api.get(`/v1/schedules/${created.body.id}`)).body.last_run_id, 30_000);
+    const run = await waitForRunEnd(t.api, fired, 120_000);
+    expect(run).toMatchObject({ status: 'succeeded', inventory_id: web, limit: 'web2', diff_mode: true });
+    expect(await logOf(run.id)).toContain('schedule on web2');
+  }, 180_000);
 });

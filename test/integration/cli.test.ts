@@ -6,7 +6,8 @@ import { connectDatabase } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
-import { startCairn, startChild, ROOT } from '../support/processes';
+import { testLicense } from '../support/license';
+import { startCairn, startChild, startTsScript, ROOT } from '../support/processes';
 import { startTestServer, testSettings, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 
@@ -177,13 +178,16 @@ test('serve refuses a bad setting with one line naming the flag', async () => {
 
 test('cairn worker adds execution capacity to the default pool', async () => {
   const t = await startTestServer({ CAIRN_POOL_SIZE: '1' });
-  const worker = startCairn(['worker'], {
+  // Every worker is Team tier (spec part A 1.2): this one trusts the test's license key.
+  const license = await testLicense('team');
+  const worker = startTsScript('test/support/worker-process.ts', [JSON.stringify(license.publicJwk)], {
     ...process.env,
     DATABASE_URL: t.databaseUrl,
     TEMPORAL_ADDRESS: t.config.temporalAddress!,
     CAIRN_POOL_QUEUE: t.config.poolQueue,
     CAIRN_POOL_SIZE: '1',
     CAIRN_LOG_LEVEL: 'info',
+    CAIRN_LICENSE_FILE: license.file,
   });
   try {
     await worker.waitFor(/worker polling/);

@@ -4,14 +4,16 @@ import type { Run } from '../../core/runs/run';
 import { RunInputError } from '../../core/runs/run-outcome';
 import { runToolInputs } from '../../services/runs/run-inputs';
 import { grant, person, type Person } from '../support/access';
+import { forgeHeaders, githubPush } from '../support/forge-deliveries';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
 /**
  * Saved smart and constructed inventories (spec part A 2.1, 4.12; part B 7.3, 7.5): saved over
  * input inventories the saver may use, with the hosts they reach counted at save; read; previewed
  * by id; resolved by a run as it starts (a play over a smart inventory of local hosts); an input
- * still used cannot be deleted (409 naming the user); an input gone fails the run and makes a
- * launch or rerun answer 409; a callback to a template over one answers 409.
+ * still used cannot be deleted (409 naming the user); an input gone fails the run, makes a
+ * submission, launch or pipeline answer 400 and a rerun or webhook fire 409 (part B 7.3); a
+ * callback to a template over one answers 409.
  */
 
 let t: TestServer;
@@ -190,7 +192,7 @@ describe('saved smart and constructed inventories', () => {
     expect(answer.body.error).toContain('resolved when a run starts');
   }, 60_000);
 
-  test('an input still used cannot be deleted; one gone fails the run and refuses a launch or rerun with 409', async () => {
+  test('an input still used cannot be deleted; one gone fails the run, refuses a submission, launch or pipeline with 400 and a rerun or webhook fire with 409', async () => {
     const refused = await t.api.request('DELETE', `/v1/inventories/${db}`);
     expect(refused.status).toBe(409);
     expect(refused.body.error).toContain(smart.id);
@@ -199,14 +201,24 @@ describe('saved smart and constructed inventories', () => {
     // Gone another way (removed behind the service's back): what would run against it is refused.
     const template = await created(await t.api.post('/v1/templates', { name: 'ci composed launch', tool: 'ansible', command: PLAYBOOK, inventory_id: smart.id }));
     await t.server.context.sql`DELETE FROM inventories WHERE id = ${db}`;
+    // By hand (a submission, a launch, a pipeline): 400 with the whole reason (part B 7.3, first row).
+    const whole = `input inventory ${db} of inventory ${smart.id} no longer exists`;
     const launch = await t.api.post(`/v1/templates/${template.id}/launch`, {});
-    expect(launch.status).toBe(409);
-    expect(launch.body.error).toContain(db);
+    expect(launch).toMatchObject({ status: 400, body: { field: 'inventory_id', missing_inputs: [db] } });
+    expect(launch.body.error).toContain(whole);
     const direct = await t.api.post('/v1/runs', { tool: 'ansible', inventory_id: smart.id, command: PLAYBOOK });
-    expect(direct.status).toBe(409);
+    expect(direct).toMatchObject({ status: 400, body: { field: 'inventory_id', missing_inputs: [db] } });
+    const pipeline = await t.api.post('/v1/pipelines', { steps: [{ tool: 'bash', command: 'true' }, { tool: 'ansible', inventory_id: smart.id, command: PLAYBOOK }] });
+    expect(pipeline).toMatchObject({ status: 400, body: { field: 'steps[1].inventory_id', missing_inputs: [db] } });
+    // A rerun and an unattended fire: 409 (its second and third rows).
     const rerun = await t.api.post(`/v1/runs/${smart.run}/rerun`, {});
     expect(rerun.status).toBe(409);
     expect(rerun.body.error).toContain(db);
+    const trigger = await created(await t.api.post('/v1/triggers', { name: 'ci composed push', template_id: template.id, enforce_signature: false }));
+    const push = JSON.stringify(githubPush());
+    const fired = await t.as(null).request('POST', trigger.hook_path, { rawBody: push, headers: forgeHeaders('github', push, trigger.secret, { unsigned: true }) });
+    expect(fired.status).toBe(409);
+    expect(fired.body.error).toMatch(/^this template cannot launch: /);
     // A run that was already queued fails as it starts, with the reason (the worker's resolution).
     const queued = { id: 'run_x', tool: 'ansible', spec: { command: PLAYBOOK, extra_vars: {}, inventory_id: smart.id } } as unknown as Run;
     await expect(runToolInputs(t.server.context.sql, queued)).rejects.toThrow(new RunInputError(`the smart inventory could not be resolved: input inventory ${db} of inventory ${smart.id} no longer exists`));

@@ -79,6 +79,32 @@ test('a killed tool launcher takes its sandboxed tool with it, and the run is re
   }
 });
 
+test('a run whose tool launcher keeps dying is requeued every time, past five attempts, until it completes', async () => {
+  const t = await startTestServer({ CAIRN_LEASE_SECONDS: '3' });
+  const LOSSES = 6;
+  try {
+    // Every attempt up to the sixth waits to be lost; the seventh finishes.
+    const command = `echo "attempt $CAIRN_RUN_ATTEMPT"; if [ "$CAIRN_RUN_ATTEMPT" -le ${LOSSES} ]; then sleep 122.5; fi; echo end`;
+    const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command });
+    for (let attempt = 1; attempt <= LOSSES; attempt++) {
+      await waitForRun(t.api, run.id, (r) => r.status === 'running' && r.attempts === attempt, 60_000);
+      await waitFor(`attempt ${attempt}'s tool`, async () => processesMatching('sleep 12[2][.]5') !== '', 10_000);
+      const launcher = processesMatching('launcher-process').split('\n').find((pid) => pid && isChildOfThisProcess(pid));
+      expect(launcher).toBeDefined();
+      process.kill(Number(launcher), 'SIGKILL');
+      await waitFor(`attempt ${attempt}'s tool to stop`, async () => processesMatching('sleep 12[2][.]5') === '', 10_000);
+    }
+    const ended = await waitForRunEnd(t.api, run.id, 120_000);
+    expect(ended).toMatchObject({ status: 'succeeded', attempts: LOSSES + 1, error: null });
+    const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+    expect(log).toContain(`attempt ${LOSSES + 1}\nend\n`);
+    const { body } = await t.api.get(`/v1/runs/${run.id}/events?limit=1000`);
+    expect(body.events.filter((e: any) => e.event === 'run.requeued').map((e: any) => e.attempt)).toEqual([2, 3, 4, 5, 6, 7]);
+  } finally {
+    await t.stop();
+  }
+}, 240_000);
+
 test('a submission whose workflow start failed is started by the sweeper', async () => {
   const t = await startTestServer({}, { faults: new Faults(['workflow-start-once']) });
   try {

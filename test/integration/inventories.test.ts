@@ -118,6 +118,32 @@ describe('inventory CRUD', () => {
   });
 });
 
+describe('an inventory\'s named queue (Team tier, spec part A 1.2)', () => {
+  test('is refused without the license on create and edit; a run or launch inheriting one from an inventory or template is refused the same way', async () => {
+    const refused = await t.api.post('/v1/inventories', { name: 'queued', content: '[web]\nh1\n', queue: 'gpu' });
+    expect(refused).toMatchObject({ status: 403, body: { feature: 'named_queue', field: 'queue', tier: 'community' } });
+    expect(refused.body.error).toBe('a named queue needs the Team tier; this install runs Community');
+    const plain = await t.api.post('/v1/inventories', { name: 'queued later', content: '[web]\nh1 ansible_connection=local\n' });
+    expect(plain.body).toMatchObject({ queue: '' });
+    const edited = await t.api.request('PUT', `/v1/inventories/${plain.body.id}`, { body: { ...plain.body, queue: 'gpu' } });
+    expect(edited).toMatchObject({ status: 403, body: { feature: 'named_queue', field: 'queue' } });
+    expect(edited.body.error).toBe('a named queue needs the Team tier; this install runs Community');
+
+    // Saved while the install held a Team license that has since lapsed.
+    const tpl = (await t.api.post('/v1/templates', { name: 'queued tpl', tool: 'bash', command: 'true' })).body;
+    const job = (await t.api.post('/v1/templates', { name: 'over the queued inventory', tool: 'ansible', command: '- hosts: all\n  tasks: []\n', inventory_id: plain.body.id })).body;
+    await t.server.context.sql`UPDATE inventories SET queue = 'gpu' WHERE id = ${plain.body.id}`;
+    await t.server.context.sql`UPDATE templates SET queue = 'arm' WHERE id = ${tpl.id}`;
+    const run = await t.api.post('/v1/runs', { tool: 'ansible', command: '- hosts: all\n  tasks: []\n', inventory_id: plain.body.id });
+    expect(run).toMatchObject({ status: 403, body: { feature: 'named_queue', tier: 'community' } });
+    for (const id of [job.id, tpl.id]) {
+      const launch = await t.api.post(`/v1/templates/${id}/launch`, {});
+      expect(launch).toMatchObject({ status: 403, body: { feature: 'named_queue', tier: 'community' } });
+    }
+    expect((await t.api.get('/v1/runs?limit=1000')).body.runs.filter((r: any) => r.template_id === job.id || r.template_id === tpl.id)).toEqual([]);
+  });
+});
+
 describe('the 26 MiB body bound', () => {
   const LIMIT = 26 * 1024 * 1024;
   /** A body of exactly `size` bytes: an INI inventory of one host and a long comment. */

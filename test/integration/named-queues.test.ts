@@ -149,6 +149,35 @@ test('a worker stopped cleanly takes its row with it', async () => {
   expect((await listWorkers()).workers.find((w: any) => w.id === row.id)).toBeUndefined();
 });
 
+test('cairn worker without a Team license exits 2 with one line naming the feature and the tier, even for the default pool', async () => {
+  const worker = startCairn(['worker'], installEnvironment());
+  expect(await worker.exited).toBe(2);
+  expect(worker.output()).toBe('cairn: a worker (cairn worker) needs the Team tier; this install runs Community\n');
+});
+
+test('an inventory takes a named queue; a run over it, and a template launch over it, inherit it and execute on that queue', async () => {
+  // The first gpu worker was killed above: this one serves the queue now.
+  const gpu = await startQueueWorkerProcess('gpu');
+  const LOCAL = 'ansible_connection=local ansible_python_interpreter=/usr/bin/python3';
+  const inventory = await t.api.post('/v1/inventories', { name: 'gpu hosts', content: `[gpu]\ngpu1 ${LOCAL}\n`, queue: 'gpu' });
+  expect(inventory).toMatchObject({ status: 201, body: { queue: 'gpu' } });
+  const play = '- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug:\n        msg: "on {{ inventory_hostname }}"\n';
+  const run = await submit({ tool: 'ansible', command: play, inventory_id: inventory.body.id });
+  expect(run.queue).toBe('gpu');
+  expect(await waitForRunEnd(t.api, run.id, 120_000)).toMatchObject({ status: 'succeeded', queue: 'gpu' });
+  expect(await execution(run.id)).toEqual({ taskQueue: `${t.config.poolQueue}/gpu`, executedBy: `${gpu.child.pid}@${os.hostname()}` });
+  const template = await t.api.post('/v1/templates', { name: 'gpu play', tool: 'ansible', command: play, inventory_id: inventory.body.id });
+  expect(template.body.queue).toBe('');
+  const launched = await t.api.post(`/v1/templates/${template.body.id}/launch`, {});
+  expect(launched).toMatchObject({ status: 201, body: { queue: 'gpu' } });
+  expect(await waitForRunEnd(t.api, launched.body.id, 120_000)).toMatchObject({ status: 'succeeded', queue: 'gpu' });
+  // A queue the template names itself wins over its inventory's.
+  const own = await t.api.post('/v1/templates', { name: 'own queue', tool: 'ansible', command: play, inventory_id: inventory.body.id, queue: 'elsewhere' });
+  const ownLaunch = await t.api.post(`/v1/templates/${own.body.id}/launch`, {});
+  expect(ownLaunch).toMatchObject({ status: 201, body: { queue: 'elsewhere' } });
+  await t.api.post(`/v1/runs/${ownLaunch.body.id}/cancel`, {});
+}, 240_000);
+
 test('cairn worker --queue without a Team license exits 2 with one line naming the feature and the tier', async () => {
   const worker = startCairn(['worker', '--queue', 'gpu'], installEnvironment());
   expect(await worker.exited).toBe(2);

@@ -1,10 +1,16 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { FAILURE_NOTE } from '../../core/notifications/notification-kinds';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { connectDatabase, type Sql } from '../../store/db';
 import { insertTarget } from '../../store/notifications';
+import { grant, org, person, type Person } from '../support/access';
+import type { ApiClient } from '../support/http';
 import { startReceiver, startSmtpReceiver, type Receiver, type ReceivedMail } from '../support/receivers';
 import { freshReceiverEachTest, ok, settledDeliveries as settled } from '../support/notifications';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import { tempDir } from '../support/temp';
 
 const keys = {
   SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
@@ -17,8 +23,33 @@ let receiver: Receiver;
 let smtp: { url: string; mails: ReceivedMail[]; close(): Promise<void> };
 const SMS_TOKEN = `sms-token-${randomBytes(8).toString('hex')}`;
 const SMTP_PASSWORD = `smtp-pass-${randomBytes(8).toString('hex')}`;
+/** A bare git repository under the server's --project-local-roots, for projects to fetch. */
+let repo: string;
+let projectRoot: string;
+
+function makeRepository(): void {
+  projectRoot = tempDir('cairn-ntf-git');
+  // The run account reads the repository in its sandbox.
+  chmodSync(projectRoot, 0o755);
+  repo = path.join(projectRoot, 'repo.git');
+  const work = path.join(projectRoot, 'work');
+  const git = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, {
+      cwd,
+      env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
+    });
+  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', repo]);
+  mkdirSync(work);
+  git(work, 'init', '-q', '-b', 'main');
+  git(work, 'remote', 'add', 'origin', repo);
+  writeFileSync(path.join(work, 'hello.txt'), 'hello\n');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-q', '-m', 'first');
+  git(work, 'push', '-q', 'origin', 'HEAD:main');
+}
 
 beforeAll(async () => {
+  makeRepository();
   receiver = await startReceiver();
   smtp = await startSmtpReceiver({ user: 'cairn-mail', password: SMTP_PASSWORD });
   t = await startTestServer(
@@ -36,6 +67,7 @@ beforeAll(async () => {
       CAIRN_SMTP_FROM: 'cairn@example.test',
       CAIRN_NOTIFY_CHAT_B: `${receiver.url}/server-channel`,
       CAIRN_NOTIFY_ON: 'failure',
+      CAIRN_PROJECT_LOCAL_ROOTS: projectRoot,
     },
     { notificationRetryBaseMs: 200 },
   );
@@ -176,10 +208,13 @@ describe('targets', () => {
   test('an edit echoing the hint or a blank keeps the stored url; a new url replaces it', async () => {
     const first = `${receiver.url}${secretPath()}`;
     const created = await target({ name: 'keep me', kind: 'chat_b', url: first });
+    // Each edit sends back the read the one before it answered (its version with it).
+    let current = created;
     for (const url of [created.url, '', null, '[masked]']) {
-      const edited = await t.api.request('PUT', `/v1/notifications/${created.id}`, { body: { ...created, name: 'kept', url } });
+      const edited = await t.api.request('PUT', `/v1/notifications/${created.id}`, { body: { ...current, name: 'kept', url } });
       expect(edited.status).toBe(200);
       expect(edited.body.url).toBe(receiver.url);
+      current = edited.body;
     }
     const tpl = await template('keep me template');
     await attach(created.id, tpl.id, 'success');
@@ -222,7 +257,7 @@ describe('targets', () => {
 });
 
 describe('attachments', () => {
-  test('aliases, the list, a second identical attach, an unknown object and a kind not served yet, detach', async () => {
+  test('aliases, the list, a second identical attach, an unknown object of each kind, detach', async () => {
     const tpl = await template('attach things');
     const hook = await target({ name: 'attach hook', kind: 'webhook', url: `${receiver.url}${secretPath()}` });
     const failure = await attach(hook.id, tpl.id, 'error');
@@ -300,6 +335,274 @@ describe('attachments', () => {
     }
     expect((await t.api.get(`/v1/templates/${tpl.id}`)).status).toBe(200);
     expect((await t.api.get(`/v1/notifications/${a.id}/attachments`)).body.total).toBe(1);
+  });
+});
+
+/** A project fetched from the test repository, its first update settled; its read. */
+async function project(body: Record<string, unknown> = {}) {
+  const created = await ok(await t.api.post('/v1/projects', { name: `ntf project ${randomBytes(3).toString('hex')}`, url: repo, ...body }));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const read = (await t.api.get(`/v1/projects/${created.id}`)).body;
+    if (!read.update_pending && read.status === 'successful') return read;
+    if (read.status === 'failed' || Date.now() > deadline) throw new Error(`project ${created.id} did not update: ${JSON.stringify(read)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function schedule(templateId: string) {
+  return ok(await t.api.post('/v1/schedules', { name: `ntf schedule ${randomBytes(3).toString('hex')}`, cron: '0 3 1 1 *', timezone: 'UTC', template_id: templateId }));
+}
+
+/** The chain entry path of the delete of `id`, found by the id its body names. */
+async function deletePath(kind: string, idField: string, id: string): Promise<string> {
+  const [entry] = await sql<{ path: string }[]>`SELECT path FROM audit_entries WHERE body->>'kind' = ${kind} AND body->>${idField} = ${id}`;
+  return entry?.path;
+}
+
+describe('attachments to schedules, projects and organizations', () => {
+  test('each is attached; a run hears its template, schedule, project and both organizations, each target once', async () => {
+    const templateOrg = await org(t.api);
+    const projectOrg = await org(t.api);
+    const prj = await project({ org_id: projectOrg });
+    const tpl = await ok(await t.api.post('/v1/templates', { name: 'heard through many', tool: 'bash', command: 'true', project_id: prj.id, org_id: templateOrg }));
+    const sch = await schedule(tpl.id);
+    const targets: Record<string, any> = {};
+    for (const name of ['project', 'template org', 'project org', 'everything', 'schedule only']) {
+      targets[name] = await target({ name: `heard via ${name}`, kind: 'webhook', url: `${receiver.url}/via/${name.replace(/ /g, '-')}${secretPath()}` });
+    }
+    await attach(targets.project.id, prj.id, 'success', 'project');
+    await attach(targets['template org'].id, templateOrg, 'success', 'org');
+    await attach(targets['project org'].id, projectOrg, 'success', 'org');
+    await attach(targets['schedule only'].id, sch.id, 'success', 'schedule');
+    for (const [kind, id] of [['template', tpl.id], ['schedule', sch.id], ['project', prj.id], ['org', templateOrg], ['org', projectOrg]]) {
+      await attach(targets.everything.id, id, 'success', kind);
+    }
+    const listed = await ok(await t.api.get(`/v1/notifications/${targets.everything.id}/attachments`), 200);
+    expect(listed.attachments.map((a: any) => a.object_kind).sort()).toEqual(['org', 'org', 'project', 'schedule', 'template']);
+
+    const run = await launch(tpl.id);
+    await waitForRunEnd(t.api, run.id);
+    const deliveries = await settledDeliveries(run.id, 4);
+    // A launch is not the schedule's fire: the target on the schedule alone hears nothing.
+    expect(deliveries.map((d) => d.target_id).sort()).toEqual(
+      [targets.project.id, targets['template org'].id, targets['project org'].id, targets.everything.id].sort(),
+    );
+    expect(deliveries.every((d) => d.status === 'arrived')).toBe(true);
+  });
+
+  test.each([
+    ['schedule', 'schedule.deleted', 'schedule_id'],
+    ['project', 'project.deleted', 'project_id'],
+    ['org', 'org.deleted', 'org_id'],
+  ])('deleting a %s removes its attachments, and its audit entry says how many and of which targets', async (kind, entryKind, idField) => {
+    const object =
+      kind === 'schedule' ? (await schedule((await template(`for a ${kind}`)).id)).id : kind === 'project' ? (await project()).id : await org(t.api);
+    const a = await target({ name: `${kind} del a`, kind: 'webhook', url: `${receiver.url}${secretPath()}` });
+    const b = await target({ name: `${kind} del b`, kind: 'email', to: 'ops@example.test' });
+    await attach(a.id, object, 'failure', kind);
+    await attach(a.id, object, 'success', kind);
+    await attach(b.id, object, 'failure', kind);
+    const route = { schedule: 'schedules', project: 'projects', org: 'orgs' }[kind];
+    expect((await t.api.request('DELETE', `/v1/${route}/${object}`)).status).toBe(204);
+    expect((await t.api.get(`/v1/notifications/${a.id}/attachments`)).body.total).toBe(0);
+    expect((await t.api.get(`/v1/notifications/${b.id}/attachments`)).body.total).toBe(0);
+    expect((await t.api.get(`/v1/notifications/${b.id}`)).status).toBe(200);
+    expect(await deletePath(entryKind, idField, object)).toBe(`/v1/${route}/${object}?notification_attachments=3&notification_targets=${[a.id, b.id].sort().join(',')}`);
+  });
+
+  test.each(['schedule', 'project', 'org'])('a %s delete that finds its attachments changed after its entry was written deletes nothing and answers 409', async (kind) => {
+    const object =
+      kind === 'schedule' ? (await schedule((await template(`raced ${kind}`)).id)).id : kind === 'project' ? (await project()).id : await org(t.api);
+    const route = { schedule: 'schedules', project: 'projects', org: 'orgs' }[kind];
+    const a = await target({ name: `race ${kind}`, kind: 'webhook', url: `${receiver.url}${secretPath()}` });
+    const first = await attach(a.id, object, 'failure', kind);
+    await attach(a.id, object, 'success', kind);
+    const res = await deleteWhileAttachmentChanges(first.id, `/v1/${route}/${object}`);
+    expect(res.status).toBe(409);
+    expect(res.body.error).toContain('changed');
+    expect((await t.api.get(kind === 'org' ? `/v1/orgs/${object}/members` : `/v1/${route}/${object}`)).status).toBe(200);
+    expect((await t.api.get(`/v1/notifications/${a.id}/attachments`)).body.total).toBe(1);
+  });
+});
+
+/**
+ * Deletes through `path` while another writer holds one of the object's attachments and then
+ * removes it: the delete has read the attachments and waits on the held row when it goes.
+ */
+async function deleteWhileAttachmentChanges(attachmentId: string, path: string) {
+  const other = connectDatabase(t.databaseUrl, { max: 1 });
+  try {
+    let release!: () => void;
+    let locked!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const lockTaken = new Promise<void>((r) => (locked = r));
+    const writer = other.begin(async (tx) => {
+      await tx`SELECT id FROM notification_attachments WHERE id = ${attachmentId} FOR UPDATE`;
+      locked();
+      await held;
+      await tx`DELETE FROM notification_attachments WHERE id = ${attachmentId}`;
+    });
+    await lockTaken;
+    const deleting = t.api.request('DELETE', path);
+    for (let i = 0; ; i++) {
+      const [{ n }] = await sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%DELETE FROM notification_attachments WHERE object_kind%'`;
+      if (n > 0) break;
+      if (i > 200) {
+        release();
+        throw new Error('the delete never waited on the attachment');
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    release();
+    await writer;
+    return await deleting;
+  } finally {
+    await other.end();
+  }
+}
+
+describe('access to targets', () => {
+  let operator: Person;
+  let as: ApiClient;
+  beforeAll(async () => {
+    operator = await person(t.api, 'operator');
+    as = t.as(operator.token);
+  });
+
+  const put = (api: ApiClient, id: string, body: unknown) => api.request('PUT', `/v1/notifications/${id}`, { body });
+  const attachAs = (api: ApiClient, id: string, kind: string, objectId: string) =>
+    api.post(`/v1/notifications/${id}/attachments`, { object_kind: kind, object_id: objectId, event: 'failure' });
+
+  test('a manage grant on a target lets an operator edit, attach to what it manages, detach and delete it', async () => {
+    const hook = await target({ name: 'granted hook', kind: 'webhook', url: `${receiver.url}${secretPath()}` });
+    const tpl = await template('granted template');
+    expect((await put(as, hook.id, { ...hook, name: 'renamed' })).status).toBe(403);
+    await grant(t.api, hook.id, 'manage', { user_id: operator.id });
+    const edited = await put(as, hook.id, { ...hook, name: 'renamed by a manager' });
+    expect(edited).toMatchObject({ status: 200, body: { name: 'renamed by a manager', url: receiver.url } });
+
+    // Attaching needs management of the object too: one the operator may not read is not found, one it reads is refused.
+    expect((await attachAs(as, hook.id, 'template', tpl.id)).status).toBe(404);
+    await grant(t.api, tpl.id, 'read', { user_id: operator.id });
+    const refused = await attachAs(as, hook.id, 'template', tpl.id);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ required_grant: 'manage', object: tpl.id });
+    await grant(t.api, tpl.id, 'manage', { user_id: operator.id });
+    const attached = await attachAs(as, hook.id, 'template', tpl.id);
+    expect(attached.status).toBe(201);
+    expect((await as.request('DELETE', `/v1/notifications/${hook.id}/attachments/${attached.body.id}`)).status).toBe(204);
+
+    // A schedule or an organization is admin work, whatever the caller manages.
+    const sch = await schedule(tpl.id);
+    for (const [kind, id] of [['schedule', sch.id], ['org', await org(t.api, [[operator, 'admin']])]]) {
+      const res = await attachAs(as, hook.id, kind, id);
+      expect(res.status).toBe(403);
+      expect(res.body.error).toContain('admin');
+    }
+    expect((await as.request('DELETE', `/v1/notifications/${hook.id}`)).status).toBe(204);
+    expect((await t.api.get(`/v1/notifications/${hook.id}`)).status).toBe(404);
+  });
+
+  test('use of a target attaches it to a template the operator manages, but does not edit or delete it', async () => {
+    const hook = await target({ name: 'used hook', kind: 'webhook', url: `${receiver.url}${secretPath()}` });
+    const tpl = await ok(await as.post('/v1/templates', { name: `operator's ${randomBytes(3).toString('hex')}`, tool: 'bash', command: 'true' }));
+    expect((await attachAs(as, hook.id, 'template', tpl.id)).status).toBe(403);
+    await grant(t.api, hook.id, 'use', { user_id: operator.id });
+    const attached = await attachAs(as, hook.id, 'template', tpl.id);
+    expect(attached.status).toBe(201);
+    expect((await put(as, hook.id, { ...hook, name: 'not mine' })).status).toBe(403);
+    expect((await as.request('DELETE', `/v1/notifications/${hook.id}`)).status).toBe(403);
+    // An attachment made by an admin to a template the operator does not manage stays out of its reach.
+    const other = await template('not the operator\'s');
+    const foreign = await attach(hook.id, other.id, 'success');
+    expect((await as.request('DELETE', `/v1/notifications/${hook.id}/attachments/${foreign.id}`)).status).toBe(404);
+  });
+
+  test('members of the target\'s organization use it; its admins manage it', async () => {
+    const member = await person(t.api, 'operator');
+    const admin = await person(t.api, 'operator');
+    const orgId = await org(t.api, [[member, 'member'], [admin, 'admin']]);
+    const mail = await target({ name: 'org mail', kind: 'email', to: 'org@example.test', org_id: orgId });
+    const tpl = await ok(await t.as(member.token).post('/v1/templates', { name: `member's ${randomBytes(3).toString('hex')}`, tool: 'bash', command: 'true' }));
+    expect((await attachAs(t.as(member.token), mail.id, 'template', tpl.id)).status).toBe(201);
+    expect((await put(t.as(member.token), mail.id, { ...mail, name: 'member edit' })).status).toBe(403);
+    expect((await put(t.as(admin.token), mail.id, { ...mail, name: 'org admin edit' })).status).toBe(200);
+  });
+
+  test('the deliveries of a target leave out runs the caller may not read', async () => {
+    const hook = await target({ name: 'deliveries seen', kind: 'webhook', url: `${receiver.url}${secretPath()}` });
+    const readable = await template('deliveries readable');
+    const hidden = await template('deliveries hidden');
+    await grant(t.api, readable.id, 'read', { user_id: operator.id });
+    await attach(hook.id, readable.id, 'success');
+    await attach(hook.id, hidden.id, 'success');
+    const seen = await launch(readable.id);
+    const unseen = await launch(hidden.id);
+    for (const run of [seen, unseen]) {
+      await waitForRunEnd(t.api, run.id);
+      await settledDeliveries(run.id, 1);
+    }
+    const all = await ok(await t.api.get(`/v1/notifications/${hook.id}/deliveries`), 200);
+    expect(all.deliveries.map((d: any) => d.run_id).sort()).toEqual([seen.id, unseen.id].sort());
+    const mine = await ok(await as.get(`/v1/notifications/${hook.id}/deliveries`), 200);
+    expect(mine).toMatchObject({ count: 1, total: 1, deliveries: [{ run_id: seen.id }] });
+  });
+});
+
+describe('concurrent edits of a target', () => {
+  test('a read carries the target\'s version; a PUT sending a stale one answers 409 and changes nothing', async () => {
+    const hook = await target({ name: 'versioned', kind: 'webhook', url: `${receiver.url}${secretPath()}` });
+    expect(hook.version).toBe(1);
+    const first = await ok(await t.api.request('PUT', `/v1/notifications/${hook.id}`, { body: { ...hook, name: 'first edit' } }), 200);
+    expect(first).toMatchObject({ name: 'first edit', version: 2 });
+    const stale = await t.api.request('PUT', `/v1/notifications/${hook.id}`, { body: { ...hook, name: 'stale edit' } });
+    expect(stale.status).toBe(409);
+    expect(stale.body).toMatchObject({ field: 'version', version: 2 });
+    expect(await ok(await t.api.get(`/v1/notifications/${hook.id}`), 200)).toMatchObject({ name: 'first edit', version: 2 });
+    // Without a version, a PUT replaces what it finds.
+    const { version, ...unversioned } = first;
+    expect(version).toBe(2);
+    expect(await ok(await t.api.request('PUT', `/v1/notifications/${hook.id}`, { body: { ...unversioned, name: 'last edit' } }), 200)).toMatchObject({ version: 3 });
+  });
+
+  test('an edit that finds the target changed while it was being saved answers 409 and keeps the other edit\'s url', async () => {
+    const hook = await target({ name: 'raced', kind: 'webhook', url: `${receiver.url}/old${secretPath()}` });
+    const other = connectDatabase(t.databaseUrl, { max: 1 });
+    try {
+      let release!: () => void;
+      let locked!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const lockTaken = new Promise<void>((r) => (locked = r));
+      // Another edit holds the row, changes its url and name, and commits once this PUT waits on it.
+      const writer = other.begin(async (tx) => {
+        await tx`SELECT id FROM notification_targets WHERE id = ${hook.id} FOR UPDATE`;
+        locked();
+        await held;
+        await tx`UPDATE notification_targets SET name = 'the other edit', url_hint = 'http://other.example', version = version + 1 WHERE id = ${hook.id}`;
+      });
+      await lockTaken;
+      const editing = t.api.request('PUT', `/v1/notifications/${hook.id}`, { body: { ...hook, name: 'this edit' } });
+      for (let i = 0; ; i++) {
+        const [{ n }] = await sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%FROM notification_targets WHERE id%FOR UPDATE%'`;
+        if (n > 0) break;
+        if (i > 200) {
+          release();
+          throw new Error('the edit never waited on the target');
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      release();
+      await writer;
+      const res = await editing;
+      expect(res.status).toBe(409);
+      expect(res.body.error).toContain('changed');
+    } finally {
+      await other.end();
+    }
+    expect(await ok(await t.api.get(`/v1/notifications/${hook.id}`), 200)).toMatchObject({ name: 'the other edit', url: 'http://other.example', version: 2 });
   });
 });
 

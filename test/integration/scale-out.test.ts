@@ -2,7 +2,8 @@ import os from 'node:os';
 import { Connection, Client } from '@temporalio/client';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
-import { startCairn, type ChildHandle } from '../support/processes';
+import { testLicense } from '../support/license';
+import { startCairn, startTsScript, type ChildHandle } from '../support/processes';
 import { testSettings, testTemporalAddress } from '../support/server';
 import { tempDir } from '../support/temp';
 
@@ -26,7 +27,10 @@ test(`two servers and two workers on one database and Temporal run ${RUNS} runs,
     children.push(second);
     const [, url2] = await second.waitFor(/serving at (\S+)/);
     expect(second.output()).not.toMatch(/admin token:/);
-    const workers = [startCairn(['worker'], env({ CAIRN_POOL_SIZE: '8' })), startCairn(['worker'], env({ CAIRN_POOL_SIZE: '8' }))];
+    // Every worker is Team tier (spec part A 1.2): these trust the test's license key.
+    const license = await testLicense('team');
+    const worker = () => startTsScript('test/support/worker-process.ts', [JSON.stringify(license.publicJwk)], env({ CAIRN_POOL_SIZE: '8', CAIRN_LICENSE_FILE: license.file }));
+    const workers = [worker(), worker()];
     children.push(...workers);
     await Promise.all(workers.map((w) => w.waitFor(/worker polling/)));
 

@@ -1,4 +1,6 @@
-import { ConfigError, loadConfig, parseFlags, settingsHelp } from '../../core/config';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ConfigError, loadConfig, parseFlags, SETTINGS, settingsHelp } from '../../core/config';
 
 test('defaults need nothing configured', () => {
   const config = loadConfig({}, {});
@@ -48,4 +50,12 @@ test('cairn help lists the run bounds with their variables', () => {
   for (const [flag, env] of [['--run-memory', 'CAIRN_RUN_MEMORY'], ['--run-pids', 'CAIRN_RUN_PIDS'], ['--run-disk', 'CAIRN_RUN_DISK'], ['--run-cpu', 'CAIRN_RUN_CPU']]) {
     expect(help).toMatch(new RegExp(`^  ${flag} +${env} +\\S`, 'm'));
   }
+});
+
+test('every setting cairn help lists has a row in the flag table of docs/operations.md, by its flag and its variable', () => {
+  const doc = readFileSync(path.join(__dirname, '../../docs/operations.md'), 'utf8');
+  const lines = doc.slice(doc.indexOf('| flag | variable | default | accepted values and meaning |')).split('\n');
+  const table = lines.slice(2, lines.findIndex((line) => !line.startsWith('|'))).join('\n');
+  const missing = Object.values(SETTINGS).flatMap(({ flag, env }) => [flag, env].filter((name) => !table.includes(`\`${name}\``)));
+  expect(missing).toEqual([]);
 });

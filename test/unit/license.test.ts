@@ -179,6 +179,8 @@ describe('tier table (spec part A 1.2)', () => {
     'policy_actor_scope',
     'policy_account_scope',
     'policy_distinct_approvers',
+    // "Only a worker serves a named queue and every worker is Team."
+    'worker',
   ];
 
   test('every licensed feature named in 1.2 is Team, and Community and Pro lack it', () => {
