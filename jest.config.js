@@ -1,15 +1,50 @@
-/** Unit tests are pure; integration tests share one Temporal dev server and one PostgreSQL (see test/support). */
-module.exports = {
+const os = require('node:os');
+
+/**
+ * The test lanes, all run by `npm test` in one pool of workers:
+ * - unit: test/unit, pure code, no servers;
+ * - integration: test/integration and test/replay, each file with its own database (copied from a
+ *   template migrated once) and task queue on the one Temporal dev server and PostgreSQL that
+ *   global-setup starts, so files run side by side;
+ * - timers: long waits in simulated time on the time-skipping Temporal server (test/support/time-skipping.ts).
+ * Load-sized tests run a small version by default and their full size with CAIRN_SOAK=1
+ * (test/support/soak.ts). `npx jest --selectProjects unit` runs one lane.
+ */
+const TIMERS = ['<rootDir>/test/integration/time-skipping.test.ts'];
+
+/**
+ * The shared Temporal dev server and PostgreSQL (test/support/global-setup.ts), for the lanes that
+ * need them: jest runs a setup module once however many projects name it, and only when tests of
+ * one of them run, so the unit lane alone starts nothing.
+ */
+const servers = {
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+};
+
+const shared = {
   testEnvironment: 'node',
   // jose ships ECMAScript modules only; jest's CommonJS runtime needs them compiled like our sources.
   transform: { '^.+\\.ts$': ['@swc/jest'], '/node_modules/jose/.+\\.js$': ['@swc/jest'] },
   transformIgnorePatterns: ['/node_modules/(?!jose/)'],
-  testMatch: ['<rootDir>/test/**/*.test.ts'],
-  globalSetup: '<rootDir>/test/support/global-setup.ts',
-  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   setupFilesAfterEnv: ['<rootDir>/test/support/cleanup.ts'],
+};
+
+module.exports = {
+  projects: [
+    { ...shared, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...shared,
+      ...servers,
+      displayName: 'integration',
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts', '<rootDir>/test/replay/**/*.test.ts', '<rootDir>/test/e2e/**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/', ...TIMERS],
+    },
+    { ...shared, ...servers, displayName: 'timers', testMatch: TIMERS },
+  ],
   testTimeout: 120000,
-  // Two cores: one test file at a time keeps timings honest and the shared servers unhurried.
-  maxWorkers: 1,
+  // One worker per core (two on a 2-core machine, at least two anywhere), at most 8: the workers
+  // share one Temporal dev server and one PostgreSQL.
+  maxWorkers: Math.min(8, Math.max(2, os.availableParallelism())),
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
 };

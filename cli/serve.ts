@@ -34,6 +34,10 @@ export interface RunningServer {
   /** Printed once, on the very first start of an install. */
   adminToken?: string;
   context: ServerContext;
+  /** One sweep now, beside the periodic ones (services/sweeper.ts); resolves when it is done. */
+  sweepOnce(): Promise<void>;
+  /** Carries out every owed effect due now (services/outbox.ts); resolves when it is done. */
+  drainOutbox(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -124,6 +128,8 @@ export interface ServerHarness {
   licenseKeys?: readonly object[];
   /** The wait before a failed notification delivery's first retry (12 s in production), so a test need not wait minutes. */
   notificationRetryBaseMs?: number;
+  /** How often the sweeper runs (every 2 s in production), so a test waiting on a sweep need not wait seconds. */
+  sweepIntervalMs?: number;
 }
 
 /** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
@@ -210,7 +216,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     stack.push(() => worker.stop());
     const outbox = await startOutboxDispatcher(context);
     stack.push(() => outbox.stop());
-    const sweeper = startSweeper(context);
+    const sweeper = startSweeper(context, harness.sweepIntervalMs);
     stack.push(() => sweeper.stop());
 
     const app = createApp(context);
@@ -234,6 +240,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       temporalUiUrl,
       adminToken,
       context,
+      sweepOnce: sweeper.sweepOnce,
+      drainOutbox: outbox.drainNow,
       stop: stopAll,
     };
   } catch (err) {

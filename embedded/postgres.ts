@@ -209,6 +209,31 @@ async function startPostmaster(layout: ClusterLayout, port: number): Promise<num
 
 const urlOf = (port: number, password: string) => `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 
+/**
+ * Waits until the cluster takes sessions: it answers on its port while still starting up (and
+ * refuses sessions then, 57P03), which a busy machine can stretch to seconds. An answer on
+ * credentials (as a legacy install's before its password is replaced) means it is up.
+ */
+async function waitForSessions(port: number, password: string): Promise<void> {
+  await waitFor(
+    'the embedded PostgreSQL',
+    async () => {
+      const sql = postgres(urlOf(port, password), { max: 1, onnotice: () => {}, connect_timeout: 10 });
+      try {
+        // A session is opened (start-up and sign-in) and handed back: nothing is asked of it.
+        (await sql.reserve()).release();
+        return true;
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        return code !== '57P03' && code !== 'ECONNREFUSED';
+      } finally {
+        await sql.end({ timeout: 5 });
+      }
+    },
+    60_000,
+  );
+}
+
 /** An install made before random passwords still has the fixed one: replace it with the install's own. */
 async function replaceLegacyPassword(port: number, password: string): Promise<void> {
   const sql = postgres(urlOf(port, LEGACY_PASSWORD), { max: 1, onnotice: () => {}, connect_timeout: 10 });
@@ -250,6 +275,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   // A killed cluster leaves postmaster.pid behind; PostgreSQL refuses to start over a live one only.
   else if (!processAlive(runningPid)) await fs.rm(path.join(layout.clusterDir, 'postmaster.pid'), { force: true });
   const pid = await startPostmaster(layout, port);
+  await waitForSessions(port, password);
   if (initialised && !remembered?.password) await replaceLegacyPassword(port, password);
   await writeServiceState(dataDir, 'postgres', {
     port,

@@ -3,6 +3,7 @@ import { promises as fs, constants as fsConstants } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { machineCacheDir } from './machine-cache';
 
 const execFileAsync = promisify(execFile);
 
@@ -10,9 +11,10 @@ const execFileAsync = promisify(execFile);
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli';
 export const TEMPORAL_CLI_VERSION = 'v1.5.1';
 
-const PROJECT_ROOT = path.resolve(__dirname, '..');
-/** Git-ignored cache folder of the project where a built CLI is kept between runs. */
-export const TEMPORAL_CACHE_DIR = path.join(PROJECT_ROOT, '.cache', 'temporal-cli', TEMPORAL_CLI_VERSION);
+/** Where a built CLI is kept: the machine's cache (embedded/machine-cache.ts), so every checkout of this version shares one build. */
+export function temporalCliCachePath(): string {
+  return path.join(machineCacheDir(), 'temporal-cli', TEMPORAL_CLI_VERSION, 'temporal');
+}
 
 export class TemporalCliUnavailable extends Error {}
 
@@ -71,7 +73,7 @@ async function buildFromModule(log: (line: string) => void): Promise<string> {
     const source = path.join(work, 'src');
     await fs.cp(moduleDir.Dir, source, { recursive: true });
     await execFileAsync('chmod', ['-R', 'u+w', source]);
-    return await goBuildInto(goBinary, source, './cmd/temporal', path.join(TEMPORAL_CACHE_DIR, 'temporal'), env);
+    return await goBuildInto(goBinary, source, './cmd/temporal', temporalCliCachePath(), env);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }
@@ -79,7 +81,7 @@ async function buildFromModule(log: (line: string) => void): Promise<string> {
 
 /**
  * Finds the Temporal CLI, in this order: TEMPORAL_CLI, `temporal` on PATH, a copy built earlier into
- * the project's cache folder, and finally a fresh build from the official Go module.
+ * the machine's cache folder, and finally a fresh build from the official Go module into it.
  */
 export async function findTemporalCli(log: (line: string) => void = () => {}): Promise<string> {
   const fromEnv = process.env.TEMPORAL_CLI;
@@ -89,7 +91,7 @@ export async function findTemporalCli(log: (line: string) => void = () => {}): P
   }
   const fromPath = await onPath('temporal');
   if (fromPath) return fromPath;
-  const cached = path.join(TEMPORAL_CACHE_DIR, 'temporal');
+  const cached = temporalCliCachePath();
   if (await isExecutable(cached)) return cached;
   try {
     return await buildFromModule(log);
@@ -97,7 +99,7 @@ export async function findTemporalCli(log: (line: string) => void = () => {}): P
     throw new TemporalCliUnavailable(
       `the Temporal CLI could not be found or built (${(err as Error).message.split('\n')[0]}). Provide it one of three ways: ` +
         `set TEMPORAL_CLI to the path of a temporal binary, put \`temporal\` on PATH, or install Go so Cairn can build ` +
-        `${TEMPORAL_CLI_MODULE}@${TEMPORAL_CLI_VERSION} into ${TEMPORAL_CACHE_DIR}. ` +
+        `${TEMPORAL_CLI_MODULE}@${TEMPORAL_CLI_VERSION} into ${path.dirname(cached)}. ` +
         `Or point Cairn at a running server with --temporal-address.`,
     );
   }

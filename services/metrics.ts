@@ -45,6 +45,46 @@ export function createMetrics(sql: Sql, poolSize: number) {
   const workerBusy = new Gauge({ name: 'cairn_worker_busy', help: 'Runs this server is executing now', registers: [registry] });
   const workerUp = new Gauge({ name: 'cairn_worker_up', help: '1 while this server is polling for runs', registers: [registry] });
   workerSlots.set(poolSize);
+  // Live run streams: what each holds for its client is read from the stream itself at scrape time.
+  const openStreams = new Set<() => number>();
+  new Gauge({
+    name: 'cairn_run_streams',
+    help: 'Live run streams open on this server',
+    registers: [registry],
+    collect() {
+      this.set(openStreams.size);
+    },
+  });
+  new Gauge({
+    name: 'cairn_run_stream_held_bytes',
+    help: 'Bytes live run streams hold for their clients, queued and not yet taken by the network',
+    registers: [registry],
+    collect() {
+      let total = 0;
+      for (const held of openStreams) total += held();
+      this.set(total);
+    },
+  });
+  new Gauge({
+    name: 'cairn_run_stream_held_bytes_max',
+    help: 'The most bytes any one live run stream holds for its client',
+    registers: [registry],
+    collect() {
+      let most = 0;
+      for (const held of openStreams) most = Math.max(most, held());
+      this.set(most);
+    },
+  });
+  const streamsStalled = new Counter({
+    name: 'cairn_run_streams_stalled_total',
+    help: 'Live run streams ended with a resume event because their client took nothing for the stall limit',
+    registers: [registry],
+  });
+  /** Counts a live stream in the stream gauges until the function returned is called. */
+  function streamOpened(held: () => number): () => void {
+    openStreams.add(held);
+    return () => openStreams.delete(held);
+  }
 
   // One scrape at a time: each resets and refills the install-wide gauges before it reads them.
   let previous: Promise<unknown> = Promise.resolve();
@@ -70,7 +110,7 @@ export function createMetrics(sql: Sql, poolSize: number) {
     return registry.metrics();
   }
 
-  return { registry, contentType: registry.contentType, collect, runsSubmitted, runsFinished, runDuration, workerBusy, workerUp };
+  return { registry, contentType: registry.contentType, collect, runsSubmitted, runsFinished, runDuration, workerBusy, workerUp, streamOpened, streamsStalled };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -12,12 +12,13 @@ export interface ScheduleSubmission {
   request: Record<string, unknown>;
 }
 
-/** Fires skipped while a run the schedule started still goes (spec part A 3.3 `blocked`). */
+/** Fires skipped while a run the schedule started still goes (spec part A 3.3 `blocked`), or whose inventory matched no hosts. */
 export interface ScheduleSkip {
   /** The nominal time of the latest skipped fire. */
   at: string;
   reason: string;
-  run_id: string;
+  /** The run the fire waited behind; null when its inventory matched no hosts. */
+  run_id: string | null;
   /** The nominal time of the first fire of this stretch of skips, and how many were skipped. */
   since: string;
   fires: number;

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { randomBytes } from 'node:crypto';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough, Readable, type Writable } from 'node:stream';
 import { z } from 'zod';
 import { DomainError, notFound } from '../../core/errors';
 import { hashBearerSecret } from '../../core/credentials/secrets';
@@ -22,14 +22,22 @@ import type { Run } from '../../core/runs/run';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;
-/** Events a stream reads at a time; its log is read at most LOG_READ_BYTES (1 MiB) at a time. */
+/** Events a stream reads at a time. */
 const STREAM_EVENT_PAGE = 100;
+/** Log bytes a stream reads at a time, sent as one `log` message. */
+export const STREAM_LOG_READ_BYTES = 256 * 1024;
 /**
- * A stream waits while its client is behind and reads nothing more meanwhile, so a slow client
- * costs about one read of memory, never its backlog. A client that takes nothing at all for this
- * long is too far behind: it is told where to resume and its stream ends. The same span is then
- * left for it to read what was queued before its connection is closed.
+ * What a stream holds for its client is bounded by construction: after each message it waits
+ * until at most STREAM_QUEUE_BYTES of what it sent are still held (queued in the stream and the
+ * response, not yet taken by the network), and reads nothing from the store meanwhile. So it holds
+ * at most that plus one message however far behind its client is. A log message is at most six
+ * times its bytes (a control byte is JSON-escaped as \u00XX) plus its `event:` and `id:` lines.
+ * A client that takes nothing at all for the stall limit (--stream-stall-timeout) is too far
+ * behind: it is told where to resume and its stream ends. The same span is then left for it to
+ * read what was queued before its connection is closed.
  */
+export const STREAM_QUEUE_BYTES = 64 * 1024;
+export const STREAM_HELD_BOUND = STREAM_QUEUE_BYTES + 6 * STREAM_LOG_READ_BYTES + 1024;
 /** run_events.seq is an integer column. */
 const MAX_EVENT_SEQ = 2 ** 31 - 1;
 
@@ -144,14 +152,15 @@ export function runOutputRoutes(server: ServerContext): Router {
     ctx.type = 'text/event-stream';
     ctx.body = out;
     const res = ctx.res;
-    const stallMs = server.config.streamStallTimeout * 1000;
-    void pumpStream(server, run.id, { after: query.after, log_offset: query.log_offset }, out, closed.signal, stallMs)
+    const client = streamClient(out, res, closed.signal, server.config.streamStallTimeout * 1000);
+    res.once('close', server.metrics.streamOpened(client.held));
+    void pumpStream(server, run.id, { after: query.after, log_offset: query.log_offset }, client)
       .catch((err) => server.logger.warn({ runId: run.id, err: (err as Error).message }, 'run stream ended with an error'))
       .finally(() => {
         out.end();
         if (res.writableFinished || res.destroyed) return;
         // A client that reads nothing would hold its connection open forever.
-        const hangUp = setTimeout(() => res.destroy(), stallMs).unref();
+        const hangUp = setTimeout(() => res.destroy(), client.stallMs).unref();
         res.once('close', () => clearTimeout(hangUp));
       });
   });
@@ -167,24 +176,58 @@ interface StreamPosition {
 
 type Delivery = 'sent' | 'stalled' | 'closed';
 
-/** Queues text for the client, then waits while the client is behind: 'stalled' when it took nothing for `stallMs`. */
-function deliver(out: PassThrough, text: string, closed: AbortSignal, stallMs: number): Promise<Delivery> {
+/** One stream's client: what the stream writes to (piped into the response), and when to give up on it. */
+interface StreamClient {
+  out: PassThrough;
+  res: Writable;
+  /** Bytes written for the client and not yet taken by the network: in the stream's buffers and the response's. */
+  held(): number;
+  closed: AbortSignal;
+  stallMs: number;
+}
+
+function streamClient(out: PassThrough, res: Writable, closed: AbortSignal, stallMs: number): StreamClient {
+  return { out, res, held: () => out.writableLength + out.readableLength + res.writableLength, closed, stallMs };
+}
+
+/** How often a stream waiting for its client looks again, besides the buffers' drain events. */
+const ROOM_CHECK_MS = 100;
+
+/**
+ * Queues text for the client, then waits until the client has taken all but STREAM_QUEUE_BYTES of
+ * what is held for it: 'stalled' when it took nothing for `stallMs`.
+ */
+function deliver(client: StreamClient, text: string): Promise<Delivery> {
+  const { out, res, held, closed, stallMs } = client;
   if (closed.aborted || out.destroyed) return Promise.resolve('closed');
-  if (out.write(text)) return Promise.resolve('sent');
+  out.write(text);
+  if (held() <= STREAM_QUEUE_BYTES) return Promise.resolve('sent');
   return new Promise((resolve) => {
+    let least = held();
+    let tookAt = Date.now();
+    const check = () => {
+      if (closed.aborted || out.destroyed) return settle('closed');
+      const now = held();
+      if (now <= STREAM_QUEUE_BYTES) return settle('sent');
+      if (now < least) {
+        least = now;
+        tookAt = Date.now();
+      } else if (Date.now() - tookAt >= stallMs) settle('stalled');
+    };
+    // The response's drain is when the network took what it held; the timer covers the rest.
+    const timer = setInterval(check, ROOM_CHECK_MS);
     const settle = (result: Delivery) => {
-      clearTimeout(timer);
-      out.off('drain', onDrain);
-      out.off('close', onClose);
-      closed.removeEventListener('abort', onClose);
+      clearInterval(timer);
+      out.off('drain', check);
+      out.off('close', check);
+      res.off('drain', check);
+      closed.removeEventListener('abort', check);
       resolve(result);
     };
-    const onDrain = () => settle('sent');
-    const onClose = () => settle('closed');
-    const timer = setTimeout(() => settle('stalled'), stallMs);
-    out.on('drain', onDrain);
-    out.on('close', onClose);
-    closed.addEventListener('abort', onClose);
+    out.on('drain', check);
+    out.on('close', check);
+    res.on('drain', check);
+    closed.addEventListener('abort', check);
   });
 }
 
@@ -204,16 +247,10 @@ function wholeCharacters(bytes: Buffer): number {
  * ended and all is sent. Every message's `id:` is the position after it (`<seq>:<log offset>`); a
  * client too far behind gets a `resume` event with the position instead of the rest.
  */
-async function pumpStream(
-  server: ServerContext,
-  runId: string,
-  from: StreamPosition,
-  out: PassThrough,
-  closed: AbortSignal,
-  stallMs: number,
-): Promise<void> {
+async function pumpStream(server: ServerContext, runId: string, from: StreamPosition, client: StreamClient): Promise<void> {
+  const { out, closed } = client;
   const at: StreamPosition = { ...from };
-  const send = (text: string) => deliver(out, text, closed, stallMs);
+  const send = (text: string) => deliver(client, text);
   const message = (event: string, data: unknown) => `event: ${event}\nid: ${at.after}:${at.log_offset}\ndata: ${JSON.stringify(data)}\n\n`;
   let delivery: Delivery = 'sent';
   let idleSince = Date.now();
@@ -227,7 +264,7 @@ async function pumpStream(
       if (delivery !== 'sent') break;
     }
     if (delivery !== 'sent') break;
-    const bytes = await readLogBytes(server.sql, runId, at.log_offset);
+    const bytes = await readLogBytes(server.sql, runId, at.log_offset, STREAM_LOG_READ_BYTES);
     // Text is sent in whole characters, so offsets name character boundaries; the log's last bytes go as they are.
     const final = run.finished_at !== null && at.log_offset + bytes.length >= run.log_bytes;
     const length = final ? bytes.length : wholeCharacters(bytes);
@@ -249,5 +286,8 @@ async function pumpStream(
     if (!progressed) await server.hub.waitForActivity(runId, 1000, closed);
   }
   // Queued behind everything sent, so a client that reads it has everything up to the position it names.
-  if (delivery === 'stalled') out.write(message('resume', at));
+  if (delivery === 'stalled') {
+    out.write(message('resume', at));
+    server.metrics.streamsStalled.inc();
+  }
 }

@@ -31,6 +31,7 @@ import type { ServerContext } from '../context';
 import { requireCredentialsUsable } from '../credentials';
 import { carryOut } from '../effects';
 import { requireInventoryUse } from '../ansible/inventories';
+import { hostlessFireReason, submissionFireHosts, templateFireHosts } from '../ansible/hostless-fires';
 import { firingOwner, launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from '../runs/launch';
 import { deleteWithAttachments } from '../notifications/notifications';
 import { requireQueueAllowed } from '../access/licensing';
@@ -353,7 +354,8 @@ export const fireKey = (scheduleId: string, fireAt: Date) => `schedule/${schedul
  * 2. While a run the schedule started still goes (held, pending or running), the fire is skipped
  *    and recorded in `last_skipped` with why, which run, since when and how many in a row. Not an
  *    audit chain entry: a skip changes nothing, and a minutely schedule behind a long run would
- *    write one every minute.
+ *    write one every minute. A fire whose stored inventory, its limit applied, matches no host is
+ *    skipped alike (spec part A 2.11 `skipped`), with no run.
  * 3. Otherwise the template is launched unattended, or the run, split or pipeline submitted, as
  *    the schedule's owner. A survey with a required question and no default refuses the fire:
  *    `last_error` and the chain entry `SCHEDULE /schedules/{id}/refused/survey/{questions}`, in one
@@ -378,18 +380,15 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
 
   const going = await findUnfinishedRunFrom(ctx.sql, 'schedule', scheduleId);
   if (going) {
-    const streak = schedule.last_outcome === 'skipped' ? schedule.last_skipped : null;
-    await recordFire(ctx.sql, scheduleId, fireAt, {
-      kind: 'skipped',
-      skip: {
-        at: fireAt.toISOString(),
-        reason: `run ${going.id}, which this schedule started, still goes (${going.status})`,
-        run_id: going.id,
-        since: streak?.since ?? fireAt.toISOString(),
-        fires: (streak?.fires ?? 0) + 1,
-      },
-    });
+    await recordSkip(ctx, schedule, fireAt, `run ${going.id}, which this schedule started, still goes (${going.status})`, going.id);
     ctx.logger.info({ scheduleId, runId: going.id, fireAt }, 'schedule fire skipped: a run it started still goes');
+    return 'skipped';
+  }
+
+  const hostless = await hostlessReason(ctx, schedule);
+  if (hostless) {
+    await recordSkip(ctx, schedule, fireAt, hostless, null);
+    ctx.logger.info({ scheduleId, fireAt, reason: hostless }, 'schedule fire skipped: its inventory matches no hosts');
     return 'skipped';
   }
 
@@ -405,6 +404,31 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
     await recordDidNotRun(ctx, schedule, fireAt, err);
     return 'did_not_run';
   }
+}
+
+/**
+ * A skipped fire on `last_skipped`: why, and the run it waited behind (null when its inventory
+ * matched no hosts). Skips for one cause in a row are one stretch: its first fire and count.
+ */
+async function recordSkip(ctx: ServerContext, schedule: Schedule, fireAt: Date, reason: string, runId: string | null): Promise<void> {
+  const previous = schedule.last_outcome === 'skipped' ? schedule.last_skipped : null;
+  const streak = previous && (previous.run_id ?? null) === runId ? previous : null;
+  await recordFire(ctx.sql, schedule.id, fireAt, {
+    kind: 'skipped',
+    skip: { at: fireAt.toISOString(), reason, run_id: runId, since: streak?.since ?? fireAt.toISOString(), fires: (streak?.fires ?? 0) + 1 },
+  });
+}
+
+/** Why the fire would find no host to act on (services/ansible/hostless-fires.ts); undefined when it has some or cannot know. */
+async function hostlessReason(ctx: ServerContext, schedule: Schedule): Promise<string | undefined> {
+  let hosts;
+  if (schedule.template_id !== null) {
+    const template = await getTemplate(ctx.sql, schedule.template_id);
+    hosts = template && templateFireHosts(template);
+  } else {
+    hosts = submissionFireHosts(schedule.submission!.request);
+  }
+  return hosts && hostlessFireReason(ctx, hosts);
 }
 
 /** Submits the fire's run as the schedule's owner, with the fire's Idempotency-Key. */

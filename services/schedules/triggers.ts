@@ -22,6 +22,7 @@ import { requireAccess, requireFollowerAccess } from '../access/access';
 import { recordMutation, unchanged, withholdFields, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from '../runs/launch';
+import { hostlessFireReason, templateFireHosts } from '../ansible/hostless-fires';
 
 /**
  * Webhook triggers (spec part A 2.4 rules 5-6, 4.7; part B 5.1, 7.3, 8): a git push delivered to
@@ -198,7 +199,8 @@ export const HOOK_ANSWER_MS = 3000;
  *    403 (also when enforcement is off), none while enforcement is on 401. These refusals record
  *    nothing: the sender has not shown it knows the secret.
  * 3. The body is read (400 when it is not JSON), and what it is: a ping is answered 200 and not
- *    recorded; another event or a push that deleted its ref is skipped (200 with `skipped`).
+ *    recorded; another event or a push that deleted its ref is skipped (200 with `skipped`), as is
+ *    a push whose template's stored inventory, its limit applied, matches no host.
  * 4. The template is launched unattended with what the push says as extra vars, its Idempotency-Key
  *    the trigger and the delivery id, so a redelivery starts nothing new (200 naming the run).
  *    201 with the run id; 202 `{"accepted": true}` when the launch is still going at HOOK_ANSWER_MS.
@@ -224,10 +226,7 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
   if (reading.kind === 'unreadable') {
     throw await refused(ctx, trigger, received, badRequest(`the delivery is not a push this trigger can read: it has no ${reading.missing}`, { field: reading.missing }));
   }
-  const skipped = async (reason: string): Promise<HookAnswer> => {
-    await noteOutcome(ctx, trigger.id, received, reason);
-    return { status: 200, body: { skipped: true, reason, trigger_id: trigger.id } };
-  };
+  const skipped = (reason: string) => skippedDelivery(ctx, trigger, received, reason);
   if (reading.kind === 'other') return skipped(`${reading.forge} ${reading.event} events start no run: this trigger fires on a push`);
   if (reading.push.deleted) return skipped(`the push deleted ${reading.push.ref}: there is nothing to run`);
 
@@ -272,6 +271,12 @@ function deliveryOrigin(trigger: Trigger, query: Record<string, unknown>, payloa
 
 type FireOutcome = { answer: HookAnswer } | { refusal: DomainError };
 
+/** A delivery that starts no run by design: 200 with `skipped` and why, the why on the trigger's `last_error`. */
+async function skippedDelivery(ctx: ServerContext, trigger: Trigger, received: Date, reason: string): Promise<HookAnswer> {
+  await noteOutcome(ctx, trigger.id, received, reason);
+  return { status: 200, body: { skipped: true, reason, trigger_id: trigger.id } };
+}
+
 /** Launches the trigger's template for a push; never rejects: a refusal is recorded and returned. */
 async function fireTrigger(
   ctx: ServerContext,
@@ -284,6 +289,9 @@ async function fireTrigger(
   try {
     const template = await getTemplate(ctx.sql, trigger.template_id);
     if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
+    const fireHosts = templateFireHosts(template);
+    const hostless = fireHosts && (await hostlessFireReason(ctx, fireHosts));
+    if (hostless) return { answer: await skippedDelivery(ctx, trigger, received, hostless) };
     const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
     const { run, created } = await launchUnattended(
       ctx,

@@ -8,7 +8,7 @@ import { testSettings } from '../support/server';
 /** Templates saved before owners existed are owned by the account that created them. */
 
 test('a template saved before owners existed is managed by the account that created it, and one whose creator is gone by admins only', async () => {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ empty: true });
   const sql = connectDatabase(database.url, { max: 1 });
   try {
     await schemaBefore(sql, '009');

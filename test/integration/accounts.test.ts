@@ -415,7 +415,7 @@ describe('usernames are unique after normalization and case folding', () => {
 
 describe('an install whose usernames collide under the new rule', () => {
   test('still starts; each account signs in with its own spelling, and no new name may join them', async () => {
-    const database = await createTestDatabase();
+    const database = await createTestDatabase({ empty: true });
     const sql = connectDatabase(database.url, { max: 1 });
     try {
       await schemaBefore(sql, '006');

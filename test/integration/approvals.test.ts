@@ -43,7 +43,8 @@ async function decisionCount(runId: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  t = await startTestServer();
+  // Sweeps every 250 ms rather than every 2 s, for the test of a hand-off the sweeper repairs.
+  t = await startTestServer({}, { sweepIntervalMs: 250 });
   sql = connectDatabase(t.databaseUrl, { max: 2 });
   operatorToken = await tokenFor('olivia', 'operator');
   operator = t.as(operatorToken);

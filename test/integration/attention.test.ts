@@ -29,8 +29,11 @@ let serverEnv: Record<string, string>;
 let licenseKeys: object[];
 let reader: Person;
 
+const SWEEP_MS = 250;
 const attentionOf = async (api = t.api, query = '') => await ok(await api.get(`/v1/attention${query}`), 200);
 const alertsFor = (runId: string) => receiver.received.filter((r) => r.json?.event === 'run.needs_attention' && r.json?.run?.id === runId);
+/** The alerts recorded on the run, as its run.needs_attention events (recorded in the sweep that claims the alert). */
+const alertEvents = async (runId: string) => (await ok(await t.api.get(`/v1/runs/${runId}/events?limit=1000`), 200)).events.filter((e: any) => e.event === 'run.needs_attention');
 
 async function launch(templateId: string) {
   return ok(await t.api.post(`/v1/templates/${templateId}/launch`, {}));
@@ -62,7 +65,8 @@ beforeAll(async () => {
     CAIRN_POOL_SIZE: '1',
     CAIRN_INCIDENT_URL: `${receiver.url}/v2/enqueue`,
   };
-  t = await startTestServer(serverEnv, { licenseKeys });
+  // Sweeps (which record the alerts) every 250 ms rather than every 2 s, so alerts come soon after their thresholds.
+  t = await startTestServer(serverEnv, { licenseKeys, sweepIntervalMs: SWEEP_MS });
   sql = connectDatabase(t.databaseUrl, { max: 2 });
   await ok(await t.api.post('/v1/policies', { name: 'holds', command_contains: 'needs-approval' }));
   const hook = await ok(await t.api.post('/v1/notifications', { name: 'on call', kind: 'webhook', url: `${receiver.url}/hooks/${randomBytes(8).toString('hex')}` }));
@@ -180,9 +184,12 @@ test('a run waiting behind a full pool is blocked behind the run holding the slo
 
 test('each condition alerts exactly once across later sweeps, and a second claim of one changes nothing', async () => {
   await receiver.waitFor(() => [made.held, made.workflow, made.waiting].every((r) => alertsFor(r.id).length >= 1), 30_000, 'all three alerts');
-  // Several sweeps (every 2 s) later, still one each.
-  await new Promise((r) => setTimeout(r, 5000));
-  for (const run of [made.held, made.workflow, made.waiting]) expect(alertsFor(run.id)).toHaveLength(1);
+  // Three sweeps more (besides the periodic ones) find each condition alerted already: still one each.
+  for (let i = 0; i < 3; i++) await t.server.sweepOnce();
+  for (const run of [made.held, made.workflow, made.waiting]) {
+    expect(await alertEvents(run.id)).toHaveLength(1);
+    expect(alertsFor(run.id)).toHaveLength(1);
+  }
   const [row] = await sql`SELECT * FROM attention_alerts WHERE run_id = ${made.held.id}`;
   expect(await claimAlert(sql, { run_id: row.run_id, condition: row.condition, id: 'att_other', blocker: row.blocker, subject_id: row.subject_id, since: row.since, threshold_seconds: 1 })).toBe(false);
   expect((await sql`SELECT count(*)::int AS n FROM attention_alerts WHERE run_id = ${made.held.id}`)[0].n).toBe(1);
@@ -249,11 +256,12 @@ test('a second server on the same database alerts nothing already alerted, and a
   const config = loadConfig({}, testSettings(t.databaseUrl, { ...serverEnv, CAIRN_POOL_QUEUE: t.config.poolQueue }));
   let other: RunningServer | undefined;
   try {
-    other = await startServer(config, createLogger(config), { licenseKeys });
+    other = await startServer(config, createLogger(config), { licenseKeys, sweepIntervalMs: SWEEP_MS });
     made.secondHeld = await launch(made.heldTemplate);
     await receiver.waitFor(() => alertsFor(made.secondHeld.id).length >= 1, 20_000, 'the new held run alert');
-    // Both servers sweep every 2 s; a few sweeps more lets any duplicate show.
-    await new Promise((r) => setTimeout(r, 5000));
+    // Sweeps of both servers, racing, find it alerted already.
+    for (let i = 0; i < 2; i++) await Promise.all([t.server.sweepOnce(), other.sweepOnce()]);
+    for (const run of [made.secondHeld, made.workflow, made.waiting]) expect(await alertEvents(run.id)).toHaveLength(1);
     expect(alertsFor(made.secondHeld.id)).toHaveLength(1);
     expect([made.workflow, made.waiting].map((r) => alertsFor(r.id).length)).toEqual(before);
     expect(before).toEqual([1, 1]);
@@ -274,7 +282,7 @@ test('a run on a queue no worker serves shows no_worker with its queue, alerting
     const events = (await t.api.get(`/v1/runs/${made.unserved.id}/events`)).body.events;
     const alerts = events.filter((e: any) => e.event === 'run.needs_attention');
     if (alerts.length === 1) {
-      expect(alerts[0].body?.attention ?? alerts[0].attention).toMatchObject({ blocker: 'no_worker', threshold_seconds: 1 });
+      expect(alerts[0].attention).toMatchObject({ blocker: 'no_worker', threshold_seconds: 1 });
       break;
     }
     if (Date.now() > deadline) throw new Error(`no alert event on ${made.unserved.id}: ${JSON.stringify(events)}`);

@@ -153,7 +153,7 @@ test('cairn token create and cairn user create work against the install database
 });
 
 test('two servers applying the schema at once apply each migration once', async () => {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ empty: true });
   const a = connectDatabase(database.url);
   const b = connectDatabase(database.url);
   try {
@@ -166,6 +166,19 @@ test('two servers applying the schema at once apply each migration once', async 
   } finally {
     await a.end();
     await b.end();
+    await database.drop();
+  }
+});
+
+test('a test database is a copy of the migrated template: a start finds every migration recorded and applies none', async () => {
+  const database = await createTestDatabase();
+  const sql = connectDatabase(database.url, { max: 1 });
+  try {
+    const migrations = readdirSync(path.resolve(__dirname, '../../schema')).filter((f) => f.endsWith('.sql')).sort();
+    expect((await sql`SELECT version FROM schema_migrations ORDER BY version`).map((r) => r.version)).toEqual(migrations);
+    expect(await migrate(sql)).toEqual([]);
+  } finally {
+    await sql.end();
     await database.drop();
   }
 });

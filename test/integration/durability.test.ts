@@ -64,8 +64,9 @@ test('a killed tool launcher takes its sandboxed tool with it, and the run is re
     const command = 'echo start; if [ "$CAIRN_RUN_ATTEMPT" = 1 ]; then sleep 121.5; fi; echo end';
     const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command });
     await waitForRun(t.api, run.id, (r) => r.status === 'running' && r.log_bytes > 0);
-    // Let one lease renewal carry the tool's pid to Temporal (heartbeats go out every second).
-    await new Promise((r) => setTimeout(r, 1500));
+    // One lease renewal has carried the tool's pid to Temporal (heartbeats go out every second).
+    const execution = t.server.context.temporal.workflow.getHandle(run.id);
+    await waitFor('a heartbeat of the run\'s execution', async () => (await execution.describe()).raw.pendingActivities?.some((a) => a.lastHeartbeatTime) ?? false, 10_000);
     const launcher = processesMatching(`launcher-process`).split('\n').find((pid) => pid && isChildOfThisProcess(pid));
     expect(launcher).toBeDefined();
     process.kill(Number(launcher), 'SIGKILL');
@@ -106,7 +107,8 @@ test('a run whose tool launcher keeps dying is requeued every time, past five at
 }, 240_000);
 
 test('a submission whose workflow start failed is started by the sweeper', async () => {
-  const t = await startTestServer({}, { faults: new Faults(['workflow-start-once']) });
+  // The sweeper looks every 250 ms rather than every 2 s: it steps in once the grace of a fresh submission is over.
+  const t = await startTestServer({}, { faults: new Faults(['workflow-start-once']), sweepIntervalMs: 250 });
   try {
     const submitted = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo swept' });
     expect(submitted.status).toBe(201);

@@ -211,7 +211,7 @@ describe('inventory access', () => {
     expect((await as(bob).request('DELETE', `/v1/inventories/${id}`)).status).toBe(403);
     const noUse = await as(bob).post('/v1/runs', { tool: 'ansible', command: '- hosts: all\n  tasks: []\n', inventory_id: id });
     expect(noUse.status).toBe(403);
-    expect(noUse.body.required_grant ?? noUse.text).toBeTruthy();
+    expect(noUse.body).toMatchObject({ required_grant: 'use', field: 'inventory_id', object: id });
 
     await grant(as(alice), id, 'manage', { user_id: bob.id });
     const renamed = await as(bob).request('PUT', `/v1/inventories/${id}`, { body: { name: 'bob now', content: '[web]\nh1\n' } });

@@ -112,10 +112,9 @@ test('GET /v1/workers lists the server\'s pool worker and the named-queue worker
     expect(worker.started_at).toMatch(ISO);
     expect(worker.renewed_at).toMatch(ISO);
   }
-  // Renewed while it runs: a second read a renewal later shows a later renewal.
-  await new Promise((r) => setTimeout(r, 1500));
-  const again = (await listWorkers()).workers.find((w: any) => w.queue === 'gpu');
-  expect(Date.parse(again.renewed_at)).toBeGreaterThan(Date.parse(byQueue.gpu.renewed_at));
+  // Renewed while it runs (every second): a later read shows a later renewal, with the lease fresh.
+  const again = await waitForWorker((w) => w.queue === 'gpu' && Date.parse(w.renewed_at) > Date.parse(byQueue.gpu.renewed_at), 10_000);
+  expect(again).toMatchObject({ id: byQueue.gpu.id, lease: 'fresh' });
 });
 
 test('any signed-in account may list workers; an anonymous caller may not', async () => {

@@ -51,7 +51,8 @@ beforeAll(async () => {
   root = tempDir('cairn-git');
   // The run account reads the repositories in its sandbox.
   chmodSync(root, 0o755);
-  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: root });
+  // Sweeps every 250 ms rather than every 2 s, for the update the sweeper takes over.
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: root }, { sweepIntervalMs: 250 });
   bare = path.join(root, 'repo.git');
   work = path.join(root, 'work');
   execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);

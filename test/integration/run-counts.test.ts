@@ -144,7 +144,7 @@ test('two compactions at once fold each delta once', async () => {
 });
 
 test('migration 017 back-fills the counts of an install made before it', async () => {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ empty: true });
   const old = connectDatabase(database.url, { max: 2 });
   try {
     await schemaBefore(old, '017');

@@ -1,9 +1,10 @@
 import net from 'node:net';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { STREAM_HELD_BOUND, STREAM_QUEUE_BYTES } from '../../api/routes/run-output';
+import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { soakSize } from '../support/soak';
 
-const STALL_SECONDS = 8;
+const STALL_SECONDS = 4;
 let t: TestServer;
 beforeAll(async () => {
   // A short stall limit, so a stalled client is closed within the test's time.
@@ -107,50 +108,49 @@ function dechunk(data: Buffer): Buffer {
 
 const MiB = 1024 * 1024;
 
-// Memory is sampled after a full collection, so it counts what is held, not garbage not yet
-// collected: the run's own output passes through this process too.
-v8.setFlagsFromString('--expose-gc');
-const collectGarbage = vm.runInNewContext('gc') as () => void;
+/** One series of the server's /metrics, summed over its labels. */
+async function metric(name: string): Promise<number> {
+  const { status, text } = await t.api.get('/metrics');
+  expect(status).toBe(200);
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
 
-test('clients that stop reading a stream of a large log do not grow the server; a slow one is closed with where to resume, one that never reads is cut off', async () => {
-  const logBytes = 200_000_000;
+test('clients that stop reading a stream of a large log cost the server a bounded buffer each; a slow one is closed with where to resume, one that never reads is cut off', async () => {
+  // Far more than the network and the streams' buffers hold, so unread streams must stop reading.
+  const logBytes = soakSize(32_000_000, 200_000_000);
   // Lines of 100 bytes: 99 zeros and a line break.
   const run = await submit(`yes "$(printf '%099d' 0)" | head -c ${logBytes}`);
   await waitForRun(t.api, run.id, (r) => r.log_bytes > 0);
   const tickets = await Promise.all([0, 1, 2, 3, 4].map(() => ticketFor(run.id)));
-
-  // `external` counts every Buffer, so every byte a stream holds for its client (the server runs in this process).
-  collectGarbage();
-  const before = process.memoryUsage();
-  let peakExternal = before.external;
-  let peakRss = before.rss;
-  const sampler = setInterval(() => {
-    collectGarbage();
-    const now = process.memoryUsage();
-    peakExternal = Math.max(peakExternal, now.external);
-    peakRss = Math.max(peakRss, now.rss);
-  }, 250);
-  const openedAt = Date.now();
+  const stalledBefore = await metric('cairn_run_streams_stalled_total');
   const clients = tickets.map((ticket) => openUnreadStream(run.id, ticket));
-  // On the server's clock, whatever the run's pace: one client starts reading once the stall
-  // limit has passed (it finds everything sent before the stall, then a resume event naming what
-  // it has, then the end); another still reads nothing a whole stall limit later, and is cut off.
-  const at = (seconds: number) => new Promise((r) => setTimeout(r, Math.max(0, openedAt + seconds * 1000 - Date.now())));
-  const slowRead = at(STALL_SECONDS + 4).then(() => readToClose(clients[0]));
-  const silentRead = at(3 * STALL_SECONDS).then(() => readToClose(clients[1]));
-  try {
-    await waitForRunEnd(t.api, run.id, 150_000);
-    // The streams had time to read everything there is while nobody read them.
-    await new Promise((r) => setTimeout(r, 3000));
-  } finally {
-    clearInterval(sampler);
-  }
-  const grewExternal = (peakExternal - before.external) / MiB;
-  const grewRss = (peakRss - before.rss) / MiB;
-  console.log(`five unread streams of a ${logBytes / 1e6} MB log: external +${grewExternal.toFixed(0)} MiB, rss +${grewRss.toFixed(0)} MiB`);
-  expect(grewExternal).toBeLessThan(100);
 
-  const slow = await slowRead;
+  // What the server holds for each client, as it counts it (the stream's and the response's
+  // buffers), sampled until every stream has given up on its client; while a stream waits for its
+  // client, what it holds stays put, so the samples see each stream's most.
+  let mostHeld = 0;
+  let streamsSeen = 0;
+  await waitUntil(
+    'all five streams to stall',
+    async () => {
+      mostHeld = Math.max(mostHeld, await metric('cairn_run_stream_held_bytes_max'));
+      streamsSeen = Math.max(streamsSeen, await metric('cairn_run_streams'));
+      return (await metric('cairn_run_streams_stalled_total')) - stalledBefore >= 5;
+    },
+    60_000,
+  );
+  console.log(`five unread streams of a ${logBytes / 1e6} MB log: at most ${(mostHeld / MiB).toFixed(2)} MiB held for one client (bound ${(STREAM_HELD_BOUND / MiB).toFixed(2)} MiB)`);
+  expect(streamsSeen).toBe(5);
+  // Each stream waited with more than its queue allowance held (so the clients were behind), and never more than its bound.
+  expect(mostHeld).toBeGreaterThan(STREAM_QUEUE_BYTES);
+  expect(mostHeld).toBeLessThanOrEqual(STREAM_HELD_BOUND);
+
+  // One client starts reading now: it finds everything sent before the stall, then a resume
+  // event naming what it has. The others read nothing and are cut off a stall limit later.
+  const slow = await readToClose(clients[0]);
   expect(slow.complete).toBe(true);
   expect(slow.head).toMatch(/^HTTP\/1\.1 200/);
   const received = parseSse(slow.body);
@@ -160,10 +160,12 @@ test('clients that stop reading a stream of a large log do not grow the server; 
   const sentEvents = eventsOf(received);
   expect(resume.data).toEqual({ after: sentEvents[sentEvents.length - 1].seq, log_offset: Buffer.byteLength(sentText) });
   expect(received[received.length - 2].id).toBe(`${resume.data.after}:${resume.data.log_offset}`);
-  expect(resume.data.log_offset).toBeLessThan(logBytes);
+  // The stream stopped reading the log once its client was behind: it sent what the network held and its bound.
+  expect(resume.data.log_offset).toBeLessThan(logBytes / 2);
   console.log(`the slow client had ${resume.data.log_offset} bytes of the log when it was closed`);
 
   // Resuming from there gives exactly what the slow client had not received, then the end.
+  await waitForRunEnd(t.api, run.id, 150_000);
   const rest = await readStream(run.id, `&after=${resume.data.after}&log_offset=${resume.data.log_offset}`);
   const allEvents = (await t.api.get(`/v1/runs/${run.id}/events?limit=1000`)).body.events;
   const fullLog = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
@@ -175,9 +177,11 @@ test('clients that stop reading a stream of a large log do not grow the server; 
   expect(sentText + restText === fullLog).toBe(true);
   expect([...sentEvents, ...eventsOf(resumed)]).toEqual(allEvents);
 
-  // A client that still has not read after as long again is disconnected: reading now, it finds
-  // what the network held and then the end of the connection, with the response cut short.
-  const silent = await silentRead;
+  // The clients that never read are disconnected a stall limit after their stream gave up: once
+  // the server has closed every stream, the silent client reads what the network held and then
+  // the end of the connection, with the response cut short.
+  await waitUntil('the unread streams to be closed', async () => (await metric('cairn_run_streams')) === 0, 30_000);
+  const silent = await readToClose(clients[1]);
   for (const other of clients.slice(2)) other.destroy();
   expect(silent.complete).toBe(false);
   expect(parseSse(silent.body).some((m) => m.event === 'resume')).toBe(false);

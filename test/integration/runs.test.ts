@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
@@ -65,15 +66,16 @@ test('cancel stops a long run, kills its whole process group and records the end
   const tag = String(Date.now() % 1_000_000).padStart(6, '0');
   const { body: run } = await submit({ tool: 'bash', command: `sleep 300.${tag} & sleep 301.${tag}; echo ${marker}` });
   await waitForRun(t.api, run.id, (r) => r.status === 'running');
-  await new Promise((r) => setTimeout(r, 300));
+  // Both sleeps have started, so the cancel has a process group to kill.
+  const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 30[01]\\.${tag}" || true`]).toString().trim().split('\n').filter(Boolean);
+  await waitUntil('both sleeps to start', async () => sleeping().length === 2, 10_000);
   const cancel = await t.api.post(`/v1/runs/${run.id}/cancel`);
   expect([200, 202]).toContain(cancel.status);
   const ended = await waitForRunEnd(t.api, run.id);
   expect(ended.status).toBe('canceled');
   expect(ended.error).toBe('canceled by admin');
   // Both sleeps were in the run's process group; neither survives the cancel.
-  const left = execFileSync('sh', ['-c', `pgrep -f "sleep 30[01]\\.${tag}" || true`]).toString().trim();
-  expect(left).toBe('');
+  expect(sleeping()).toEqual([]);
   const kinds = (await eventsOf(run.id)).map((e) => e.event);
   expect(kinds.filter((k) => k === 'run.finished')).toHaveLength(1);
   expect(kinds).toContain('run.cancel_requested');

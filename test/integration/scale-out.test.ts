@@ -5,12 +5,14 @@ import { apiClient, type ApiClient } from '../support/http';
 import { testLicense } from '../support/license';
 import { startCairn, startTsScript, type ChildHandle } from '../support/processes';
 import { testSettings, testTemporalAddress } from '../support/server';
+import { soakSize } from '../support/soak';
 import { tempDir } from '../support/temp';
 
 // The scale-out shape (docs/architecture.md "Processes"): several `cairn serve` and `cairn worker`
 // processes on one PostgreSQL and one Temporal namespace and task queue.
 
-const RUNS = 200;
+// 200 runs under CAIRN_SOAK=1; the smoke size still spreads over both workers.
+const RUNS = soakSize(40, 200);
 
 test(`two servers and two workers on one database and Temporal run ${RUNS} runs, each exactly once, spread over both workers`, async () => {
   const database = await createTestDatabase();
@@ -22,17 +24,15 @@ test(`two servers and two workers on one database and Temporal run ${RUNS} runs,
     const first = startCairn(['serve'], env({ CAIRN_POOL_SIZE: '1' }));
     children.push(first);
     const [, token] = await first.waitFor(/admin token: (\S+)/);
-    const [, url1] = await first.waitFor(/serving at (\S+)/);
+    // The schema and the first admin are in place: the other three start together.
     const second = startCairn(['serve'], env({ CAIRN_POOL_SIZE: '1' }));
-    children.push(second);
-    const [, url2] = await second.waitFor(/serving at (\S+)/);
-    expect(second.output()).not.toMatch(/admin token:/);
     // Every worker is Team tier (spec part A 1.2): these trust the test's license key.
     const license = await testLicense('team');
     const worker = () => startTsScript('test/support/worker-process.ts', [JSON.stringify(license.publicJwk)], env({ CAIRN_POOL_SIZE: '8', CAIRN_LICENSE_FILE: license.file }));
     const workers = [worker(), worker()];
-    children.push(...workers);
-    await Promise.all(workers.map((w) => w.waitFor(/worker polling/)));
+    children.push(second, ...workers);
+    const [[, url1], [, url2]] = await Promise.all([first.waitFor(/serving at (\S+)/), second.waitFor(/serving at (\S+)/), ...workers.map((w) => w.waitFor(/worker polling/))]);
+    expect(second.output()).not.toMatch(/admin token:/);
 
     const apis: ApiClient[] = [apiClient(url1, token), apiClient(url2, token)];
     // Half the runs through each server, 20 submissions in flight.

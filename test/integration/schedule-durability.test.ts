@@ -78,15 +78,18 @@ test('two servers on one database: a hand-off both sweepers race to repair still
   const sql = connectDatabase(database.url, { max: 1 });
   const settings = testSettings(database.url);
   const config = loadConfig({}, settings);
-  const a = await startServer(config, createLogger(config), { faults: new Faults(['schedule-handoff-once']) });
-  const b = await startServer(loadConfig({}, { ...settings, CAIRN_DATA_DIR: `${settings.CAIRN_DATA_DIR}-b` }), createLogger(config));
+  // Both sweep every 250 ms rather than every 2 s: the repair comes soon after the save's grace,
+  // well before the first fire, and the two sweepers race for it more often.
+  const a = await startServer(config, createLogger(config), { faults: new Faults(['schedule-handoff-once']), sweepIntervalMs: 250 });
+  const b = await startServer(loadConfig({}, { ...settings, CAIRN_DATA_DIR: `${settings.CAIRN_DATA_DIR}-b` }), createLogger(config), { sweepIntervalMs: 250 });
   try {
     const api = apiClient(a.url, a.adminToken!);
     const { rrule } = soonRule('FREQ=SECONDLY;INTERVAL=2;COUNT=3', 6);
     const created = await api.post('/v1/schedules', { name: 'two servers', rrule, run: { tool: 'bash', command: 'echo fired' } });
     expect(created.status).toBe(201);
-    await waitUntil('three fires', async () => (await firesOf(sql, created.body.id)).length >= 3);
-    await sleep(3000);
+    // COUNT=3: once the schedule's workflow has ended, no fire can come any more.
+    const workflow = a.context.temporal.workflow.getHandle(created.body.id);
+    await waitUntil('the schedule’s workflow to end', async () => (await workflow.describe().catch(() => undefined))?.status.name === 'COMPLETED');
     const fires = await firesOf(sql, created.body.id);
     expect(fires).toHaveLength(3);
     expect(new Set(fires.map((f) => f.fireAt.toISOString())).size).toBe(3);

@@ -313,7 +313,8 @@ describe('firing, end to end on the real Temporal dev server', () => {
     }
     // COUNT is spent: the workflow ends, and no third run comes.
     await waitUntil('the workflow to end', async () => (await t.api.get(`/v1/schedules/${schedule.id}`)).body.next_fire_at === null);
-    await new Promise((r) => setTimeout(r, 3500));
+    const workflow = t.server.context.temporal.workflow.getHandle(schedule.id);
+    await waitUntil('the workflow to complete', async () => (await workflow.describe()).status.name === 'COMPLETED');
     expect(await runsOf(schedule.id)).toHaveLength(2);
     const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
     expect(body).toMatchObject({ last_outcome: 'started', last_run_id: runs[1].id, last_fire_at: fires[1].toISOString(), last_error: null });
@@ -423,6 +424,25 @@ describe('firing, end to end on the real Temporal dev server', () => {
     expect(body.last_skipped).toBeNull();
     await del(schedule.id);
     await t.api.post(`/v1/runs/${second.id}/cancel`);
+  });
+
+  test('a fire whose inventory matches no host starts nothing and is recorded as skipped with why', async () => {
+    const inventory = (await t.api.post('/v1/inventories', { name: `web only ${Date.now()}`, content: '[web]\nweb1 ansible_connection=local\n' })).body;
+    const play = '- hosts: all\n  gather_facts: false\n  tasks: [{ ansible.builtin.ping: }]\n';
+    const limited = await t.api.post('/v1/templates', { name: `db play ${Date.now()}`, tool: 'ansible', command: play, inventory_id: inventory.id, limit: 'db' });
+    expect(limited.status).toBe(201);
+    const schedule = await createSchedule({ rrule: soon('FREQ=SECONDLY;INTERVAL=2', 2), template_id: limited.body.id });
+    const skipped = await waitUntil('two hostless fires', async () => {
+      const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
+      return body.last_skipped?.fires >= 2 && body;
+    });
+    expect(skipped).toMatchObject({ last_outcome: 'skipped', last_run_id: null, last_error: null });
+    expect(skipped.last_skipped).toMatchObject({ run_id: null, reason: `the limit "db" matches no host of inventory ${inventory.name}` });
+    expect(await runsOf(schedule.id)).toEqual([]);
+    // Not a schedule blocked behind a run.
+    const { body: attention } = await t.api.get('/v1/attention');
+    expect(JSON.stringify(attention)).not.toContain(schedule.id);
+    await del(schedule.id);
   });
 
   test('every fire goes through the approval gate: a held run holds the next fires back', async () => {

@@ -454,6 +454,17 @@ describe('deliveries: what starts no run is said on last_error', () => {
     expect(await triggerRuns(made.id)).toEqual([]);
   });
 
+  test("a push whose template's inventory holds no host is skipped with why, 200, and starts nothing", async () => {
+    const inventory = (await t.api.post('/v1/inventories', { name: `empty ${Date.now()}`, content: 'all:\n  hosts: {}\n' })).body;
+    const play = '- hosts: all\n  gather_facts: false\n  tasks: [{ ansible.builtin.ping: }]\n';
+    const hostless = await createTemplate({ name: `hostless ${Date.now()}`, tool: 'ansible', command: play, inventory_id: inventory.id });
+    const made = await createTrigger({ template_id: hostless.id });
+    const answer = await deliver(made.hook_path, made.secret);
+    expect(answer).toMatchObject({ status: 200, body: { skipped: true, reason: `inventory ${inventory.name} holds no hosts`, trigger_id: made.id } });
+    expect((await readTrigger(made.id)).last_error).toBe(answer.body.reason);
+    expect(await triggerRuns(made.id)).toEqual([]);
+  });
+
   test('a signed body that is not JSON, or not a push, is 400 and recorded', async () => {
     const made = await createTrigger();
     const notJson = await deliver(made.hook_path, made.secret, { rawBody: '{"ref": ' });

@@ -6,7 +6,8 @@ import { startTestServer, waitForRunEnd, type TestServer } from '../support/serv
 let t: TestServer;
 let db: postgres.Sql;
 beforeAll(async () => {
-  t = await startTestServer();
+  // The sweeper, which starts the workflow of a released run, looks every 250 ms rather than every 2 s.
+  t = await startTestServer({}, { sweepIntervalMs: 250 });
   db = postgres(t.databaseUrl, { max: 2, onnotice: () => {} });
   await t.api.post('/v1/policies', { name: 'hold everything marked', command_contains: 'HOLD-ME' });
 });

@@ -18,7 +18,7 @@ test('the bundle is keyed by every source file it holds and the SDK version', as
       .map(([, file]) => file)
       .filter((file) => !file.startsWith('node_modules/')),
   );
-  expect([...bundled]).toEqual(expect.arrayContaining(['workflows/index.ts', 'workflows/run.ts', 'workflows/graph.ts', 'core/workflow-graph.ts']));
+  expect([...bundled]).toEqual(expect.arrayContaining(['workflows/index.ts', 'workflows/run.ts', 'workflows/graph.ts', 'core/runs/workflow-graph.ts']));
   const { files, packages } = await bundleInputs();
   expect(files.map((f) => path.relative(ROOT, f))).toEqual(expect.arrayContaining([...bundled]));
   expect(packages).toEqual(expect.arrayContaining(['@temporalio/worker', '@temporalio/workflow']));

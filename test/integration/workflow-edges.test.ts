@@ -41,7 +41,7 @@ test('a run workflow for a run that does not exist ends at once, without retries
 });
 
 test('an execution lost on every attempt is requeued until its timeout, then ends failed, once', async () => {
-  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo attempt $CAIRN_RUN_ATTEMPT; sleep 60', timeout: 40 });
+  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo attempt $CAIRN_RUN_ATTEMPT; sleep 90', timeout: 60 });
   // Each attempt's tool launcher is killed as soon as its tool runs: the attempt fails and the run
   // is requeued, every time (spec part A 3.1), until its timeout ends it.
   let killed = 0;
@@ -58,12 +58,12 @@ test('an execution lost on every attempt is requeued until its timeout, then end
     await new Promise((r) => setTimeout(r, 100));
   }
   const ended = await waitForRunEnd(t.api, run.id, 60_000);
-  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 40 s' });
+  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 60 s' });
   // More than the five attempts a count would have allowed.
   expect(ended.attempts).toBeGreaterThan(5);
   expect(await endsOnChain(run.id)).toBe(1);
   expect(await finishedEvents(run.id)).toBe(1);
-}, 120_000);
+}, 150_000);
 
 test('a timeout racing a cancel ends the run once, one way or the other', async () => {
   for (const lead of [-150, 0, 150]) {
@@ -73,8 +73,11 @@ test('a timeout racing a cancel ends the run once, one way or the other', async 
     await new Promise((r) => setTimeout(r, Math.max(0, startedAt + 2000 + lead - Date.now())));
     await t.api.post(`/v1/runs/${run.id}/cancel`);
     const ended = await waitForRunEnd(t.api, run.id);
-    expect(['canceled', 'failed']).toContain(ended.status);
-    if (ended.status === 'failed') expect(ended.error).toBe('timed out after 2 s');
+    // Either end may win the race; each says which it was.
+    expect([
+      ['canceled', 'canceled by admin'],
+      ['failed', 'timed out after 2 s'],
+    ]).toContainEqual([ended.status, ended.error]);
     expect(await endsOnChain(run.id)).toBe(1);
     expect(await finishedEvents(run.id)).toBe(1);
   }

@@ -1,7 +1,11 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
+import { connectDatabase } from '../../store/db';
+import { migrate } from '../../store/migrate';
+
+const SCHEMA_DIR = path.resolve(__dirname, '../../schema');
 
 /** The shared test PostgreSQL, as set up by global-setup. */
 export function testDatabaseServerUrl(): string {
@@ -10,17 +14,70 @@ export function testDatabaseServerUrl(): string {
   return url;
 }
 
-/** A fresh, empty database on the shared server; drop() removes it with every connection to it. */
-export async function createTestDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+const databaseUrl = (serverUrl: string, name: string) => {
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+};
+
+/**
+ * The database every test database is copied from: the schema with every migration applied and
+ * recorded, so a test server's start finds nothing to apply. Named by a digest of the migrations
+ * and of the code that applies them, so a changed schema makes a new template and checkouts of
+ * different revisions sharing one PostgreSQL never use each other's. It is built under a temporary
+ * name and renamed into place, so test runs starting together each find a whole one; once built
+ * nobody connects to it (PostgreSQL copies a template only while no one is connected to it).
+ */
+export async function prepareTemplateDatabase(serverUrl: string): Promise<string> {
+  const hash = createHash('sha256').update(await fs.readFile(path.resolve(__dirname, '../../store/migrate.ts')));
+  for (const file of (await fs.readdir(SCHEMA_DIR)).sort()) hash.update(`${file}\0`).update(await fs.readFile(path.join(SCHEMA_DIR, file))).update('\0');
+  const name = `cairn_template_${hash.digest('hex').slice(0, 16)}`;
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    if ((await admin`SELECT 1 FROM pg_database WHERE datname = ${name}`).length) return name;
+    const building = `${name}_${randomBytes(4).toString('hex')}`;
+    await admin.unsafe(`CREATE DATABASE ${building}`);
+    const sql = connectDatabase(databaseUrl(serverUrl, building), { max: 1 });
+    try {
+      await migrate(sql);
+    } finally {
+      await sql.end();
+    }
+    try {
+      await admin.unsafe(`ALTER DATABASE ${building} RENAME TO ${name}`);
+    } catch (err) {
+      // Another test run renamed its copy into place first (42P04: the name exists).
+      await admin.unsafe(`DROP DATABASE ${building}`);
+      if ((err as { code?: string }).code !== '42P04') throw err;
+    }
+    return name;
+  } finally {
+    await admin.end();
+  }
+}
+
+/** The template global-setup prepared. */
+function testTemplateDatabase(): string {
+  const name = process.env.CAIRN_TEST_TEMPLATE_DATABASE;
+  if (!name) throw new Error('CAIRN_TEST_TEMPLATE_DATABASE is not set; run the tests through jest (global-setup)');
+  return name;
+}
+
+/**
+ * A fresh database on the shared server, copied from the migrated template (or empty, for a test
+ * of the migrations themselves); drop() removes it with every connection to it.
+ */
+export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<{ url: string; name: string; drop(): Promise<void> }> {
   const serverUrl = testDatabaseServerUrl();
   const name = `cairn_test_${randomBytes(6).toString('hex')}`;
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
+  try {
+    await admin.unsafe(options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${testTemplateDatabase()}`);
+  } finally {
+    await admin.end();
+  }
   return {
-    url: url.toString(),
+    url: databaseUrl(serverUrl, name),
     name,
     async drop() {
       const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
@@ -30,12 +87,11 @@ export async function createTestDatabase(): Promise<{ url: string; name: string;
   };
 }
 
-/** Applies the migrations numbered before `version`, recorded as applied: the schema of an install made before it. */
+/** Applies the migrations numbered before `version`, recorded as applied, to an empty database: the schema of an install made before it. */
 export async function schemaBefore(sql: postgres.Sql, version: string): Promise<void> {
-  const dir = path.resolve(__dirname, '../../schema');
   await sql`CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
-  for (const file of (await fs.readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f) && f < version).sort()) {
-    await sql.unsafe(await fs.readFile(path.join(dir, file), 'utf8'));
+  for (const file of (await fs.readdir(SCHEMA_DIR)).filter((f) => /^\d+_.*\.sql$/.test(f) && f < version).sort()) {
+    await sql.unsafe(await fs.readFile(path.join(SCHEMA_DIR, file), 'utf8'));
     await sql`INSERT INTO schema_migrations (version) VALUES (${file})`;
   }
 }

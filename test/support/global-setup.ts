@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEV_SERVER_TUNING } from '../../embedded/temporal';
 import { findTemporalCli } from '../../embedded/temporal-binary';
+import { prepareTemplateDatabase } from './database';
 import { startTsScript, type ChildHandle } from './processes';
 
 declare global {
@@ -13,8 +14,10 @@ declare global {
 
 /**
  * One Temporal dev server (the same CLI binary `serve` uses) and one PostgreSQL for the whole run:
- * the machine's through DATABASE_URL when set, else an embedded one. Each test server then takes
- * its own database and task queue, so tests never see each other's runs.
+ * the machine's through DATABASE_URL when set, else an embedded one (started without fsync: a
+ * throwaway cluster). Each test server then takes its own database, copied from a template
+ * migrated once here, and its own task queue, so tests never see each other's runs and run side by
+ * side in jest's workers.
  */
 export default async function globalSetup(): Promise<void> {
   const cli = await findTemporalCli((line) => process.stderr.write(`${line}\n`));
@@ -38,4 +41,5 @@ export default async function globalSetup(): Promise<void> {
     const [, url] = await pg.waitFor(/postgres url: (\S+)/, 120_000);
     process.env.CAIRN_TEST_DATABASE_URL = url;
   }
+  process.env.CAIRN_TEST_TEMPLATE_DATABASE = await prepareTemplateDatabase(process.env.CAIRN_TEST_DATABASE_URL);
 }

@@ -2,18 +2,19 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { machineCacheDir } from '../../embedded/machine-cache';
 import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binary';
 
 /**
  * A Prometheus text exposition read by the Prometheus project's own parser and linter, not by
  * Cairn's code: test/support/prom-check (Go) parses it with github.com/prometheus/common/expfmt
  * and lints it with promlint, the rules `promtool check metrics` applies. It is built from its Go
- * module once, into a cache folder named by a hash of its sources (as embedded/temporal-dev is).
+ * module once per machine, into the machine cache (embedded/machine-cache.ts) under a hash of its
+ * sources, as the Temporal CLI is.
  */
 
 const SOURCE_DIR = path.join(__dirname, 'prom-check');
 const SOURCES = ['main.go', 'go.mod', 'go.sum'];
-const CACHE_DIR = path.resolve(__dirname, '../..', '.cache', 'prom-check');
 
 export interface PromSample {
   labels: Record<string, string>;
@@ -42,7 +43,7 @@ export interface PromReport {
 async function checkerPath(): Promise<string> {
   const hash = createHash('sha256');
   for (const file of SOURCES) hash.update(`${file}\0`).update(await fs.readFile(path.join(SOURCE_DIR, file))).update('\0');
-  const target = path.join(CACHE_DIR, hash.digest('hex').slice(0, 16), 'prom-check');
+  const target = path.join(machineCacheDir(), 'prom-check', hash.digest('hex').slice(0, 16), 'prom-check');
   if (await isExecutable(target)) return target;
   const go = (await onPath('go')) ?? ((await isExecutable('/usr/local/go/bin/go')) ? '/usr/local/go/bin/go' : undefined);
   if (!go) throw new Error('checking /metrics needs the Go toolchain to build test/support/prom-check');

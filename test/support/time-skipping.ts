@@ -9,6 +9,7 @@ import pino from 'pino';
 import { installTemporalLogging } from '../../workers/runtime';
 import { DEV_SERVER_TUNING } from '../../embedded/temporal';
 import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binary';
+import { machineCacheDir } from '../../embedded/machine-cache';
 
 /**
  * A Temporal server that can skip time, for tests of long waits (a schedule over weeks, an
@@ -17,8 +18,9 @@ import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binar
  * The SDK's own time-skipping server (`TestWorkflowEnvironment.createTimeSkipping`) is a Java
  * binary downloaded from GitHub at first use; embedded/temporal-dev is instead a small Go program
  * on Temporal Server 1.32 (SQLite, one process, the same `server start-dev` flags as the CLI) with
- * the server's own time skipping turned on. It is built from its Go module once, into a cache
- * folder named by a hash of its sources, so a changed main.go or go.mod builds again.
+ * the server's own time skipping turned on. It is built from its Go module once per machine, into
+ * the machine's cache (embedded/machine-cache.ts) under a hash of its sources, so a changed main.go
+ * or go.mod builds again and every checkout of the same sources finds the one build.
  *
  * Time skipping is per workflow: turned on for one execution (`enableTimeSkipping`), the server
  * moves that workflow's clock straight to its next timer whenever the workflow is idle (no
@@ -31,14 +33,13 @@ import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binar
 const PROJECT_ROOT = path.resolve(__dirname, '../..');
 export const TIME_SKIPPING_SOURCE_DIR = path.join(PROJECT_ROOT, 'embedded', 'temporal-dev');
 const SOURCES = ['main.go', 'go.mod', 'go.sum'];
-/** Kept beside the Temporal CLI's cache (embedded/temporal-binary.ts), git-ignored. */
-export const TIME_SKIPPING_CACHE_DIR = path.join(PROJECT_ROOT, '.cache', 'temporal-dev');
 
 /** The cached build's path for the sources as they are now. */
 export async function timeSkippingServerPath(): Promise<string> {
   const hash = createHash('sha256');
   for (const file of SOURCES) hash.update(`${file}\0`).update(await fs.readFile(path.join(TIME_SKIPPING_SOURCE_DIR, file))).update('\0');
-  return path.join(TIME_SKIPPING_CACHE_DIR, hash.digest('hex').slice(0, 16), 'cairn-temporal-dev');
+  // Beside the Temporal CLI's build (embedded/temporal-binary.ts).
+  return path.join(machineCacheDir(), 'temporal-dev', hash.digest('hex').slice(0, 16), 'cairn-temporal-dev');
 }
 
 /**

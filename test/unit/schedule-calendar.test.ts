@@ -476,7 +476,8 @@ describe('long-running rules', () => {
   ])('%s gives the times rrule gives from DTSTART', (rule, afterText) => {
     const dtstart = new Date('2024-01-03T04:05:06Z');
     const after = new Date(afterText);
-    const reference = new RRule({ ...RRule.parseString(rule), dtstart, tzid: null }).between(after, new Date(after.getTime() + 60 * 24 * 3600_000), false).slice(0, 6);
+    // The first six of the window: rrule stops walking once the iterator says so.
+    const reference = new RRule({ ...RRule.parseString(rule), dtstart, tzid: null }).between(after, new Date(after.getTime() + 60 * 24 * 3600_000), false, (_, count) => count < 6);
     expect(reference).toHaveLength(6);
     expect(fires({ rrule: `DTSTART:20240103T040506Z RRULE:${rule}` }, after.toISOString(), 6)).toEqual(
       reference.map((d) => d.toISOString().replace('.000Z', 'Z')),
