@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 import { countRuns } from './run-counts';
 
 /**
@@ -218,15 +218,11 @@ function visibleTo(db: Db, viewer: GrantViewer) {
 /** A page of grants, oldest first, with the total: every grant, or only those `viewer` sees. */
 export async function listGrants(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   viewer?: GrantViewer,
-): Promise<{ rows: Grant[]; total: number }> {
-  const where = whereAll(db, [page.ids?.length ? db`g.id IN ${db(page.ids)}` : null, viewer ? visibleTo(db, viewer) : null]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<Grant[]>`SELECT ${db(GRANT_COLUMNS.map((c) => `g.${c}`))} FROM grants g ${where} ORDER BY g.id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM grants g ${where}`,
-  ]);
-  return { rows, total: n };
+): Promise<Page<Grant>> {
+  const where = [viewer ? visibleTo(db, viewer) : null];
+  return readPage(db, { columns: db(GRANT_COLUMNS.map((c) => `g.${c}`)), from: db`grants g`, idColumn: 'g.id', order: db`g.id`, where }, page);
 }
 
 /** One grant, when the viewer sees it. */

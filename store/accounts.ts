@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
 import { usernameKey } from '../core/access/username';
-import { isUniqueViolation, type Db } from './db';
+import { type Db, isUniqueViolation, type Page, type PageRequest, readPage } from './db';
 import { LOCKS, takeLock } from './locks';
 
 export type Role = 'admin' | 'operator' | 'viewer';
@@ -59,13 +59,9 @@ export async function getAccountByUsername(db: Db, username: string): Promise<Ac
 
 export async function listAccounts(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
-): Promise<{ rows: Account[]; total: number }> {
-  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
-  const rows = await db<Account[]>`
-    SELECT ${db(COLUMNS)} FROM accounts ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts ${filter}`;
-  return { rows, total: n };
+  page: PageRequest,
+): Promise<Page<Account>> {
+  return readPage(db, { columns: db(COLUMNS), from: db`accounts`, order: db`id` }, page);
 }
 
 export async function updateAccount(

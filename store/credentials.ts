@@ -1,6 +1,6 @@
 import type { CredentialField, Injectors } from '../core/credentials/credential-kinds';
 import { readableBy } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** Credentials, custom credential types, and the credentials of runs (spec part A 2.9, 4.9). */
 
@@ -72,13 +72,8 @@ export async function credentialsOfType(db: Db, typeId: string, limit = 10): Pro
   return (await db<{ id: string }[]>`SELECT id FROM credentials WHERE type_id = ${typeId} ORDER BY id LIMIT ${limit}`).map((r) => r.id);
 }
 
-export async function listCredentialTypePage(db: Db, page: { limit: number; offset: number; ids?: string[] }): Promise<{ rows: CredentialType[]; total: number }> {
-  const where = whereAll(db, [page.ids?.length ? db`id IN ${db(page.ids)}` : null]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<CredentialType[]>`SELECT * FROM credential_types ${where} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM credential_types ${where}`,
-  ]);
-  return { rows, total: n };
+export async function listCredentialTypePage(db: Db, page: PageRequest): Promise<Page<CredentialType>> {
+  return readPage(db, { from: db`credential_types`, order: db`id` }, page);
 }
 
 // --- credentials
@@ -136,19 +131,11 @@ export async function getCredentialsWithTypes(db: Db, ids: readonly string[]): P
  */
 export async function listCredentialPage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[]; kind?: string },
+  page: PageRequest & { kind?: string },
   readerId?: string,
-): Promise<{ rows: Credential[]; total: number }> {
-  const where = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    page.kind ? db`kind = ${page.kind}` : null,
-    readerId !== undefined ? readableBy(db, readerId, 'credentials') : null,
-  ]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<Credential[]>`SELECT * FROM credentials ${where} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM credentials ${where}`,
-  ]);
-  return { rows, total: n };
+): Promise<Page<Credential>> {
+  const where = [page.kind ? db`kind = ${page.kind}` : null, readerId !== undefined ? readableBy(db, readerId, 'credentials') : null];
+  return readPage(db, { from: db`credentials`, order: db`id`, where }, page);
 }
 
 /**

@@ -65,3 +65,38 @@ export function whereAll(db: Db, conditions: (postgres.Fragment | null)[]): post
     .filter((c): c is postgres.Fragment => c !== null)
     .reduce((acc: postgres.Fragment | null, c) => (acc === null ? db`WHERE ${c}` : db`${acc} AND ${c}`), null) ?? db``;
 }
+
+/** What a list route asks of a table: a page, and optionally only the rows with these ids (`?id=`). */
+export interface PageRequest {
+  limit: number;
+  offset: number;
+  ids?: string[];
+}
+
+/** A piece of a statement: a fragment, or identifiers (`db('name')`, `db(['a', 'b'])`). */
+type SqlPiece = postgres.Fragment | postgres.Helper<any, any>;
+
+/** A page of rows and how many rows match in all. */
+export interface Page<T> {
+  rows: T[];
+  total: number;
+}
+
+/**
+ * One page of a list and its total, read side by side: `SELECT columns FROM from WHERE … ORDER BY
+ * order`, the conditions ANDed (nulls left out) with `idColumn IN page.ids` when the page names
+ * ids, and the same count. `from` may join; `columns` (all by default) and `idColumn` then name
+ * their table.
+ */
+export async function readPage<T extends object>(
+  db: Db,
+  query: { from: SqlPiece; order: postgres.Fragment; columns?: SqlPiece; idColumn?: string; where?: (postgres.Fragment | null)[] },
+  page: PageRequest,
+): Promise<Page<T>> {
+  const where = whereAll(db, [page.ids?.length ? db`${db(query.idColumn ?? 'id')} IN ${db(page.ids)}` : null, ...(query.where ?? [])]);
+  const [rows, [{ n }]] = await Promise.all([
+    db<T[]>`SELECT ${query.columns ?? db`*`} FROM ${query.from} ${where} ORDER BY ${query.order} LIMIT ${page.limit} OFFSET ${page.offset}`,
+    db<{ n: number }[]>`SELECT count(*)::int AS n FROM ${query.from} ${where}`,
+  ]);
+  return { rows: rows as unknown as T[], total: n };
+}

@@ -1,4 +1,4 @@
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /**
  * Teams and organizations (spec part A 2.8, 4.11): both are named sets of accounts, stored alike
@@ -60,19 +60,12 @@ export async function deleteGroup(db: Db, kind: GroupKind, id: string): Promise<
 export async function listGroups(
   db: Db,
   kind: GroupKind,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   memberId?: string,
-): Promise<{ rows: Group[]; total: number }> {
+): Promise<Page<Group>> {
   const { groups, members, key } = TABLES[kind];
-  const where = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    memberId !== undefined ? db`id IN (SELECT ${db(key)} FROM ${db(members)} WHERE account_id = ${memberId})` : null,
-  ]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<Group[]>`SELECT ${db(GROUP_COLUMNS)} FROM ${db(groups)} ${where} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM ${db(groups)} ${where}`,
-  ]);
-  return { rows, total: n };
+  const ofMember = memberId !== undefined ? db`id IN (SELECT ${db(key)} FROM ${db(members)} WHERE account_id = ${memberId})` : null;
+  return readPage(db, { columns: db(GROUP_COLUMNS), from: db(groups), order: db`id`, where: [ofMember] }, page);
 }
 
 const membershipColumns = (db: Db, kind: GroupKind) =>
@@ -92,18 +85,20 @@ export async function listMembers(
   db: Db,
   kind: GroupKind,
   groupId: string,
-  page: { limit: number; offset: number; ids?: string[] },
-): Promise<{ rows: Membership[]; total: number }> {
+  page: PageRequest,
+): Promise<Page<Membership>> {
   const { members, key } = TABLES[kind];
-  const filter = page.ids?.length ? db`AND m.account_id IN ${db(page.ids)}` : db``;
-  const [rows, [{ n }]] = await Promise.all([
-    db<Membership[]>`
-      SELECT ${membershipColumns(db, kind)} FROM ${db(members)} m JOIN accounts a ON a.id = m.account_id
-      WHERE m.${db(key)} = ${groupId} ${filter}
-      ORDER BY m.added_at, m.account_id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM ${db(members)} m WHERE m.${db(key)} = ${groupId} ${filter}`,
-  ]);
-  return { rows, total: n };
+  return readPage(
+    db,
+    {
+      columns: membershipColumns(db, kind),
+      from: db`${db(members)} m JOIN accounts a ON a.id = m.account_id`,
+      idColumn: 'm.account_id',
+      order: db`m.added_at, m.account_id`,
+      where: [db`m.${db(key)} = ${groupId}`],
+    },
+    page,
+  );
 }
 
 /** Adds the account to the group, or sets its organization role; the membership as it now stands. */

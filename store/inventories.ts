@@ -1,6 +1,6 @@
 import type { InventoryFormat } from '../core/ansible/inventory';
 import { readableBy } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** A stored inventory (spec part A 4.12). */
 export interface Inventory {
@@ -119,16 +119,9 @@ export async function missingInventories(db: Db, ids: string[]): Promise<string[
  */
 export async function listInventoryPage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   readerId?: string,
-): Promise<{ rows: InventorySummary[]; total: number }> {
-  const filter = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    readerId !== undefined ? readableBy(db, readerId, 'inventories') : null,
-  ]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<InventorySummary[]>`SELECT ${db(SUMMARY_COLUMNS)} FROM inventories ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM inventories ${filter}`,
-  ]);
-  return { rows, total: n };
+): Promise<Page<InventorySummary>> {
+  const readable = readerId !== undefined ? readableBy(db, readerId, 'inventories') : null;
+  return readPage(db, { columns: db(SUMMARY_COLUMNS), from: db`inventories`, order: db`created_at, id`, where: [readable] }, page);
 }

@@ -1,5 +1,5 @@
 import { readableIds } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** A dynamic inventory source (spec part A 4.12): refreshed, it writes its inventory's content. */
 export interface InventorySource {
@@ -86,16 +86,9 @@ export async function recordInventorySourceRefresh(
  */
 export async function listInventorySourcePage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   readerId?: string,
-): Promise<{ rows: InventorySource[]; total: number }> {
-  const filter = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    readerId !== undefined ? db`inventory_id IN (${readableIds(db, 'inventory', readerId)})` : null,
-  ]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<InventorySource[]>`SELECT * FROM inventory_sources ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM inventory_sources ${filter}`,
-  ]);
-  return { rows, total: n };
+): Promise<Page<InventorySource>> {
+  const readable = readerId !== undefined ? db`inventory_id IN (${readableIds(db, 'inventory', readerId)})` : null;
+  return readPage(db, { from: db`inventory_sources`, order: db`created_at, id`, where: [readable] }, page);
 }

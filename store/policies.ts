@@ -1,5 +1,5 @@
 import type { GatePolicy } from '../core/runs/policy-gate';
-import type { Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 import { LOCKS, takeLock } from './locks';
 
 /** A stored approval policy (spec part A 2.10). */
@@ -50,13 +50,9 @@ export async function lockPolicySet(db: Db): Promise<void> {
 /** A page of policies for `GET /v1/policies`, oldest first (the order the gate reads them), with the total. */
 export async function listPolicyPage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
-): Promise<{ rows: Policy[]; total: number }> {
-  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
-  const rows = await db<Policy[]>`
-    SELECT * FROM policies ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM policies ${filter}`;
-  return { rows, total: n };
+  page: PageRequest,
+): Promise<Page<Policy>> {
+  return readPage(db, { from: db`policies`, order: db`created_at, id` }, page);
 }
 
 /**

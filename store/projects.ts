@@ -1,5 +1,5 @@
 import { readableBy } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** A git project (spec part A 4.5) as stored. */
 export interface Project {
@@ -70,15 +70,11 @@ export async function templatesUsingProject(db: Db, id: string, limit = 20): Pro
 /** A page of projects, oldest first, with the total: every project, or only those `readerId` may read. */
 export async function listProjectPage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   readerId?: string,
-): Promise<{ rows: Project[]; total: number }> {
-  const filter = whereAll(db, [page.ids?.length ? db`id IN ${db(page.ids)}` : null, readerId !== undefined ? readableBy(db, readerId, 'projects') : null]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<Project[]>`SELECT * FROM projects ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM projects ${filter}`,
-  ]);
-  return { rows, total: n };
+): Promise<Page<Project>> {
+  const readable = readerId !== undefined ? readableBy(db, readerId, 'projects') : null;
+  return readPage(db, { from: db`projects`, order: db`created_at, id`, where: [readable] }, page);
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { SpringForward } from '../core/schedules/schedule-calendar';
 import type { Run } from '../core/runs/run';
 import { followerReadableBy } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** What a schedule fires besides a template: a run or split (`run`) or a pipeline, as sent and as submitted. */
 export interface ScheduleSubmission {
@@ -104,17 +104,11 @@ export async function getScheduleForUpdate(db: Db, id: string): Promise<Schedule
 /** A page of schedules for `GET /v1/schedules`, oldest first, with the total. */
 export async function listSchedulePage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   readerId?: string,
-): Promise<{ rows: Schedule[]; total: number }> {
-  const filter = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    readerId !== undefined ? followerReadableBy(db, readerId, 'owner_account_id') : null,
-  ]);
-  const rows = await db<Schedule[]>`
-    SELECT * FROM schedules ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM schedules ${filter}`;
-  return { rows, total: n };
+): Promise<Page<Schedule>> {
+  const readable = readerId !== undefined ? followerReadableBy(db, readerId, 'owner_account_id') : null;
+  return readPage(db, { from: db`schedules`, order: db`created_at, id`, where: [readable] }, page);
 }
 
 /** The workflow's plan, shown as `next_fire_at`; only while the revision it was planned under is current. */

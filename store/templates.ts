@@ -2,7 +2,7 @@ import type { AnsibleSpec } from '../core/runs/run';
 import type { SurveyField } from '../core/runs/survey';
 import type { StepDefinition } from '../core/runs/workflow-graph';
 import { readableBy } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /**
  * A survey field as stored: a secret field never keeps `default` in clear; its default, when it
@@ -113,16 +113,9 @@ export async function getTemplateForUpdate(db: Db, id: string): Promise<Template
  */
 export async function listTemplatePage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   readerId?: string,
-): Promise<{ rows: Template[]; total: number }> {
-  const filter = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    readerId !== undefined ? readableBy(db, readerId, 'templates') : null,
-  ]);
-  const [rows, [{ n }]] = await Promise.all([
-    db<Template[]>`SELECT * FROM templates ${filter} ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`,
-    db<{ n: number }[]>`SELECT count(*)::int AS n FROM templates ${filter}`,
-  ]);
-  return { rows, total: n };
+): Promise<Page<Template>> {
+  const readable = readerId !== undefined ? readableBy(db, readerId, 'templates') : null;
+  return readPage(db, { from: db`templates`, order: db`created_at, id`, where: [readable] }, page);
 }

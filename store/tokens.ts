@@ -1,4 +1,4 @@
-import type { Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 import type { Account } from './accounts';
 
 export type TokenKind = 'user' | 'agent' | 'session';
@@ -74,16 +74,18 @@ export async function touchToken(db: Db, id: string): Promise<void> {
 
 export async function listTokens(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
-): Promise<{ rows: (Token & { username: string })[]; total: number }> {
-  const filter = page.ids?.length ? db`WHERE t.id IN ${db(page.ids)}` : db``;
-  const rows = await db<(Token & { username: string })[]>`
-    SELECT t.id, t.account_id, t.name, t.kind, t.created_by, t.created_by_type, t.created_at, t.expires_at,
-           t.last_used_at, a.username
-    FROM tokens t JOIN accounts a ON a.id = t.account_id ${filter}
-    ORDER BY t.id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM tokens t ${filter}`;
-  return { rows, total: n };
+  page: PageRequest,
+): Promise<Page<Token & { username: string }>> {
+  return readPage(
+    db,
+    {
+      columns: db`t.id, t.account_id, t.name, t.kind, t.created_by, t.created_by_type, t.created_at, t.expires_at, t.last_used_at, a.username`,
+      from: db`tokens t JOIN accounts a ON a.id = t.account_id`,
+      idColumn: 't.id',
+      order: db`t.id`,
+    },
+    page,
+  );
 }
 
 export async function deleteToken(db: Db, id: string): Promise<boolean> {

@@ -1,5 +1,5 @@
 import { followerReadableBy } from './access';
-import { whereAll, type Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /**
  * A stored webhook trigger (spec part A 4.7). The hook's path token is stored only as its SHA-256
@@ -80,17 +80,11 @@ export async function deleteTrigger(db: Db, id: string): Promise<boolean> {
 /** A page of triggers for `GET /v1/triggers`, oldest first, with the total. */
 export async function listTriggerPage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
+  page: PageRequest,
   readerId?: string,
-): Promise<{ rows: Trigger[]; total: number }> {
-  const filter = whereAll(db, [
-    page.ids?.length ? db`id IN ${db(page.ids)}` : null,
-    readerId !== undefined ? followerReadableBy(db, readerId, 'owner_account_id') : null,
-  ]);
-  const rows = await db<Trigger[]>`
-    SELECT ${db(COLUMNS)} FROM triggers ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM triggers ${filter}`;
-  return { rows, total: n };
+): Promise<Page<Trigger>> {
+  const readable = readerId !== undefined ? followerReadableBy(db, readerId, 'owner_account_id') : null;
+  return readPage(db, { columns: db(COLUMNS), from: db`triggers`, order: db`id`, where: [readable] }, page);
 }
 
 /**

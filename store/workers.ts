@@ -1,4 +1,4 @@
-import type { Db } from './db';
+import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** A worker process as it records itself (schema/007_workers.sql). */
 export interface WorkerRow {
@@ -44,14 +44,10 @@ export async function pruneLostWorkers(db: Db, olderThanSeconds: number): Promis
 /** A page of workers for `GET /v1/workers`, in start order, freshness judged on the database's clock. */
 export async function listWorkerPage(
   db: Db,
-  page: { limit: number; offset: number; ids?: string[] },
-): Promise<{ rows: ListedWorker[]; total: number }> {
-  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
-  const rows = await db<ListedWorker[]>`
-    SELECT *, renewed_at < now() - make_interval(secs => renew_seconds * ${MISSED_RENEWALS_LOST}) AS lost
-    FROM workers ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM workers ${filter}`;
-  return { rows, total: n };
+  page: PageRequest,
+): Promise<Page<ListedWorker>> {
+  const columns = db`*, renewed_at < now() - make_interval(secs => renew_seconds * ${MISSED_RENEWALS_LOST}) AS lost`;
+  return readPage(db, { columns, from: db`workers`, order: db`id` }, page);
 }
 
 /** Worker processes by the queue they serve and whether they have missed three renewals in a row, judged on the database's clock. */
