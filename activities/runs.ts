@@ -11,7 +11,8 @@ import { moveRun, recordRunEnd, unexplainedRelease } from '../services/runs/run-
 import { getTool } from '../tools/registry';
 import type { ToolInputs } from '../tools/types';
 import type { Injection } from '../core/credentials/credential-kinds';
-import { ansibleToolCredentials, CredentialOpenError, openCredentialsOfRun, scriptToolInjection } from './credential-injection';
+import { ansibleToolCredentials, scriptToolInjection } from '../tools/credential-injection';
+import { CredentialOpenError, openRunCredentials } from '../services/credentials';
 import { recordToolResults } from './run-results';
 import { RunInputError } from '../core/runs/run-outcome';
 import { runToolInputs } from '../services/runs/run-inputs';
@@ -152,7 +153,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     // as extra vars, the passwords and the key's passphrase through its inputs.
     let machine: ToolInputs['machine'];
     try {
-      const opened = await openCredentialsOfRun(sql, deps.sealer, runId);
+      const opened = await openRunCredentials(sql, deps.sealer, runId);
       if (run.tool === 'ansible') {
         const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
         injection = rest;

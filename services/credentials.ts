@@ -473,7 +473,7 @@ export class CredentialOpenError extends Error {
   override readonly name = 'CredentialOpenError';
 }
 
-/** Opens the credentials of a run, in order, for injection at execution (activities/credential-injection.ts). */
+/** Opens the credentials of a run, in order, for injection at execution (tools/credential-injection.ts). */
 export async function openRunCredentials(db: Db, sealer: Sealer | undefined, runId: string): Promise<OpenedCredential[]> {
   const ids = await runCredentialIds(db, runId);
   if (ids.length === 0) return [];

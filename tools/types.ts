@@ -31,7 +31,7 @@ export interface ToolInputs {
   facts?: FactSupply;
   /**
    * The run's machine credential as the ansible tool hands it to ansible
-   * (activities/credential-injection.ts ansibleToolCredentials): the key file's path in the work
+   * (tools/credential-injection.ts ansibleToolCredentials): the key file's path in the work
    * dir (written 0600 by the run's credential files), its passphrase, the connection and become
    * passwords. Other tools get credentials only through the generic injection.
    */

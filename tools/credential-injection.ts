@@ -1,27 +1,18 @@
 import { ansibleCredentialsOf, BUILT_IN_KINDS, injectionOf, type AnsibleCredentials, type Injection, type OpenedCredential } from '../core/credentials/credential-kinds';
-import type { Sealer } from '../core/credentials/seal';
-import { CredentialOpenError, openRunCredentials } from '../services/credentials';
-import type { Db } from '../store/db';
-import { isProtectedEnvName } from '../tools/extra-vars';
+import { isProtectedEnvName } from './extra-vars';
 
 /**
- * A run's credentials at execution (spec part A 2.9, part B 5.3): opened only here, in the
- * worker executing the run, and injected into its tool as environment variables, extra vars and
- * files written 0600 into the run's work dir (removed when the run ends, with the work dir).
- * Every secret value opened joins the run's output masker; none is ever written to an event, a
- * log line, the audit chain, a receipt or evidence.
+ * How a run's opened credentials reach its tool (spec part A 2.9, part B 5.3): as environment
+ * variables, extra vars and files written 0600 into the run's work dir (removed with it when the
+ * run ends). They are opened only in the worker executing the run (activities/runs.ts, through
+ * services/credentials.ts openRunCredentials), and every secret value opened joins the run's
+ * output masker; none is ever written to an event, a log line, the audit chain, a receipt or
+ * evidence.
  */
-
-export { CredentialOpenError };
 
 /** The variables the built-in kinds set (some `CAIRN_` names among them); any other protected name is never set. */
 const BUILT_IN_ENV = new Set(BUILT_IN_KINDS.flatMap((kind) => Object.keys(kind.injectors.env)));
 const refused = (name: string) => isProtectedEnvName(name) && !BUILT_IN_ENV.has(name);
-
-/** The credentials of a run, opened; a credential that cannot be opened throws CredentialOpenError naming it and the fix. */
-export async function openCredentialsOfRun(db: Db, sealer: Sealer | undefined, runId: string): Promise<OpenedCredential[]> {
-  return openRunCredentials(db, sealer, runId);
-}
 
 /**
  * What a script tool (bash, python, and any tool without its own use of credentials) receives: the
