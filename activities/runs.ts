@@ -122,7 +122,26 @@ export function createRunActivities(deps: RunActivityDeps) {
    */
   async function executeRun(runId: string): Promise<void> {
     const outcome = await runTool(runId);
-    if (outcome !== 'skipped') await finishRun(runId, outcome);
+    if (outcome !== 'skipped') await recordEndUntilItLands(runId, outcome);
+  }
+
+  /**
+   * The tool has run: its end is recorded however long the store refuses, heartbeating meanwhile,
+   * because failing the attempt would run the tool again (a requeue). Only a cancel (a person's
+   * or the timeout's) stops it, and the workflow then records that end.
+   */
+  async function recordEndUntilItLands(runId: string, outcome: ExecutionOutcome): Promise<void> {
+    const ctx = Context.current();
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        return await finishRun(runId, outcome);
+      } catch (err) {
+        if (ctx.cancellationSignal.aborted) throw err;
+        logger.warn({ runId, err: (err as Error).message }, "recording the run's end failed; trying again");
+        ctx.heartbeat({ host: HOST } satisfies LeaseDetails);
+        await ctx.sleep(wait);
+      }
+    }
   }
 
   async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped'> {

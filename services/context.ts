@@ -10,7 +10,7 @@ import type { Licensing } from './access/licensing';
 import type { Metrics } from './metrics';
 import type { RunActivityHub } from './runs/run-activity-hub';
 
-/** What request handlers and the sweeper share: the stores, the Temporal client and settings. */
+/** What request handlers, activities, the outbox dispatcher and the sweeper share: the stores, the Temporal client and settings. */
 export interface ServerContext {
   config: Config;
   sql: Sql;

@@ -46,11 +46,12 @@ import { requireOrgPlacement } from './access/groups';
  * `file://`) is accepted only within a directory of `--project-local-roots`, and never inside the
  * data dir, the project cache or the work root. Whatever the reason a remote cannot be reached, it reads the same (UNREACHABLE).
  *
- * An update is durable work owed in PostgreSQL: a create or a PUT records `update_requested_at`
- * and the server starts the update at once in this process; a server that dies before it ends
- * leaves the request owed, and any server's sweeper starts it again once its claim is older than
- * the git timeout allows an update to take (`sweepProjectUpdates`). Its outcome, `status`,
- * `commit` and `last_error`, is recorded with a chain entry (`PROJECT /projects/{id}/update`).
+ * An update is durable work on Temporal: a create or a PUT owes a `project.update` effect in the
+ * same transaction (store/outbox.ts), carried out after the commit by signalling the project's
+ * update workflow (workflows/project.ts), which runs git on a worker of the default pool; a server
+ * that dies before the signal leaves the effect owed, and the outbox dispatcher sends it. Its
+ * outcome, `status`, `commit` and `last_error`, is recorded with a chain entry
+ * (`PROJECT /projects/{id}/update`).
  *
  * Access is the template model's: the creator manages, grants give read, use or manage, an
  * organization's admins manage. Reading and browsing need read; naming the project on a template

@@ -12,9 +12,9 @@ import { sweepResultHistory } from './ansible/host-results';
 const JOBS: { name: string; run: (ctx: ServerContext, stopped: () => boolean) => Promise<unknown> }[] = [
   // The run count deltas since the last pass, folded into run_counts (store/run-counts.ts).
   { name: 'run count compaction', run: (ctx) => compactRunCounts(ctx.sql) },
-  // Attention alerts past their threshold, once per condition (services/attention.ts).
+  // Attention alerts past their threshold, once per condition (services/attention/attention.ts).
   { name: 'attention alerts', run: (ctx, stopped) => sweepAttention(ctx, stopped) },
-  // --retain-history: ansible summaries past the newest N per host and per task (services/host-results.ts).
+  // --retain-history: ansible summaries past the newest N per host and per task (services/ansible/host-results.ts).
   { name: 'result history pruning', run: (ctx) => sweepResultHistory(ctx.sql, ctx.config.retainHistory) },
   // Job payloads a lost server left behind (store/job-payloads.ts).
   { name: 'job payload cleanup', run: (ctx) => deleteStalePayloads(ctx.sql, 3600) },

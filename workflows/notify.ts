@@ -20,7 +20,9 @@ const BATCH = 25;
  * holding anyone up.
  *
  * What to deliver and how each attempt went live in the store (the delivery rows), so a repeated
- * signal, a restarted workflow or a second server never sends a delivery twice; a fresh run of the
+ * signal, a restarted workflow or a second server does not start a delivery over once it is
+ * recorded as arrived. Delivery is at least once: an attempt whose outcome was lost (a worker
+ * stopped mid-send) is made again, with the same Idempotency-Key; a fresh run of the
  * workflow (after it closed idle, or handed over at its history limit) finds every open delivery
  * there, a retry's due time included.
  */

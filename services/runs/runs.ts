@@ -161,8 +161,9 @@ async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, ex
 
 /**
  * The one way a run comes to exist: checked, judged by the approval gate, recorded with its events
- * and its chain entry in one transaction, then handed to Temporal unless it is held. If the
- * hand-off fails the sweeper finishes it, so nothing is lost. A repeat with the same
+ * and its chain entry in one transaction, then handed to Temporal unless it is held. The
+ * hand-off is an effect owed in the same transaction (store/outbox.ts): if it fails the outbox
+ * dispatcher makes it, so nothing is lost. A repeat with the same
  * Idempotency-Key by the same account (for a schedule's fire or a trigger's delivery: from the
  * same source) returns the original run and records nothing.
  */

@@ -102,7 +102,7 @@ test('two servers on one database: a hand-off both sweepers race to repair still
 });
 
 test('a schedule stored without a zone by an earlier release is read in UTC, and the first server writes UTC onto it', async () => {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ empty: true });
   const sql = connectDatabase(database.url, { max: 1 });
   try {
     // The schema of the release before: the schedule's workflow never handed its revision.

@@ -41,13 +41,15 @@ test('a run workflow for a run that does not exist ends at once, without retries
 });
 
 test('an execution lost on every attempt is requeued until its timeout, then ends failed, once', async () => {
-  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo attempt $CAIRN_RUN_ATTEMPT; sleep 90', timeout: 60 });
-  // Each attempt's tool launcher is killed as soon as its tool runs: the attempt fails and the run
-  // is requeued, every time (spec part A 3.1), until its timeout ends it.
+  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo attempt $CAIRN_RUN_ATTEMPT; sleep 300', timeout: 90 });
+  // The first six attempts' tool launchers are killed as soon as their tool runs: each attempt
+  // fails and the run is requeued (spec part A 3.1), past the five a count would have allowed;
+  // the seventh is left to run into the run's timeout, which ends it. Six losses fit in the
+  // timeout on a loaded machine: about 25 s of retry backoff and a few seconds per attempt.
   let killed = 0;
   for (;;) {
     const now = (await t.api.get(`/v1/runs/${run.id}`)).body;
-    if (now.finished_at) break;
+    if (now.finished_at || now.attempts > 6) break;
     if (now.status === 'running' && now.attempts > killed && now.log_bytes > 0) {
       const launchers = execFileSync('sh', ['-c', "pgrep -f 'launcher-proces[s]' || true"]).toString().trim().split('\n').filter(Boolean);
       for (const pid of launchers) {
@@ -57,13 +59,36 @@ test('an execution lost on every attempt is requeued until its timeout, then end
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  const ended = await waitForRunEnd(t.api, run.id, 60_000);
-  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 60 s' });
-  // More than the five attempts a count would have allowed.
+  const ended = await waitForRunEnd(t.api, run.id, 120_000);
+  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 90 s' });
   expect(ended.attempts).toBeGreaterThan(5);
   expect(await endsOnChain(run.id)).toBe(1);
   expect(await finishedEvents(run.id)).toBe(1);
-}, 150_000);
+}, 200_000);
+
+test("a store that refuses a run's end does not run the tool again: the end is recorded once it is back", async () => {
+  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'sleep 2; echo ran once' });
+  // The database refuses this run's end (and only that write) until the trigger is dropped.
+  await db.unsafe(`
+    CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'the store refuses this write for now'; END $$;
+    CREATE TRIGGER refuse_end BEFORE UPDATE ON runs FOR EACH ROW
+      WHEN (NEW.id = '${run.id}' AND NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL) EXECUTE FUNCTION refuse_end();`);
+  try {
+    await waitForRun(t.api, run.id, (r) => r.status === 'running');
+    // The tool ends about two seconds in; its end is refused for a few seconds more.
+    await new Promise((r) => setTimeout(r, 6000));
+    expect((await t.api.get(`/v1/runs/${run.id}`)).body).toMatchObject({ status: 'running', attempts: 1 });
+  } finally {
+    await db.unsafe('DROP TRIGGER refuse_end ON runs; DROP FUNCTION refuse_end();');
+  }
+  const ended = await waitForRunEnd(t.api, run.id, 30_000);
+  expect(ended).toMatchObject({ status: 'succeeded', exit_code: 0, attempts: 1 });
+  const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(log.match(/ran once/g)).toHaveLength(1);
+  expect(await endsOnChain(run.id)).toBe(1);
+  expect(await finishedEvents(run.id)).toBe(1);
+}, 60_000);
 
 test('a timeout racing a cancel ends the run once, one way or the other', async () => {
   for (const lead of [-150, 0, 150]) {
