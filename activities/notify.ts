@@ -10,7 +10,7 @@ import type { Sealer } from '../core/credentials/seal';
 import { sendAnnouncement, type Destination } from '../services/notifications/notification-senders';
 import { deliveryId, notSentBecause } from '../services/notifications/notifications';
 import type { Sql } from '../store/db';
-import { nextAttemptState, recordAttempt, runsWithOpenDeliveries, type StoredTarget } from '../store/notifications';
+import { nextAttemptState, recordAttempt, subjectsWithOpenDeliveries, type StoredTarget } from '../store/notifications';
 
 export interface NotifyActivityDeps {
   sql: Sql;
@@ -20,10 +20,14 @@ export interface NotifyActivityDeps {
   delivery: DeliverySettings;
 }
 
-/** What a lane of the delivery workflow asks for: the next delivery of this run to this target. */
+/**
+ * What a lane of the delivery workflow asks for: the next delivery about this subject to this
+ * target. A subject is a run, or a schedule's skipped fire (store/notifications.ts); the workflow
+ * calls both runs, and its lanes carry either id alike.
+ */
 interface DeliverNextInput {
   targetId: string;
-  runId: string;
+  subjectId: string;
   /** The wait before the first retry, doubled for each later one. */
   retryBaseMs: number;
 }
@@ -34,6 +38,7 @@ export type DeliverNextResult = { none: true } | { waitMs: number } | { done: nu
 /** Several lanes' next deliveries, one after another, in one activity. */
 export interface DeliverBatchInput {
   targetId: string;
+  /** The lanes' subjects, runs' ids and skipped fires' alike (the workflow calls every lane a run). */
   runIds: string[];
   retryBaseMs: number;
 }
@@ -48,9 +53,9 @@ const DUE_SLACK_MS = 1000;
 export function createNotifyActivities(deps: NotifyActivityDeps) {
   const { sql, logger } = deps;
 
-  /** The runs with deliveries to this target still to make, oldest first: what a fresh workflow picks up. */
+  /** The subjects (runs, skipped fires) with deliveries to this target still to make, oldest first: what a fresh workflow picks up. */
   async function openDeliveryRuns(targetId: string): Promise<string[]> {
-    return runsWithOpenDeliveries(sql, targetId);
+    return subjectsWithOpenDeliveries(sql, targetId);
   }
 
   /** Opens the target's secrets; why not when one does not open here. */
@@ -70,7 +75,7 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
   }
 
   /**
-   * The next delivery of this run to this target, in event order, attempted once and recorded on
+   * The next delivery about this subject to this target, in event order, attempted once and recorded on
    * its row: arrived, failed (a refusal, a channel with no transport, or the fifth attempt),
    * retrying (with when the next attempt is due, returned as the wait), or skipped with why (the
    * target as it stands now does not hear the event, waits for its secret, or is gone). A retry
@@ -79,10 +84,10 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
    * fails, so Temporal makes it again elsewhere and it is not counted.
    */
   async function deliverNext(input: DeliverNextInput): Promise<DeliverNextResult> {
-    const state = await nextAttemptState(sql, input.targetId, input.runId);
+    const state = await nextAttemptState(sql, input.targetId, input.subjectId);
     if (!state) return { none: true };
     const seq = state.seq;
-    const key = { target_id: input.targetId, run_id: input.runId, seq };
+    const key = { target_id: input.targetId, subject_id: input.subjectId, seq };
     if (state.next_attempt_at) {
       const dueInMs = state.next_attempt_at.getTime() - Date.now();
       if (dueInMs > DUE_SLACK_MS) return { waitMs: dueInMs };
@@ -90,8 +95,8 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
     const { target, event } = state;
     const skip = (reason: string) => recordAttempt(sql, key, { status: 'skipped', attempts: state.attempts, reason }).then(() => ({ done: seq }));
     if (!target) return skip('not sent: the target no longer exists');
-    if (!state.run_status || !event) return skip('not sent: the run or its event no longer exists');
-    const why = notSentBecause(target, event.kind, state.run_status);
+    if (!state.subject_status || !event) return skip('not sent: the run or its event no longer exists');
+    const why = notSentBecause(target, event.kind, state.subject_status);
     if (why) return skip(why);
     const destination = destinationOf(target);
     if (typeof destination === 'string') return skip(destination);
@@ -109,7 +114,7 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
       await recordAttempt(sql, key, { status: 'arrived', attempts: attempt, reason: null });
       return { done: seq };
     }
-    logger.info({ targetId: input.targetId, runId: input.runId, seq, attempt, reason: result.reason }, 'a notification delivery attempt failed');
+    logger.info({ targetId: input.targetId, subjectId: input.subjectId, seq, attempt, reason: result.reason }, 'a notification delivery attempt failed');
     if (!result.retry || attempt >= DELIVERY_ATTEMPTS) {
       await recordAttempt(sql, key, { status: 'failed', attempts: attempt, reason: result.reason });
       return { done: seq };
@@ -120,15 +125,15 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
   }
 
   /**
-   * The next delivery of each run, one after another (so one batch is one attempt at a time to the
+   * The next delivery about each subject, one after another (so one batch is one attempt at a time to the
    * target), until the batch has taken two seconds; the runs not reached are `later`. Many lanes'
    * deliveries then cost the workflow one activity, not one each.
    */
   async function deliverBatch(input: DeliverBatchInput): Promise<Record<string, DeliverNextResult | { later: true }>> {
     const started = Date.now();
     const results: Record<string, DeliverNextResult | { later: true }> = {};
-    for (const runId of input.runIds) {
-      results[runId] = Date.now() - started > BATCH_BUDGET_MS ? { later: true } : await deliverNext({ targetId: input.targetId, runId, retryBaseMs: input.retryBaseMs });
+    for (const subjectId of input.runIds) {
+      results[subjectId] = Date.now() - started > BATCH_BUDGET_MS ? { later: true } : await deliverNext({ targetId: input.targetId, subjectId, retryBaseMs: input.retryBaseMs });
     }
     return results;
   }

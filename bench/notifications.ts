@@ -91,9 +91,9 @@ export async function notificationBenchmark(client: BenchClient, sql: postgres.S
         SELECT id, 1, 'run.finished', jsonb_build_object('run', jsonb_build_object('id', id, 'kind', 'run', 'tool', 'bash', 'status', 'succeeded',
                'error', null, 'requested_by', 'bench', 'template_id', ${seeded}::text, 'extra_vars', '{}'::jsonb)) FROM r
       ), o AS (
-        INSERT INTO notification_events (run_id, seq, event) SELECT id, 1, 'run.finished' FROM r RETURNING run_id, seq
+        INSERT INTO notification_events (subject_id, seq, event) SELECT id, 1, 'run.finished' FROM r RETURNING subject_id, seq
       ), effects AS (
-        INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', run_id, jsonb_build_object('seq', seq) FROM o RETURNING id
+        INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', subject_id, jsonb_build_object('seq', seq) FROM o RETURNING id
       )
       SELECT count(*), pg_notify(${OUTBOX_CHANNEL}, '') FROM effects`;
     await waitUntil('the 1,000 deliveries', () => receiver.arrived().length >= SEEDED_RUNS, start);

@@ -57,14 +57,14 @@ const HANDLERS: Record<EffectKind, Handler> = {
   'event.record': eachOf((ctx, { subject, payload, created_at }) =>
     recordOwedEvents(ctx, subject, Number(payload.seq), Date.now() - created_at.getTime() > OWED_GRACE_SECONDS * 1000),
   ),
-  // One signal per target for every run owed to it in the batch.
+  // One signal per target for every subject (run, skipped fire) owed to it in the batch.
   'delivery.hand_off': async (ctx, effects) => {
     const failed = new Map<string, Error>();
     const byTarget = new Map<string, OwedEffect[]>();
     for (const effect of effects) byTarget.set(effect.subject, [...(byTarget.get(effect.subject) ?? []), effect]);
     await Promise.all(
       [...byTarget].map(([targetId, owed]) =>
-        handOffDelivery(ctx, targetId, owed.map((e) => String(e.payload.run_id))).catch((err: Error) => {
+        handOffDelivery(ctx, targetId, owed.map((e) => String(e.payload.subject_id))).catch((err: Error) => {
           for (const effect of owed) failed.set(effect.id, err);
         }),
       ),

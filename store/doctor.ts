@@ -45,11 +45,13 @@ export async function orphanedAttachments(db: Db, limit: number): Promise<Findin
   return { rows: rows.map(({ total: _total, ...row }) => row), total: rows[0]?.total ?? 0 };
 }
 
-/** A delivery kept as failed, with its target's name. */
+/** A delivery kept as failed, with its target's name; a run's names the run, a skipped fire's its schedule and fire time. */
 export interface FailedDelivery {
   target_id: string;
   target_name: string;
-  run_id: string;
+  run_id: string | null;
+  schedule_id: string | null;
+  fire_at: Date | null;
   seq: number;
   event: string;
   attempts: number;
@@ -60,10 +62,12 @@ export interface FailedDelivery {
 /** Deliveries kept as failed (spec part B 6.3 rule 7), newest first; and how many failed in the last `recentDays`. */
 export async function failedDeliveries(db: Db, limit: number, recentDays: number): Promise<Findings<FailedDelivery> & { recent: number }> {
   const rows = await db<FailedDelivery[]>`
-    SELECT d.target_id, t.name AS target_name, d.run_id, d.seq, d.event, d.attempts, d.reason, d.finished_at
+    SELECT d.target_id, t.name AS target_name, n.run_id, f.schedule_id, f.fire_at, d.seq, d.event, d.attempts, d.reason, d.finished_at
     FROM notification_deliveries d JOIN notification_targets t ON t.id = d.target_id
+    JOIN notification_events n ON n.subject_id = d.subject_id AND n.seq = d.seq
+    LEFT JOIN skipped_fires f ON f.id = n.fire_id
     WHERE d.status = 'failed'
-    ORDER BY d.finished_at DESC NULLS LAST, d.run_id, d.seq, d.target_id LIMIT ${limit}`;
+    ORDER BY d.finished_at DESC NULLS LAST, d.subject_id, d.seq, d.target_id LIMIT ${limit}`;
   const [{ total, recent }] = await db<{ total: number; recent: number }[]>`
     SELECT count(*)::int AS total,
       count(*) FILTER (WHERE finished_at > now() - make_interval(days => ${recentDays}))::int AS recent

@@ -1,14 +1,16 @@
 import type { AttachmentEvent, NotificationKind, StoredObjectKind, ObjectKind } from '../core/notifications/notification-kinds';
-import { runReadableBy } from './access';
-import type { Db } from './db';
+import { followerReadableBy, runReadableBy } from './access';
+import { readPage, type Db, type Page, type PageRequest } from './db';
 import { OUTBOX_CHANNEL } from './outbox';
 
 /**
- * Notification targets, their attachments, the events runs owe them and each delivery (spec part
- * A 2.11, 4.8; part B 6.1-6.3). A target's `url` and `key` are stored sealed only.
+ * Notification targets, their attachments, the events owed them and each delivery (spec part A
+ * 2.11, 4.8; part B 6.1-6.3). A target's `url` and `key` are stored sealed only.
+ *
+ * An event and its deliveries have a subject (schema/028): a run, whose events are its run events,
+ * or a schedule's skipped fire (`skipped_fires`), whose one event is `schedule.skipped`. Both are
+ * keyed by `subject_id` (the run's id, or the fire's `<schedule id>@<fire time>`) and a sequence.
  */
-
-/** Channel woken at commit when a write marks a run's event owed: `<run id>:<seq>`. */
 
 export interface StoredTarget {
   id: string;
@@ -46,7 +48,8 @@ export type DeliveryStatus = 'pending' | 'retrying' | 'arrived' | 'failed' | 'sk
 
 export interface Delivery {
   target_id: string;
-  run_id: string;
+  /** The run's id, or a skipped fire's. */
+  subject_id: string;
   seq: number;
   event: string;
   status: DeliveryStatus;
@@ -58,8 +61,15 @@ export interface Delivery {
   finished_at: Date | null;
 }
 
+/** A delivery as a target's list reads it: for a skipped fire's, its schedule and the fire's time (null for a run's). */
+export interface ListedDelivery extends Delivery {
+  schedule_id: string | null;
+  fire_at: Date | null;
+}
+
 export interface NotificationEvent {
-  run_id: string;
+  subject_id: string;
+  subject_kind: 'run' | 'skipped_fire';
   seq: number;
   event: string;
   state: 'owed' | 'recorded' | 'skipped';
@@ -113,11 +123,8 @@ export async function getTargetForUpdate(db: Db, id: string): Promise<StoredTarg
   return row;
 }
 
-export async function listTargetPage(db: Db, page: { limit: number; offset: number; ids?: string[] }): Promise<{ rows: StoredTarget[]; total: number }> {
-  const filter = page.ids?.length ? db`WHERE id IN ${db(page.ids)}` : db``;
-  const rows = await db<StoredTarget[]>`SELECT * FROM notification_targets ${filter} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_targets ${filter}`;
-  return { rows, total: n };
+export async function listTargetPage(db: Db, page: PageRequest): Promise<Page<StoredTarget>> {
+  return readPage(db, { from: db`notification_targets`, order: db`id` }, page);
 }
 
 /** What a target's `delivery` block is made of (spec part A 2.11 rule 5, 3.4). */
@@ -169,11 +176,8 @@ export async function deleteAttachment(db: Db, targetId: string, id: string): Pr
   return (await db`DELETE FROM notification_attachments WHERE id = ${id} AND target_id = ${targetId} RETURNING id`).length > 0;
 }
 
-export async function listAttachmentsOfTarget(db: Db, targetId: string, page: { limit: number; offset: number }): Promise<{ rows: Attachment[]; total: number }> {
-  const rows = await db<Attachment[]>`
-    SELECT * FROM notification_attachments WHERE target_id = ${targetId} ORDER BY id LIMIT ${page.limit} OFFSET ${page.offset}`;
-  const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_attachments WHERE target_id = ${targetId}`;
-  return { rows, total: n };
+export async function listAttachmentsOfTarget(db: Db, targetId: string, page: PageRequest): Promise<Page<Attachment>> {
+  return readPage(db, { from: db`notification_attachments`, order: db`id`, where: [db`target_id = ${targetId}`] }, page);
 }
 
 export async function listAttachmentsOfObject(db: Db, kind: StoredObjectKind, objectId: string): Promise<Attachment[]> {
@@ -210,9 +214,9 @@ export async function deleteAttachmentsOfObject(db: Db, kind: StoredObjectKind, 
 export async function markOwed(db: Db, runId: string, seq: number, event: string): Promise<void> {
   await db`
     WITH owed AS (
-      INSERT INTO notification_events (run_id, seq, event) VALUES (${runId}, ${seq}, ${event}) ON CONFLICT DO NOTHING RETURNING run_id, seq
+      INSERT INTO notification_events (subject_id, seq, event) VALUES (${runId}, ${seq}, ${event}) ON CONFLICT DO NOTHING RETURNING subject_id, seq
     ), owed_record AS (
-      INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', run_id, jsonb_build_object('seq', seq) FROM owed
+      INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', subject_id, jsonb_build_object('seq', seq) FROM owed
     )
     SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM owed`;
 }
@@ -224,11 +228,11 @@ export async function markOwed(db: Db, runId: string, seq: number, event: string
  */
 export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<NotificationEvent[]> {
   return db<NotificationEvent[]>`
-    SELECT * FROM notification_events WHERE run_id = ${runId} AND seq <= ${seq} AND state = 'owed' ORDER BY seq FOR UPDATE`;
+    SELECT * FROM notification_events WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed' ORDER BY seq FOR UPDATE`;
 }
 
 export async function settleEvent(db: Db, runId: string, seq: number, state: 'recorded' | 'skipped', reason: string | null): Promise<void> {
-  await db`UPDATE notification_events SET state = ${state}, reason = ${reason}, recorded_at = now() WHERE run_id = ${runId} AND seq = ${seq}`;
+  await db`UPDATE notification_events SET state = ${state}, reason = ${reason}, recorded_at = now() WHERE subject_id = ${runId} AND seq = ${seq}`;
 }
 
 /**
@@ -260,6 +264,48 @@ export async function targetsHearing(
     ORDER BY t.id`;
 }
 
+/**
+ * The targets that hear a schedule's skipped fire (spec part B 6.2 rule 2), each once: those
+ * attached for `skipped` to the schedule, the template it fires, or its organization (the one
+ * that owns that template, and the one that owns the project it works in), and those attached to
+ * the schedule for `failure`.
+ */
+export async function targetsHearingSkippedFire(db: Db, fire: { schedule_id: string; template_id: string | null; project_id: string | null }): Promise<StoredTarget[]> {
+  const projects = db`SELECT ${fire.project_id}::text AS id UNION SELECT project_id FROM templates WHERE id = ${fire.template_id}`;
+  const orgs = db`SELECT org_id FROM templates WHERE id = ${fire.template_id} UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
+  return db<StoredTarget[]>`
+    SELECT t.* FROM notification_targets t
+    WHERE t.id IN (
+      SELECT a.target_id FROM notification_attachments a
+      WHERE (a.event = 'skipped' AND (
+          (a.object_kind = 'schedule' AND a.object_id = ${fire.schedule_id})
+          OR (a.object_kind = 'template' AND a.object_id = ${fire.template_id})
+          OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))
+        ))
+        OR (a.event = 'failure' AND a.object_kind = 'schedule' AND a.object_id = ${fire.schedule_id})
+    )
+    ORDER BY t.id`;
+}
+
+/**
+ * Records a skipped fire and its one event, `schedule.skipped` (sequence 1), as recorded: its
+ * deliveries are queued in the same transaction. Answers false when the fire was recorded before.
+ */
+export async function recordSkippedFire(db: Db, fire: { id: string; schedule_id: string; fire_at: Date; body: Record<string, unknown> }): Promise<boolean> {
+  const rows = await db`
+    WITH fire AS (
+      INSERT INTO skipped_fires (id, schedule_id, fire_at, body) VALUES (${fire.id}, ${fire.schedule_id}, ${fire.fire_at}, ${db.json(fire.body as never)})
+      ON CONFLICT DO NOTHING RETURNING id
+    )
+    INSERT INTO notification_events (subject_id, subject_kind, seq, event, state, recorded_at)
+    SELECT id, 'skipped_fire', ${SKIPPED_FIRE_SEQ}, 'schedule.skipped', 'recorded', now() FROM fire
+    RETURNING subject_id`;
+  return rows.length > 0;
+}
+
+/** The sequence number of a skipped fire's one event. */
+export const SKIPPED_FIRE_SEQ = 1;
+
 export async function templateExists(db: Db, id: string): Promise<boolean> {
   return (await db`SELECT 1 FROM templates WHERE id = ${id}`).length > 0;
 }
@@ -268,7 +314,7 @@ export async function templateExists(db: Db, id: string): Promise<boolean> {
 
 export interface NewDelivery {
   target_id: string;
-  run_id: string;
+  subject_id: string;
   seq: number;
   event: string;
   status: 'pending' | 'skipped';
@@ -281,46 +327,52 @@ export async function insertDeliveries(db: Db, rows: NewDelivery[]): Promise<voi
   await db`
     INSERT INTO notification_deliveries ${db(
       rows.map((r) => ({ ...r, finished_at: r.status === 'skipped' ? new Date() : null })),
-      'target_id', 'run_id', 'seq', 'event', 'status', 'reason', 'finished_at',
+      'target_id', 'subject_id', 'seq', 'event', 'status', 'reason', 'finished_at',
     )}
     ON CONFLICT DO NOTHING`;
 }
 
-/** Everything an attempt at the next open delivery of a run to a target reads, in one round trip. */
+/** Everything an attempt at the next open delivery about a subject to a target reads, in one round trip. */
 export interface AttemptState {
   seq: number;
   attempts: number;
   next_attempt_at: Date | null;
   target: StoredTarget | null;
-  run_status: string | null;
+  /** The run's status now, or a skipped fire's (`skipped`); null when the subject is gone. */
+  subject_status: string | null;
+  /** The event's name, body and time: a run event's, or the skipped fire's. */
   event: { kind: string; body: Record<string, unknown>; at: Date } | null;
   earlier_failed: boolean;
 }
 
-export async function nextAttemptState(db: Db, targetId: string, runId: string): Promise<AttemptState | undefined> {
+export async function nextAttemptState(db: Db, targetId: string, subjectId: string): Promise<AttemptState | undefined> {
   const [row] = await db<
     (Omit<AttemptState, 'event'> & { kind: string | null; body: Record<string, unknown> | null; at: Date | null })[]
   >`
-    SELECT d.seq, d.attempts, d.next_attempt_at, to_jsonb(t.*) AS target, r.status AS run_status, e.kind, e.body, e.at,
+    SELECT d.seq, d.attempts, d.next_attempt_at, to_jsonb(t.*) AS target,
+      COALESCE(r.status, f.body->'run'->>'status') AS subject_status,
+      COALESCE(e.kind, CASE WHEN f.id IS NOT NULL THEN n.event END) AS kind, COALESCE(e.body, f.body) AS body, COALESCE(e.at, f.at) AS at,
       EXISTS (SELECT 1 FROM notification_deliveries p
-              WHERE p.target_id = d.target_id AND p.run_id = d.run_id AND p.seq < d.seq AND p.status = 'failed') AS earlier_failed
+              WHERE p.target_id = d.target_id AND p.subject_id = d.subject_id AND p.seq < d.seq AND p.status = 'failed') AS earlier_failed
     FROM notification_deliveries d
+    JOIN notification_events n ON n.subject_id = d.subject_id AND n.seq = d.seq
     LEFT JOIN notification_targets t ON t.id = d.target_id
-    LEFT JOIN runs r ON r.id = d.run_id
-    LEFT JOIN run_events e ON e.run_id = d.run_id AND e.seq = d.seq
-    WHERE d.target_id = ${targetId} AND d.run_id = ${runId} AND d.status IN ('pending', 'retrying')
+    LEFT JOIN runs r ON r.id = n.run_id
+    LEFT JOIN run_events e ON e.run_id = n.run_id AND e.seq = d.seq
+    LEFT JOIN skipped_fires f ON f.id = n.fire_id
+    WHERE d.target_id = ${targetId} AND d.subject_id = ${subjectId} AND d.status IN ('pending', 'retrying')
     ORDER BY d.seq LIMIT 1`;
   if (!row) return undefined;
   const { kind, body, at, ...rest } = row;
   return { ...rest, event: kind ? { kind, body: body!, at: at! } : null };
 }
 
-/** Runs with deliveries to this target still to make, oldest first. */
-export async function runsWithOpenDeliveries(db: Db, targetId: string, limit = 10_000): Promise<string[]> {
-  const rows = await db<{ run_id: string }[]>`
-    SELECT run_id FROM notification_deliveries WHERE target_id = ${targetId} AND status IN ('pending', 'retrying')
-    GROUP BY run_id ORDER BY min(queued_at) LIMIT ${limit}`;
-  return rows.map((r) => r.run_id);
+/** Subjects (runs, skipped fires) with deliveries to this target still to make, oldest first. */
+export async function subjectsWithOpenDeliveries(db: Db, targetId: string, limit = 10_000): Promise<string[]> {
+  const rows = await db<{ subject_id: string }[]>`
+    SELECT subject_id FROM notification_deliveries WHERE target_id = ${targetId} AND status IN ('pending', 'retrying')
+    GROUP BY subject_id ORDER BY min(queued_at) LIMIT ${limit}`;
+  return rows.map((r) => r.subject_id);
 }
 
 /**
@@ -329,7 +381,7 @@ export async function runsWithOpenDeliveries(db: Db, targetId: string, limit = 1
  */
 export async function recordAttempt(
   db: Db,
-  key: { target_id: string; run_id: string; seq: number },
+  key: { target_id: string; subject_id: string; seq: number },
   outcome: { status: DeliveryStatus; attempts: number; reason: string | null; nextAttemptAt?: Date },
 ): Promise<boolean> {
   const finished = outcome.status === 'arrived' || outcome.status === 'failed' || outcome.status === 'skipped';
@@ -337,7 +389,7 @@ export async function recordAttempt(
     UPDATE notification_deliveries SET status = ${outcome.status}, attempts = ${outcome.attempts}, reason = ${outcome.reason},
       last_attempt_at = CASE WHEN ${outcome.status} = 'skipped' THEN last_attempt_at ELSE now() END,
       next_attempt_at = ${outcome.nextAttemptAt ?? null}, finished_at = ${finished ? db`now()` : null}
-    WHERE target_id = ${key.target_id} AND run_id = ${key.run_id} AND seq = ${key.seq} AND status IN ('pending', 'retrying')
+    WHERE target_id = ${key.target_id} AND subject_id = ${key.subject_id} AND seq = ${key.seq} AND status IN ('pending', 'retrying')
     RETURNING 1`;
   return rows.length > 0;
 }
@@ -345,30 +397,40 @@ export async function recordAttempt(
 
 /** A run's owed events and their deliveries, in event order (GET /v1/runs/{id}/notifications). */
 export async function listRunNotifications(db: Db, runId: string): Promise<{ events: NotificationEvent[]; deliveries: (Delivery & { target_name: string; target_kind: string })[] }> {
-  const events = await db<NotificationEvent[]>`SELECT * FROM notification_events WHERE run_id = ${runId} ORDER BY seq`;
+  const events = await db<NotificationEvent[]>`SELECT * FROM notification_events WHERE subject_id = ${runId} ORDER BY seq`;
   const deliveries = await db<(Delivery & { target_name: string; target_kind: string })[]>`
     SELECT d.*, t.name AS target_name, t.kind AS target_kind FROM notification_deliveries d
     JOIN notification_targets t ON t.id = d.target_id
-    WHERE d.run_id = ${runId} ORDER BY d.seq, d.target_id`;
+    WHERE d.subject_id = ${runId} ORDER BY d.seq, d.target_id`;
   return { events, deliveries };
 }
 
 /**
  * A target's recent deliveries, newest first: every one, or for `readerId` only those of runs that
- * account may read (store/access.ts runReadableBy), `total` counting only them.
+ * account may read (store/access.ts runReadableBy) and of skipped fires of schedules it may read
+ * (followerReadableBy, as a schedule is read), `total` counting only them.
  */
 export async function listDeliveriesOfTarget(
   db: Db,
   targetId: string,
   query: { limit: number; offset: number; status?: DeliveryStatus },
   readerId?: string,
-): Promise<{ rows: Delivery[]; total: number }> {
+): Promise<{ rows: ListedDelivery[]; total: number }> {
   const status = query.status ? db`AND d.status = ${query.status}` : db``;
-  const readable = readerId !== undefined ? db`AND d.run_id IN (SELECT r.id FROM runs r WHERE ${runReadableBy(db, readerId, 'r')})` : db``;
+  const readable =
+    readerId !== undefined
+      ? db`AND (d.subject_id IN (SELECT r.id FROM runs r WHERE ${runReadableBy(db, readerId, 'r')})
+             OR d.subject_id IN (SELECT f.id FROM skipped_fires f JOIN schedules s ON s.id = f.schedule_id
+                                 WHERE ${followerReadableBy(db, readerId, 'owner_account_id', 's')}))`
+      : db``;
   const filter = db`d.target_id = ${targetId} ${status} ${readable}`;
-  const rows = await db<Delivery[]>`
-    SELECT d.* FROM notification_deliveries d WHERE ${filter}
-    ORDER BY d.queued_at DESC, d.run_id DESC, d.seq DESC LIMIT ${query.limit} OFFSET ${query.offset}`;
+  const rows = await db<ListedDelivery[]>`
+    SELECT d.*, f.schedule_id, f.fire_at
+    FROM notification_deliveries d
+    JOIN notification_events n ON n.subject_id = d.subject_id AND n.seq = d.seq
+    LEFT JOIN skipped_fires f ON f.id = n.fire_id
+    WHERE ${filter}
+    ORDER BY d.queued_at DESC, d.subject_id DESC, d.seq DESC LIMIT ${query.limit} OFFSET ${query.offset}`;
   const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_deliveries d WHERE ${filter}`;
   return { rows, total: n };
 }

@@ -13,7 +13,7 @@ export type Effect =
   | { effect: 'step.decided'; subject: string }
   | { effect: 'schedule.hand_off'; subject: string }
   | { effect: 'event.record'; subject: string; payload: { seq: number } }
-  | { effect: 'delivery.hand_off'; subject: string; payload: { run_id: string } }
+  | { effect: 'delivery.hand_off'; subject: string; payload: { subject_id: string } }
   | { effect: 'project.update'; subject: string };
 
 export type EffectKind = Effect['effect'];

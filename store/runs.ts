@@ -125,11 +125,11 @@ export async function updateRunIf(
   const announced = isAnnounced(event.kind);
   const owed = announced
     ? db`, owed AS (
-        INSERT INTO notification_events (run_id, seq, event)
+        INSERT INTO notification_events (subject_id, seq, event)
         SELECT id, next_event_seq - 1, ${event.kind} FROM updated WHERE parent_run_id IS NULL
-        RETURNING run_id, seq
+        RETURNING subject_id, seq
       ), owed_record AS (
-        INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', run_id, jsonb_build_object('seq', seq) FROM owed
+        INSERT INTO outbox (effect, subject, payload) SELECT 'event.record', subject_id, jsonb_build_object('seq', seq) FROM owed
       )`
     : db``;
   const owedNotified = announced ? db`(SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM owed)` : db`NULL`;

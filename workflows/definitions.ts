@@ -43,7 +43,8 @@ export const stepDecided = defineSignal<[string]>('stepDecided');
  * Every delivery to one named target (spec part B 6.3), each run's in event order. Workflow id =
  * the target's id (`notifyWorkflowId`), on the notification task queue (workflows/ids.ts
  * `notifyTaskQueue`); started or woken with `deliveryQueued` (the runs' ids) each time deliveries
- * are queued, it reads what to deliver from the store.
+ * are queued, it reads what to deliver from the store. A schedule's skipped fire is delivered as a
+ * run is: its id (`<schedule id>@<fire time>`) stands in a lane where a run's would.
  */
 export const NOTIFY_WORKFLOW = 'notifyWorkflow';
 
@@ -55,7 +56,7 @@ export interface NotifyWorkflowInput {
 
 export const notifyWorkflowId = (targetId: string) => targetId;
 
-/** Deliveries were queued for these runs to the workflow's target. */
+/** Deliveries were queued for these runs (or skipped fires) to the workflow's target. */
 export const deliveryQueued = defineSignal<[string[]]>('deliveryQueued');
 
 /**

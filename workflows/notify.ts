@@ -19,6 +19,9 @@ const BATCH = 25;
  * (base, 2x, 4x, 8x the retry base: four more tries, about three minutes by default) without
  * holding anyone up.
  *
+ * A lane is a run's, or a schedule's skipped fire's (`schedule.skipped`): the same order, retries
+ * and records hold for both, and the store tells them apart (store/notifications.ts).
+ *
  * What to deliver and how each attempt went live in the store (the delivery rows), so a repeated
  * signal, a restarted workflow or a second server does not start a delivery over once it is
  * recorded as arrived. Delivery is at least once: an attempt whose outcome was lost (a worker

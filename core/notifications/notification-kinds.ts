@@ -56,8 +56,12 @@ export const OBJECT_KINDS = ['template', 'workflow', 'schedule', 'project', 'org
 export type ObjectKind = (typeof OBJECT_KINDS)[number];
 export type StoredObjectKind = Exclude<ObjectKind, 'workflow'>;
 
-/** The run events announced to targets (spec part B 6.1); `run.needs_attention` is an attention alert (part B 6.6). */
-export const ANNOUNCED_EVENTS = ['run.started', 'run.finished', 'run.held', 'workflow.step_awaiting_approval', 'run.needs_attention'] as const;
+/**
+ * The events announced to targets (spec part B 6.1): a run's, and `schedule.skipped`, a schedule's
+ * fire that started nothing because its inventory matched no host. `run.needs_attention` is an
+ * attention alert (part B 6.6).
+ */
+export const ANNOUNCED_EVENTS = ['run.started', 'run.finished', 'run.held', 'workflow.step_awaiting_approval', 'run.needs_attention', 'schedule.skipped'] as const;
 export type AnnouncedEvent = (typeof ANNOUNCED_EVENTS)[number];
 
 export const isAnnounced = (kind: string): kind is AnnouncedEvent => (ANNOUNCED_EVENTS as readonly string[]).includes(kind);
@@ -79,6 +83,8 @@ export function attachmentEventOf(event: AnnouncedEvent, status: Run['status']):
       return 'approval';
     case 'run.needs_attention':
       return 'attention';
+    case 'schedule.skipped':
+      return 'skipped';
   }
 }
 
@@ -94,6 +100,7 @@ export const isFailureStatus = (status: string): boolean => FAILURE_STATUSES.has
  */
 export function deafnessOf(kind: NotificationKind, event: string, status: string): string | undefined {
   if (isHoldEvent(event) && !hearsHolds(kind)) return `not sent: an ${kind} target never hears holds or approval steps`;
+  if (event === 'schedule.skipped' && !hearsHolds(kind)) return `not sent: an ${kind} target never hears a schedule's skipped fires`;
   if (kind === 'incident' && event === 'run.finished' && status !== 'failed' && status !== 'interrupted') return 'not sent: an incident target hears failed and interrupted runs only';
   if (kind === 'incident' && event === 'run.started') return 'not sent: an incident target hears failed and interrupted runs only';
   return undefined;

@@ -6,9 +6,12 @@
  */
 import { isFailureStatus, isHoldEvent, type AnnouncedEvent, type NotificationKind } from './notification-kinds';
 
-/** The run as an event body carries it (a run view preview); only the fields read here are named. */
+/**
+ * The run as an event body carries it (a run view preview); only the fields read here are named.
+ * A skipped fire's body is run-shaped (SkippedFireRun) and has no `id`: no run was started.
+ */
 export interface AnnouncedRun {
-  id: string;
+  id?: string;
   kind: string;
   tool: string;
   status: string;
@@ -18,6 +21,75 @@ export interface AnnouncedRun {
   extra_vars: Record<string, unknown> | null;
   [field: string]: unknown;
 }
+
+/**
+ * A schedule's fire that started nothing because its inventory matched no host, as its event
+ * (`schedule.skipped`, spec part B 6.1) carries it: run-shaped, naming the schedule as `source_id`
+ * (and as `source`, as a run names it) and the inventory as `inventory_id`, with kind
+ * `skipped_fire`, status `skipped`, why in `reason`, and no `id`.
+ */
+export interface SkippedFireRun extends AnnouncedRun {
+  kind: 'skipped_fire';
+  status: 'skipped';
+  error: null;
+  extra_vars: null;
+  reason: string;
+  source: { kind: 'schedule'; id: string };
+  source_id: string;
+  schedule_name: string;
+  inventory_id: string;
+  limit: string;
+  /** The fire's nominal time (RFC 3339). */
+  fire_at: string;
+}
+
+/** What a skipped fire is announced with: the schedule, what it fires and why it started nothing. */
+export interface SkippedFire {
+  scheduleId: string;
+  scheduleName: string;
+  /** The account the schedule fires as, and whether it saved it through an agent token. */
+  requestedBy: string;
+  actorKind: string;
+  templateId: string | null;
+  tool: string;
+  inventoryId: string;
+  limit: string | null | undefined;
+  reason: string;
+  fireAt: Date;
+}
+
+/** A skipped fire's identity, its schedule and the time it fires at: the subject of its notification event. */
+export const skippedFireId = (scheduleId: string, fireAt: Date | string) => `${scheduleId}@${new Date(fireAt).toISOString()}`;
+
+/** The body a `schedule.skipped` event is recorded with, as a run event's is `{run: <its preview>}`. */
+export function skippedFireBody(fire: SkippedFire): { run: SkippedFireRun } {
+  return {
+    run: {
+      kind: 'skipped_fire',
+      tool: fire.tool,
+      status: 'skipped',
+      error: null,
+      reason: fire.reason,
+      requested_by: fire.requestedBy,
+      actor_kind: fire.actorKind,
+      source: { kind: 'schedule', id: fire.scheduleId },
+      source_id: fire.scheduleId,
+      schedule_name: fire.scheduleName,
+      template_id: fire.templateId,
+      inventory_id: fire.inventoryId,
+      limit: fire.limit ?? '',
+      extra_vars: null,
+      fire_at: fire.fireAt.toISOString(),
+    },
+  };
+}
+
+/** What an announcement is about, as an id: the run's, or a skipped fire's. */
+const subjectOf = (a: Announcement): string => {
+  if (a.event !== 'schedule.skipped') return a.run.id ?? '?';
+  const fire = a.run as SkippedFireRun;
+  return skippedFireId(fire.source_id, fire.fire_at);
+};
 
 /** The step a workflow waits at (`workflow.step_awaiting_approval`). */
 export interface AwaitingStep {
@@ -95,6 +167,11 @@ export function headline(a: Announcement): string {
       return `Workflow ${run.id} waits at approval step ${a.awaiting_step?.name ?? '?'}`;
     case 'run.needs_attention':
       return a.attention?.summary ?? `${what} ${run.id} needs attention`;
+    case 'schedule.skipped': {
+      // A skip reads as no hosts matched, never as a failure (spec part B 6.1).
+      const fire = run as SkippedFireRun;
+      return `Schedule ${fire.schedule_name} skipped its fire at ${fire.fire_at}: no hosts matched`;
+    }
   }
 }
 
@@ -120,6 +197,13 @@ export function messageLines(a: Announcement): string[] {
     if (alert.schedule_name) lines.push(`Schedule held back: ${alert.schedule_name} (${alert.schedule_id})`);
     lines.push(`Waiting since ${alert.since} (${alert.waiting_seconds} s; alerts after ${alert.threshold_seconds} s)`);
     lines.push(`Listed at: GET ${alert.path}`);
+  } else if (a.event === 'schedule.skipped') {
+    const fire = run as SkippedFireRun;
+    lines.push(`Why: ${fire.reason}`);
+    lines.push(`Nothing was started: ${fire.tool}${fire.template_id ? `, template ${fire.template_id}` : ''}, inventory ${fire.inventory_id}, fires as ${fire.requested_by}`);
+    lines.push(`Details: GET /v1/schedules/${fire.source_id}`);
+    if (a.delivery?.note) lines.push(a.delivery.note);
+    return lines;
   } else if (a.event === 'run.held') {
     const why = a.hold?.agent_hold ? 'an agent asked for it' : a.hold?.policies?.length ? `policies ${a.hold.policies.join(', ')}` : 'a policy';
     lines.push(`Held because: ${why}`);
@@ -200,7 +284,7 @@ export function httpMessage(kind: Exclude<NotificationKind, 'sms' | 'email'>, a:
         text: title,
         cardsV2: [
           {
-            cardId: a.delivery?.id ?? `${a.run.id}/${a.event}`,
+            cardId: a.delivery?.id ?? `${subjectOf(a)}/${a.event}`,
             card: { header: { title: 'Cairn', subtitle: title }, sections: [{ widgets: lines.slice(1).map((line) => ({ textParagraph: { text: line } })) }] },
           },
         ],
@@ -219,7 +303,7 @@ export function httpMessage(kind: Exclude<NotificationKind, 'sms' | 'email'>, a:
         routing_key: key,
         event_action: 'trigger',
         // An alert's id is its own dedup key: one condition opens one incident (spec part B 6.2 rule 4).
-        dedup_key: a.attention ? a.attention.id : `cairn/${a.run.id}`,
+        dedup_key: a.attention ? a.attention.id : `cairn/${subjectOf(a)}`,
         payload: {
           summary: title.slice(0, 1024),
           source: 'cairn',
@@ -256,7 +340,7 @@ export function smsText(a: Announcement): string {
   return text.length > 300 ? `${text.slice(0, 297)}...` : text;
 }
 
-/** The announcement a run event's stored body makes (the bodies `run.*` and `workflow.*` events are written with). */
+/** The announcement an event's stored body makes (a run event's, or a skipped fire's: skippedFireBody). */
 export function announcementOf(event: { kind: string; body: Record<string, unknown>; at: Date }, delivery?: Announcement['delivery']): Announcement {
   const body = event.body as { run: AnnouncedRun; awaiting_step?: AwaitingStep; hold?: Announcement['hold']; attention?: AttentionAlertBody };
   return {

@@ -22,6 +22,7 @@ import {
   type NewDelivery,
 } from '../../store/notifications';
 import { oweEffects } from '../../store/outbox';
+import type { Db } from '../../store/db';
 import { getRun } from '../../store/runs';
 import { getTemplate } from '../../store/templates';
 import { notifyTaskQueue } from '../../workflows/ids';
@@ -62,6 +63,7 @@ async function movedPast(ctx: ServerContext, run: Run, event: AnnouncedEvent, bo
     }
     case 'run.finished':
     case 'run.needs_attention':
+    case 'schedule.skipped':
       return undefined;
   }
 }
@@ -111,7 +113,7 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
         const targets = await targetsHearing(tx, run, attachmentEventOf(event, run.status));
         const rows: NewDelivery[] = targets.map((target) => {
           const why = notSentBecause(target, event, run.status);
-          return { target_id: target.id, run_id: runId, seq: one.seq, event, status: why ? 'skipped' : 'pending', reason: why ?? null };
+          return { target_id: target.id, subject_id: runId, seq: one.seq, event, status: why ? 'skipped' : 'pending', reason: why ?? null };
         });
         await insertDeliveries(tx, rows);
         await settleEvent(tx, runId, one.seq, 'recorded', null);
@@ -119,7 +121,7 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
         events.push({ event, runEvent });
       }
       const targets = [...pending];
-      const handOffs = await oweEffects(tx, targets.map((target) => ({ effect: 'delivery.hand_off', subject: target, payload: { run_id: runId } })), true);
+      const handOffs = await oweDeliveryHandOffs(tx, targets, runId);
       return { run: run!, events, targets, handOffs };
     }),
   );
@@ -132,32 +134,41 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
   }
 }
 
-/** Hand-offs being sent, by server and target: runs queued meanwhile go out together in the next signal. */
-const handOffs = new WeakMap<ServerContext, Map<string, { runs: Set<string>; sending: Promise<void> }>>();
+/**
+ * The hand-off of a subject's pending deliveries (a run's, or a skipped fire's) to each target's
+ * delivery workflow, owed from `tx`: carried out by this server just after the commit
+ * (handOffDelivery), or by the outbox dispatcher when this server does not.
+ */
+export function oweDeliveryHandOffs(tx: Db, targetIds: string[], subjectId: string): Promise<string[]> {
+  return oweEffects(tx, targetIds.map((target) => ({ effect: 'delivery.hand_off', subject: target, payload: { subject_id: subjectId } })), true);
+}
+
+/** Hand-offs being sent, by server and target: subjects queued meanwhile go out together in the next signal. */
+const handOffs = new WeakMap<ServerContext, Map<string, { subjects: Set<string>; sending: Promise<void> }>>();
 
 /**
- * Starts the target's delivery workflow, or tells the one running of the runs' deliveries. While
- * a signal to a target is on its way, later runs wait and go together in the next one, so a burst
- * of events costs a few signals, not one each. A failure rejects: the `delivery.hand_off` effects
- * stay owed and the outbox dispatcher repeats them.
+ * Starts the target's delivery workflow, or tells the one running of the deliveries about these
+ * subjects (runs, skipped fires). While a signal to a target is on its way, later subjects wait and
+ * go together in the next one, so a burst of events costs a few signals, not one each. A failure
+ * rejects: the `delivery.hand_off` effects stay owed and the outbox dispatcher repeats them.
  */
-export function handOffDelivery(ctx: ServerContext, targetId: string, runIds: string[]): Promise<void> {
+export function handOffDelivery(ctx: ServerContext, targetId: string, subjectIds: string[]): Promise<void> {
   let byTarget = handOffs.get(ctx);
   if (!byTarget) handOffs.set(ctx, (byTarget = new Map()));
   const queued = byTarget.get(targetId);
   if (queued) {
-    for (const runId of runIds) queued.runs.add(runId);
+    for (const subjectId of subjectIds) queued.subjects.add(subjectId);
     return queued.sending;
   }
-  const entry = { runs: new Set(runIds), sending: Promise.resolve() };
+  const entry = { subjects: new Set(subjectIds), sending: Promise.resolve() };
   byTarget.set(targetId, entry);
   const targets = byTarget;
   entry.sending = (async () => {
     try {
-      while (entry.runs.size > 0) {
-        const runs = [...entry.runs];
-        entry.runs.clear();
-        await signalDeliveries(ctx, targetId, runs);
+      while (entry.subjects.size > 0) {
+        const subjects = [...entry.subjects];
+        entry.subjects.clear();
+        await signalDeliveries(ctx, targetId, subjects);
       }
     } finally {
       targets.delete(targetId);
@@ -166,7 +177,7 @@ export function handOffDelivery(ctx: ServerContext, targetId: string, runIds: st
   return entry.sending;
 }
 
-async function signalDeliveries(ctx: ServerContext, targetId: string, runIds: string[]): Promise<void> {
+async function signalDeliveries(ctx: ServerContext, targetId: string, subjectIds: string[]): Promise<void> {
   const input: NotifyWorkflowInput = { targetId, retryBaseMs: ctx.notificationRetryBaseMs };
   try {
     await ctx.temporal.workflow.signalWithStart(NOTIFY_WORKFLOW, {
@@ -174,7 +185,7 @@ async function signalDeliveries(ctx: ServerContext, targetId: string, runIds: st
       taskQueue: notifyTaskQueue(ctx.config.poolQueue),
       args: [input],
       signal: deliveryQueued,
-      signalArgs: [runIds],
+      signalArgs: [subjectIds],
       // A target's workflow closes when idle; a later delivery starts a new one.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });

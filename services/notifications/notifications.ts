@@ -35,6 +35,7 @@ import {
   updateTarget,
   type Attachment,
   type Delivery,
+  type ListedDelivery,
   type StoredTarget,
   type TargetDeliveryStats,
   type TargetFields,
@@ -441,16 +442,18 @@ export function withholdEntrySecrets(origin: AuditOrigin, count: number): void {
 
 // --- reads
 
-export function deliveryId(d: Pick<Delivery, 'target_id' | 'run_id' | 'seq'>): string {
-  return `${d.target_id}/${d.run_id}/${d.seq}`;
+/** A delivery's id: `<target id>/<subject id>/<sequence>`, the subject a run's id or a skipped fire's `<schedule id>@<fire time>`. */
+export function deliveryId(d: Pick<Delivery, 'target_id' | 'subject_id' | 'seq'>): string {
+  return `${d.target_id}/${d.subject_id}/${d.seq}`;
 }
 
-export function deliveryView(d: Delivery) {
+/** A delivery as reads show it: a run's names its run; a skipped fire's its schedule and fire time, and `run_id` null. */
+export function deliveryView(d: Delivery & Partial<Pick<ListedDelivery, 'schedule_id' | 'fire_at'>>) {
   const iso = (t: Date | null) => (t ? t.toISOString() : null);
   return {
     id: deliveryId(d),
     target_id: d.target_id,
-    run_id: d.run_id,
+    ...(d.schedule_id ? { run_id: null, schedule_id: d.schedule_id, fire_at: iso(d.fire_at ?? null) } : { run_id: d.subject_id }),
     sequence: d.seq,
     event: d.event,
     status: d.status,

@@ -31,9 +31,10 @@ import type { ServerContext } from '../context';
 import { requireCredentialsUsable } from '../credentials';
 import { carryOut } from '../effects';
 import { requireInventoryUse } from '../ansible/inventories';
-import { hostlessFireReason, submissionFireHosts, templateFireHosts } from '../ansible/hostless-fires';
+import { hostlessFireReason, submissionFireHosts, templateFireHosts, type FireHosts } from '../ansible/hostless-fires';
 import { firingOwner, launchUnattended, unattendedCaller, UnattendedSurveyRefusal, type UnattendedFire } from '../runs/launch';
 import { deleteWithAttachments } from '../notifications/notifications';
+import { handOffSkippedFireNotice, recordSkippedFireNotice } from '../notifications/skipped-fire-notices';
 import { requireQueueAllowed } from '../access/licensing';
 import { submitRun, type RunRequest } from '../runs/runs';
 
@@ -355,7 +356,8 @@ export const fireKey = (scheduleId: string, fireAt: Date) => `schedule/${schedul
  *    and recorded in `last_skipped` with why, which run, since when and how many in a row. Not an
  *    audit chain entry: a skip changes nothing, and a minutely schedule behind a long run would
  *    write one every minute. A fire whose stored inventory, its limit applied, matches no host is
- *    skipped alike (spec part A 2.11 `skipped`), with no run.
+ *    skipped alike (spec part A 2.11 `skipped`), with no run, and announced to the notification
+ *    targets that hear it as `schedule.skipped`, in the same transaction (spec part B 6.2 rule 2).
  * 3. Otherwise the template is launched unattended, or the run, split or pipeline submitted, as
  *    the schedule's owner. A survey with a required question and no default refuses the fire:
  *    `last_error` and the chain entry `SCHEDULE /schedules/{id}/refused/survey/{questions}`, in one
@@ -380,15 +382,15 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
 
   const going = await findUnfinishedRunFrom(ctx.sql, 'schedule', scheduleId);
   if (going) {
-    await recordSkip(ctx, schedule, fireAt, `run ${going.id}, which this schedule started, still goes (${going.status})`, going.id);
+    await recordSkip(ctx.sql, schedule, fireAt, `run ${going.id}, which this schedule started, still goes (${going.status})`, going.id);
     ctx.logger.info({ scheduleId, runId: going.id, fireAt }, 'schedule fire skipped: a run it started still goes');
     return 'skipped';
   }
 
-  const hostless = await hostlessReason(ctx, schedule);
+  const hostless = await hostlessFire(ctx, schedule);
   if (hostless) {
-    await recordSkip(ctx, schedule, fireAt, hostless, null);
-    ctx.logger.info({ scheduleId, fireAt, reason: hostless }, 'schedule fire skipped: its inventory matches no hosts');
+    await recordHostlessSkip(ctx, schedule, fireAt, hostless);
+    ctx.logger.info({ scheduleId, fireAt, reason: hostless.reason }, 'schedule fire skipped: its inventory matches no hosts');
     return 'skipped';
   }
 
@@ -409,26 +411,66 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
 /**
  * A skipped fire on `last_skipped`: why, and the run it waited behind (null when its inventory
  * matched no hosts). Skips for one cause in a row are one stretch: its first fire and count.
+ * Answers whether this call recorded it (recordFire records a fire once).
  */
-async function recordSkip(ctx: ServerContext, schedule: Schedule, fireAt: Date, reason: string, runId: string | null): Promise<void> {
+async function recordSkip(db: Db, schedule: Schedule, fireAt: Date, reason: string, runId: string | null): Promise<boolean> {
   const previous = schedule.last_outcome === 'skipped' ? schedule.last_skipped : null;
   const streak = previous && (previous.run_id ?? null) === runId ? previous : null;
-  await recordFire(ctx.sql, schedule.id, fireAt, {
+  return recordFire(db, schedule.id, fireAt, {
     kind: 'skipped',
     skip: { at: fireAt.toISOString(), reason, run_id: runId, since: streak?.since ?? fireAt.toISOString(), fires: (streak?.fires ?? 0) + 1 },
   });
 }
 
-/** Why the fire would find no host to act on (services/ansible/hostless-fires.ts); undefined when it has some or cannot know. */
-async function hostlessReason(ctx: ServerContext, schedule: Schedule): Promise<string | undefined> {
-  let hosts;
+/** A fire that would find no host to act on: why, what it runs against, and the project it works in. */
+interface HostlessFire {
+  reason: string;
+  hosts: FireHosts;
+  projectId: string | null;
+}
+
+/** Whether the fire would find no host to act on (services/ansible/hostless-fires.ts); undefined when it has some or cannot know. */
+async function hostlessFire(ctx: ServerContext, schedule: Schedule): Promise<HostlessFire | undefined> {
+  let hosts: FireHosts | undefined;
+  let projectId: string | null = null;
   if (schedule.template_id !== null) {
     const template = await getTemplate(ctx.sql, schedule.template_id);
-    hosts = template && templateFireHosts(template);
+    hosts = template ? templateFireHosts(template) : undefined;
+    projectId = template?.project_id ?? null;
   } else {
-    hosts = submissionFireHosts(schedule.submission!.request);
+    const request = schedule.submission!.request;
+    hosts = submissionFireHosts(request);
+    // A pipeline's request has no spec of its own.
+    projectId = (request as unknown as Partial<RunRequest>).spec?.project?.id ?? null;
   }
-  return hosts && hostlessFireReason(ctx, hosts);
+  const reason = hosts && (await hostlessFireReason(ctx, hosts));
+  return reason ? { reason, hosts: hosts!, projectId } : undefined;
+}
+
+/**
+ * A fire whose inventory matched no host: skipped on the schedule and announced to its targets
+ * (`schedule.skipped`) in one transaction, so the skip is recorded with its notice or not at all,
+ * and once; the notice's deliveries are handed to their workflows after the commit.
+ */
+async function recordHostlessSkip(ctx: ServerContext, schedule: Schedule, fireAt: Date, hostless: HostlessFire): Promise<void> {
+  const notice = await ctx.sql.begin(async (tx) => {
+    if (!(await recordSkip(tx, schedule, fireAt, hostless.reason, null))) return undefined;
+    return recordSkippedFireNotice(tx, {
+      scheduleId: schedule.id,
+      scheduleName: schedule.name,
+      requestedBy: schedule.updated_by,
+      actorKind: schedule.owner_actor_kind,
+      templateId: schedule.template_id,
+      // Only an ansible fire is judged for hosts before its launch.
+      tool: 'ansible',
+      inventoryId: hostless.hosts.inventoryId,
+      limit: hostless.hosts.limit,
+      reason: hostless.reason,
+      fireAt,
+      projectId: hostless.projectId,
+    });
+  });
+  if (notice) await handOffSkippedFireNotice(ctx, notice);
 }
 
 /** Submits the fire's run as the schedule's owner, with the fire's Idempotency-Key. */

@@ -126,8 +126,8 @@ test('an attachment whose object is gone, and a delivery kept as failed, are lis
   const run = await t.api.post('/v1/runs', { tool: 'bash', command: 'true' });
   expect(run.status).toBe(201);
   await waitForRunEnd(t.api, run.body.id);
-  await sql`INSERT INTO notification_events (run_id, seq, event, state, recorded_at) VALUES (${run.body.id}, 100000, 'run.finished', 'recorded', now())`;
-  await sql`INSERT INTO notification_deliveries (target_id, run_id, seq, event, status, attempts, reason, finished_at)
+  await sql`INSERT INTO notification_events (subject_id, seq, event, state, recorded_at) VALUES (${run.body.id}, 100000, 'run.finished', 'recorded', now())`;
+  await sql`INSERT INTO notification_deliveries (target_id, subject_id, seq, event, status, attempts, reason, finished_at)
             VALUES (${targetId}, ${run.body.id}, 100000, 'failure', 'failed', 5, 'the target answered 500', now())`;
 
   const answer = await doctor();

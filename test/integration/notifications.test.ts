@@ -9,6 +9,7 @@ import { grant, org, person, type Person } from '../support/access';
 import type { ApiClient } from '../support/http';
 import { startReceiver, startSmtpReceiver, type Receiver, type ReceivedMail } from '../support/receivers';
 import { freshReceiverEachTest, ok, settledDeliveries as settled } from '../support/notifications';
+import { soonRule, waitUntil } from '../support/schedules';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
 
@@ -751,7 +752,118 @@ describe('holds and approval steps', () => {
   });
 });
 
+describe('a schedule\'s skipped fire', () => {
+  /** An ansible template whose limit selects no host of its inventory: its schedule's fires are skipped. */
+  async function hostlessTemplate(name: string) {
+    const suffix = randomBytes(3).toString('hex');
+    const inventory = await ok(await t.api.post('/v1/inventories', { name: `${name} inventory ${suffix}`, content: '[web]\nweb1 ansible_connection=local\n' }));
+    const play = '- hosts: all\n  gather_facts: false\n  tasks: [{ ansible.builtin.ping: }]\n';
+    const tpl = await ok(await t.api.post('/v1/templates', { name: `${name} ${suffix}`, tool: 'ansible', command: play, inventory_id: inventory.id, limit: 'db' }));
+    return { inventory, tpl };
+  }
+
+  /** A target's deliveries, once at least `count` exist and every one has finished. */
+  const settledTargetDeliveries = (targetId: string, count: number) =>
+    waitUntil(`${count} finished deliveries to ${targetId}`, async () => {
+      const { deliveries } = await ok(await t.api.get(`/v1/notifications/${targetId}/deliveries`), 200);
+      return deliveries.length >= count && deliveries.every((d: any) => ['arrived', 'failed', 'skipped'].includes(d.status)) && deliveries;
+    });
+
+  test('is told once as schedule.skipped to targets attached for skipped or, on the schedule, for failure; never to one attached for started; an incident target skips it with why', async () => {
+    const { inventory, tpl } = await hostlessTemplate('skipped fire');
+    const hookPath = `/skip${secretPath()}`;
+    const failurePath = `/skip-failure${secretPath()}`;
+    const startedPath = `/skip-started${secretPath()}`;
+    const hook = await target({ name: 'skip hook', kind: 'webhook', url: `${receiver.url}${hookPath}` });
+    const failureHook = await target({ name: 'schedule failure hook', kind: 'webhook', url: `${receiver.url}${failurePath}` });
+    const startedHook = await target({ name: 'schedule started hook', kind: 'webhook', url: `${receiver.url}${startedPath}` });
+    const pager = await target({ name: 'skip pager', kind: 'incident', key: 'R0UTINGKEYSKIP' });
+    // One fire, a few seconds out; the targets are attached before it.
+    const { rrule, start } = soonRule('FREQ=SECONDLY;INTERVAL=2;COUNT=1', 3);
+    const sch = await ok(await t.api.post('/v1/schedules', { name: `hostless ${randomBytes(3).toString('hex')}`, rrule, template_id: tpl.id }));
+    // Attached three ways, told once.
+    await attach(hook.id, sch.id, 'skipped', 'schedule');
+    await attach(hook.id, sch.id, 'failure', 'schedule');
+    await attach(hook.id, tpl.id, 'skipped');
+    await attach(failureHook.id, sch.id, 'failure', 'schedule');
+    for (const event of ['started', 'success', 'approval']) await attach(startedHook.id, sch.id, event, 'schedule');
+    await attach(pager.id, sch.id, 'skipped', 'schedule');
+
+    const fireId = `${sch.id}@${start.toISOString()}`;
+    const [delivered] = await settledTargetDeliveries(hook.id, 1);
+    expect(delivered).toMatchObject({
+      id: `${hook.id}/${fireId}/1`,
+      run_id: null,
+      schedule_id: sch.id,
+      fire_at: start.toISOString(),
+      sequence: 1,
+      event: 'schedule.skipped',
+      status: 'arrived',
+      attempts: 1,
+    });
+    const [paged] = await settledTargetDeliveries(pager.id, 1);
+    expect(paged).toMatchObject({ schedule_id: sch.id, status: 'skipped', reason: "not sent: an incident target never hears a schedule's skipped fires", attempts: 0 });
+    expect((await settledTargetDeliveries(failureHook.id, 1))[0]).toMatchObject({ schedule_id: sch.id, status: 'arrived' });
+
+    const told = receiver.received.filter((x) => x.path === hookPath);
+    expect(told).toHaveLength(1);
+    expect(told[0].json).toEqual({
+      event: 'schedule.skipped',
+      run: expect.objectContaining({
+        kind: 'skipped_fire',
+        status: 'skipped',
+        error: null,
+        source_id: sch.id,
+        source: { kind: 'schedule', id: sch.id },
+        inventory_id: inventory.id,
+        template_id: tpl.id,
+        fire_at: start.toISOString(),
+        reason: `the limit "db" matches no host of inventory ${inventory.name}`,
+      }),
+      delivery: { id: `${hook.id}/${fireId}/1`, sequence: 1 },
+      at: expect.any(String),
+    });
+    expect(told[0].json.run).not.toHaveProperty('id');
+    expect(told[0].headers['idempotency-key']).toBe(`${hook.id}/${fireId}/1`);
+    expect(receiver.received.filter((x) => x.path === failurePath)).toHaveLength(1);
+    expect(receiver.received.some((x) => x.path === startedPath || x.path === '/v2/enqueue')).toBe(false);
+    expect((await ok(await t.api.get(`/v1/notifications/${startedHook.id}/deliveries`), 200)).total).toBe(0);
+    expect((await ok(await t.api.get(`/v1/schedules/${sch.id}`), 200)).last_skipped).toMatchObject({ run_id: null, at: start.toISOString() });
+  });
+
+  test('a fire skipped behind a run the schedule started that still goes is not announced', async () => {
+    const hook = await target({ name: 'blocked skip hook', kind: 'webhook', url: `${receiver.url}/blocked${secretPath()}` });
+    const sch = await ok(await t.api.post('/v1/schedules', { name: `slow ${randomBytes(3).toString('hex')}`, rrule: soonRule('FREQ=SECONDLY;INTERVAL=2', 2).rrule, run: { tool: 'bash', command: 'sleep 60' } }));
+    await attach(hook.id, sch.id, 'skipped', 'schedule');
+    const skipped = await waitUntil('a fire skipped behind the running run', async () => {
+      const read = (await t.api.get(`/v1/schedules/${sch.id}`)).body;
+      return read.last_skipped?.run_id && read;
+    });
+    // The skip and its notice would have been recorded in one transaction.
+    expect((await ok(await t.api.get(`/v1/notifications/${hook.id}/deliveries`), 200)).total).toBe(0);
+    expect((await t.api.request('DELETE', `/v1/schedules/${sch.id}`)).status).toBe(204);
+    await t.api.post(`/v1/runs/${skipped.last_skipped.run_id}/cancel`);
+  });
+});
+
 describe('delivery order and retries', () => {
+  test('a run that fails at once is announced started, then failed, in that order', async () => {
+    const tpl = await template('fails at once', 'exit 3');
+    const path = `/fails-at-once${secretPath()}`;
+    const hook = await target({ name: 'fails at once hook', kind: 'webhook', url: `${receiver.url}${path}` });
+    await attach(hook.id, tpl.id, 'started');
+    await attach(hook.id, tpl.id, 'failure');
+    const run = await launch(tpl.id);
+    expect(await waitForRunEnd(t.api, run.id)).toMatchObject({ status: 'failed', exit_code: 3 });
+    await settledDeliveries(run.id, 2);
+    const told = receiver.received.filter((x) => x.path === path);
+    expect(told.map((x) => [x.json.event, x.json.run.status])).toEqual([
+      ['run.started', 'running'],
+      ['run.finished', 'failed'],
+    ]);
+    expect(told[0].json.delivery.sequence).toBeLessThan(told[1].json.delivery.sequence);
+  });
+
   test('a receiver failing the second event gets the third only after the second\'s retries end; the key repeats exactly', async () => {
     const tpl = await template('ordered under failure', 'echo needs-approval');
     const path = `/ordered${secretPath()}`;

@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig } from '../../core/config';
 import { attachmentEventOf, deafnessOf, entriesView, keepsStored, retryDelayMs, urlHint, DEFAULT_RETRY_BASE_MS, isPermanentRefusal } from '../../core/notifications/notification-kinds';
-import { httpMessage, mailMessage, smsText, webhookBody, type Announcement } from '../../core/notifications/notification-messages';
+import { httpMessage, mailMessage, skippedFireBody, skippedFireId, smsText, webhookBody, type Announcement } from '../../core/notifications/notification-messages';
 import { EgressRule } from '../../core/notifications/notification-settings';
 
 const run = {
@@ -67,6 +67,27 @@ test('words: a step names its workflow, the step, what it asks and what each ans
   expect(text).toContain('An earlier notification about this run to this target could not be delivered.');
   expect(smsText(finished)).toBe('Cairn: Run run_1 failed: exited with code 3');
   expect(JSON.parse(httpMessage('chat_c', { ...finished, run: { ...run, error: 'x'.repeat(5000) } }, undefined).body).content.length).toBe(2000);
+});
+
+test('a skipped fire: heard as skipped, never by incident, annotation or sms; run-shaped with no id; read as no hosts matched, not as a failure', () => {
+  expect(attachmentEventOf('schedule.skipped', 'pending')).toBe('skipped');
+  for (const kind of ['incident', 'annotation', 'sms'] as const) expect(deafnessOf(kind, 'schedule.skipped', 'skipped')).toBe(`not sent: an ${kind} target never hears a schedule's skipped fires`);
+  for (const kind of ['webhook', 'chat_a', 'topic', 'email'] as const) expect(deafnessOf(kind, 'schedule.skipped', 'skipped')).toBeUndefined();
+  const fireAt = new Date('2026-01-01T09:00:00Z');
+  const body = skippedFireBody({
+    scheduleId: 'sch_1', scheduleName: 'nightly', requestedBy: 'ada', actorKind: 'user', templateId: 'tpl_1', tool: 'ansible',
+    inventoryId: 'inv_1', limit: 'db', reason: 'the limit "db" matches no host of inventory web', fireAt,
+  });
+  expect(body.run).toMatchObject({ kind: 'skipped_fire', status: 'skipped', error: null, source_id: 'sch_1', source: { kind: 'schedule', id: 'sch_1' }, inventory_id: 'inv_1', fire_at: '2026-01-01T09:00:00.000Z' });
+  expect(body.run).not.toHaveProperty('id');
+  expect(skippedFireId('sch_1', fireAt)).toBe('sch_1@2026-01-01T09:00:00.000Z');
+  const skipped: Announcement = { event: 'schedule.skipped', run: body.run, at: finished.at, delivery: { id: `ntf_1/${skippedFireId('sch_1', fireAt)}/1`, sequence: 1 } };
+  expect(webhookBody(skipped)).toEqual({ event: 'schedule.skipped', run: body.run, delivery: skipped.delivery, at: finished.at });
+  const { subject, text } = mailMessage(skipped);
+  expect(subject).toBe('[Cairn] Schedule nightly skipped its fire at 2026-01-01T09:00:00.000Z: no hosts matched');
+  expect(text).toContain('Why: the limit "db" matches no host of inventory web\nNothing was started: ansible, template tpl_1, inventory inv_1, fires as ada\nDetails: GET /v1/schedules/sch_1');
+  expect(text.toLowerCase()).not.toContain('fail');
+  expect(httpMessage('topic', skipped, undefined).headers.priority).toBe('3');
 });
 
 test('the egress rule refuses private, loopback, link-local and mapped addresses, and exempts only what is allowed', () => {

@@ -15,8 +15,12 @@ interface Target {
   delivery: { state: string; last_delivered_at: string | null; last_failed_at: string | null; last_failure_reason: string | null; failed_last_7_days: number };
 }
 
+/** A delivery about a run, or about a schedule's skipped fire (`run_id` null, the schedule and fire time instead). */
 interface Delivery {
   id: string;
+  run_id: string | null;
+  schedule_id?: string;
+  fire_at?: string | null;
   event: string;
   status: string;
   attempts: number;
@@ -96,7 +100,17 @@ function Deliveries({ target }: { target: Target }) {
             rowKey={(x) => x.id}
             empty="Nothing delivered yet."
             columns={[
-              { label: 'Run', render: (x) => <Link to={`/runs/${x.id.split('/')[1]}`} className="id">{x.id.split('/')[1]}</Link> },
+              {
+                label: 'About',
+                render: (x) =>
+                  x.run_id ? (
+                    <Link to={`/runs/${x.run_id}`} className="id">{x.run_id}</Link>
+                  ) : (
+                    <>
+                      <Link to="/schedules" className="id">{x.schedule_id}</Link> skipped its fire at {formatTime(x.fire_at)}
+                    </>
+                  ),
+              },
               { label: 'Event', render: (x) => x.event },
               { label: 'Status', render: (x) => <StatusBadge status={x.status} /> },
               { label: 'Attempts', render: (x) => x.attempts },
