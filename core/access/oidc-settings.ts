@@ -170,6 +170,9 @@ export function oidcSettingsFrom(raw: Record<string, string | undefined>, env: N
     throw new OidcSettingError(`${where(issue.path[0] as OidcSettingName)}: ${issue.message}`);
   }
   const s = parsed.data;
+  if (s.oidcDefaultRole === 'refuse' && s.oidcRoleMap.length === 0) {
+    throw new OidcSettingError(`${where('oidcDefaultRole')}: refuse needs --oidc-role-map (CAIRN_OIDC_ROLE_MAP), or nobody could sign in`);
+  }
   // The issuer is compared with the ID token's `iss` as written: a trailing slash is kept as given.
   return new OidcSettings(
     raw.oidcIssuer,

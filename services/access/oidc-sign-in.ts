@@ -149,8 +149,10 @@ async function signInTransaction(tx: Db, origin: AuditOrigin, outcome: number, f
   if (identity) {
     account = (await getAccountById(tx, identity.account_id))!;
     refuseDisabled(account);
-    // The mapping decides the role at every sign-in, except that it never demotes the last admin.
-    if (account.role !== facts.role && !(account.role === 'admin' && (await countAdminsLocked(tx)) <= 1)) {
+    // A role map decides the role at every sign-in, except that it never demotes the last admin;
+    // without one, the default role was given at the first sign-in and admins set it since.
+    const synced = settings.roleMap.length > 0;
+    if (synced && account.role !== facts.role && !(account.role === 'admin' && (await countAdminsLocked(tx)) <= 1)) {
       const previous = account.role;
       account = (await updateAccount(tx, account.id, { role: facts.role }))!;
       await record(account.username, { kind: 'user.updated', account_id: account.id, role: account.role, previous_role: previous, via: 'oidc' });

@@ -50,6 +50,7 @@ test.each([
   [configured({ CAIRN_OIDC_ROLE_MAP: 'ops=superuser' }), '--oidc-role-map (CAIRN_OIDC_ROLE_MAP): "superuser" is not a role (admin, operator or viewer)'],
   [configured({ CAIRN_OIDC_TEAM_MAP: 'ops' }), '--oidc-team-map (CAIRN_OIDC_TEAM_MAP): "ops" is not a value=team pair'],
   [configured({ CAIRN_OIDC_DEFAULT_ROLE: 'admin' }), '--oidc-default-role (CAIRN_OIDC_DEFAULT_ROLE): expected viewer, operator or refuse'],
+  [configured({ CAIRN_OIDC_DEFAULT_ROLE: 'refuse' }), '--oidc-default-role (CAIRN_OIDC_DEFAULT_ROLE): refuse needs --oidc-role-map (CAIRN_OIDC_ROLE_MAP), or nobody could sign in'],
 ])('a misconfiguration stops the start naming the flag (%#)', (env, message) => {
   expect(() => loadConfig({}, env)).toThrow(message);
 });
