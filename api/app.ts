@@ -9,6 +9,7 @@ import { requestTargetHygiene } from './middleware/hygiene';
 import { loggablePath } from './hook-path';
 import { accessRoutes } from './routes/access';
 import { accountRoutes } from './routes/accounts';
+import { oidcRoutes } from './routes/oidc';
 import { auditRoutes } from './routes/audit';
 import { federationRoutes } from './routes/federation';
 import { healthRoutes } from './routes/health';
@@ -75,6 +76,7 @@ export function createApp(server: ServerContext): Koa {
     healthRoutes(server),
     consoleRoutes(),
     accountRoutes(server),
+    oidcRoutes(server),
     accessRoutes(server),
     runRoutes(server),
     runDecisionRoutes(server),

@@ -64,17 +64,18 @@ export function buildSealer(config: Pick<Config, 'encryption'>): Sealer | undefi
 }
 
 /**
- * The server's own secrets: the install's encryption key and salt and the database password.
+ * The server's own secrets: the install's encryption key and salt, the database password, the
+ * notification accounts' secrets and the OpenID Connect client secret.
  * No tool is given them, and the output masker hides them from every run's log.
  */
-export function serverSecretsOf(config: Pick<Config, 'encryption' | 'delivery'>, databaseUrl: string): string[] {
+export function serverSecretsOf(config: Pick<Config, 'encryption' | 'delivery' | 'oidc'>, databaseUrl: string): string[] {
   let password = '';
   try {
     password = decodeURIComponent(new URL(databaseUrl).password);
   } catch {
     /* a URL without a password */
   }
-  return [config.encryption.key, config.encryption.salt, password, ...config.delivery.secrets()].filter((value): value is string => !!value);
+  return [config.encryption.key, config.encryption.salt, password, ...config.delivery.secrets(), config.oidc?.clientSecret].filter((value): value is string => !!value);
 }
 
 /** Where the records live: the configured PostgreSQL, or an embedded one in the data dir. */

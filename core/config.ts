@@ -5,6 +5,7 @@ import { formatByteSize, parseByteSize } from './byte-size';
 import { parseDuration } from './duration';
 import { RUN_BOUND_SETTINGS } from './runs/run-bound-settings';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notifications/notification-settings';
+import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } from './access/oidc-settings';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {
@@ -55,6 +56,8 @@ export const SETTINGS = {
   attentionFile: { flag: '--attention-file', env: 'CAIRN_ATTENTION_FILE', help: 'JSON file of attention alert thresholds for the install, organizations, queues and templates' },
   // Notification channels, accounts and --notify-on (core/notification-settings.ts).
   ...NOTIFICATION_SETTINGS,
+  // OpenID Connect sign-in: the provider, the client and the claim mapping (core/access/oidc-settings.ts).
+  ...OIDC_SETTINGS,
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -184,6 +187,8 @@ export type Config = z.output<typeof configSchema> & {
   encryption: EncryptionSettings;
   /** Notification channels, accounts and egress rules; prints as `[redacted]`. */
   delivery: DeliverySettings;
+  /** OpenID Connect sign-in; undefined while --oidc-issuer is unset. Prints without its client secret. */
+  oidc: OidcSettings | undefined;
 };
 
 export class ConfigError extends Error {}
@@ -232,6 +237,13 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     if (err instanceof DeliverySettingError) throw new ConfigError(err.message);
     throw err;
   }
+  let oidc: OidcSettings | undefined;
+  try {
+    oidc = oidcSettingsFrom(raw, env);
+  } catch (err) {
+    if (err instanceof OidcSettingError) throw new ConfigError(err.message);
+    throw err;
+  }
   const colon = config.listen.lastIndexOf(':');
   return {
     ...config,
@@ -240,6 +252,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     listenPort: Number(config.listen.slice(colon + 1)),
     encryption: new EncryptionSettings(env.SERVICE_ENCRYPTION_KEY || undefined, env.SERVICE_ENCRYPTION_SALT || undefined),
     delivery,
+    oidc,
   };
 }
 

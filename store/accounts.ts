@@ -20,11 +20,13 @@ export interface Account {
   role: Role;
   password_hash: string | null;
   profile: Profile;
+  /** A disabled account signs in no way and its tokens do not work until it is enabled again. */
+  disabled: boolean;
   created_at: Date;
   updated_at: Date;
 }
 
-const COLUMNS = ['id', 'username', 'role', 'password_hash', 'profile', 'created_at', 'updated_at'];
+const COLUMNS = ['id', 'username', 'role', 'password_hash', 'profile', 'disabled', 'created_at', 'updated_at'];
 
 /** Inserts the account with its username key; a name taken under the fold is a unique violation. */
 export async function createAccount(
@@ -67,10 +69,11 @@ export async function listAccounts(
 export async function updateAccount(
   db: Db,
   id: string,
-  changes: Partial<Pick<Account, 'role' | 'password_hash' | 'profile'>>,
+  changes: Partial<Pick<Account, 'role' | 'password_hash' | 'profile' | 'disabled'>>,
 ): Promise<Account | undefined> {
   const set: Record<string, unknown> = { updated_at: new Date() };
   if (changes.role !== undefined) set.role = changes.role;
+  if (changes.disabled !== undefined) set.disabled = changes.disabled;
   if (changes.password_hash !== undefined) set.password_hash = changes.password_hash;
   if (changes.profile !== undefined) set.profile = db.json(changes.profile as never);
   const [row] = await db<Account[]>`
@@ -85,12 +88,12 @@ export async function deleteAccount(db: Db, id: string): Promise<boolean> {
 }
 
 /**
- * Admins counted under a transaction-scoped lock, so two requests demoting or deleting the last two
- * admins at once cannot both see "another admin remains". Call inside a transaction.
+ * Enabled admins counted under a transaction-scoped lock, so two requests demoting, disabling or
+ * deleting the last two admins at once cannot both see "another admin remains". Call inside a transaction.
  */
 export async function countAdminsLocked(db: Db): Promise<number> {
   await takeLock(db, LOCKS.accounts);
-  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts WHERE role = 'admin'`;
+  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM accounts WHERE role = 'admin' AND NOT disabled`;
   return row.n;
 }
 

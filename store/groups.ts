@@ -43,6 +43,12 @@ export async function getGroupForUpdate(db: Db, kind: GroupKind, id: string): Pr
   return row;
 }
 
+/** The group of this name (names are unique per kind), if any. */
+export async function getGroupByName(db: Db, kind: GroupKind, name: string): Promise<Group | undefined> {
+  const [row] = await db<Group[]>`SELECT ${db(GROUP_COLUMNS)} FROM ${db(TABLES[kind].groups)} WHERE name = ${name}`;
+  return row;
+}
+
 /**
  * Deletes a group; its memberships, and a team's grants, go with it (ON DELETE CASCADE). Says how
  * many memberships and grants went, as the group stood.

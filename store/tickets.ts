@@ -14,14 +14,16 @@ export async function createStreamTicket(
 
 /**
  * Spends a ticket for this run: true once, for an unexpired ticket whose minting token is still
- * live (not expired; a revoked token's tickets are gone with it); every later use is refused.
+ * live (not expired, its account not disabled; a revoked token's tickets are gone with it); every
+ * later use is refused.
  */
 export async function redeemStreamTicket(db: Db, hash: Buffer, runId: string): Promise<boolean> {
   const rows = await db`
     UPDATE stream_tickets s SET used_at = now()
-    FROM tokens t
+    FROM tokens t, accounts a
     WHERE s.ticket_hash = ${hash} AND s.run_id = ${runId} AND s.used_at IS NULL AND s.expires_at > now()
       AND t.id = s.token_id AND (t.expires_at IS NULL OR t.expires_at > now())
+      AND a.id = t.account_id AND NOT a.disabled
     RETURNING s.run_id`;
   return rows.length > 0;
 }

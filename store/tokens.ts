@@ -44,14 +44,14 @@ export function actorKindOf(caller: Caller): 'agent' | 'user' {
   return caller.token.kind === 'agent' ? 'agent' : 'user';
 }
 
-/** The live token with this secret hash and its account; expired tokens resolve to nothing. */
+/** The live token with this secret hash and its account; expired tokens, and a disabled account's, resolve to nothing. */
 export async function resolveToken(db: Db, secretHash: Buffer): Promise<Caller | undefined> {
   const [row] = await db`
     SELECT t.id, t.account_id, t.name, t.kind, t.created_by, t.created_by_type, t.created_at, t.expires_at,
-           t.last_used_at, a.username, a.role, a.password_hash, a.profile, a.created_at AS account_created_at,
+           t.last_used_at, a.username, a.role, a.password_hash, a.profile, a.disabled, a.created_at AS account_created_at,
            a.updated_at AS account_updated_at
     FROM tokens t JOIN accounts a ON a.id = t.account_id
-    WHERE t.secret_hash = ${secretHash} AND (t.expires_at IS NULL OR t.expires_at > now())`;
+    WHERE t.secret_hash = ${secretHash} AND (t.expires_at IS NULL OR t.expires_at > now()) AND NOT a.disabled`;
   if (!row) return undefined;
   return {
     token: {
@@ -61,7 +61,7 @@ export async function resolveToken(db: Db, secretHash: Buffer): Promise<Caller |
     },
     account: {
       id: row.account_id, username: row.username, role: row.role, password_hash: row.password_hash,
-      profile: row.profile, created_at: row.account_created_at, updated_at: row.account_updated_at,
+      profile: row.profile, disabled: row.disabled, created_at: row.account_created_at, updated_at: row.account_updated_at,
     },
   };
 }

@@ -15,6 +15,8 @@ const PUBLIC = [
   /^\/$/,
   /^\/ui(\/.*)?$/,
   /^\/v1\/auth\/login$/,
+  // OpenID Connect sign-in: its start is public, its callback checked by state and the browser's cookie (spec part B 5.1).
+  /^\/auth\/oidc(\/login|\/callback)?$/,
   /^\/v1\/runs\/[^/]+\/stream$/,
   // The seal and the federation discovery documents (spec part B 5.1).
   /^\/\.well-known\/(seal\.json|openid-configuration|jwks\.json)$/,

@@ -31,20 +31,23 @@ function servedOverHttps(ctx: Context): boolean {
   return ctx.secure || ctx.get('origin').startsWith('https://');
 }
 
-function cookieLine(ctx: Context, value: string, maxAgeSeconds: number): string {
+function cookieLine(value: string, maxAgeSeconds: number, secure: boolean): string {
   const attributes = [`${SESSION_COOKIE}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Strict', `Max-Age=${maxAgeSeconds}`];
-  if (servedOverHttps(ctx)) attributes.push('Secure');
+  if (secure) attributes.push('Secure');
   return attributes.join('; ');
 }
 
-/** Sets the session cookie to last exactly as long as the session token. */
-export function setSessionCookie(ctx: Context, secret: string, expiresAt: Date): void {
+/**
+ * Sets the session cookie to last exactly as long as the session token. `secure` is for a sign-in
+ * that knows better than the request (an OpenID Connect callback, by its https redirect address).
+ */
+export function setSessionCookie(ctx: Context, secret: string, expiresAt: Date, secure = servedOverHttps(ctx)): void {
   const seconds = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
-  ctx.append('Set-Cookie', cookieLine(ctx, secret, seconds));
+  ctx.append('Set-Cookie', cookieLine(secret, seconds, secure));
   ctx.set('Cache-Control', 'no-store');
 }
 
 /** Tells the browser to drop the session cookie. */
 export function clearSessionCookie(ctx: Context): void {
-  ctx.append('Set-Cookie', cookieLine(ctx, '', 0));
+  ctx.append('Set-Cookie', cookieLine('', 0, servedOverHttps(ctx)));
 }

@@ -66,6 +66,7 @@ export const userUpdate = z.strictObject({
   role: role.optional(),
   password: password.optional(),
   profile: profile.optional(),
+  disabled: z.boolean({ message: 'disabled must be true or false' }).optional(),
 });
 
 /** A token lives at most ten years: a bound well inside what a stored expiry time can hold. */

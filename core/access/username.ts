@@ -90,3 +90,11 @@ export function mixedScripts(username: string): string[] {
   const names = new Set(perChar.map((scripts) => SCRIPT_NAMES.of(scripts[0]) ?? scripts[0]));
   return [...names].sort();
 }
+
+/**
+ * Whether a new account may take this name: what `POST /v1/users` accepts (api/schemas/accounts.ts),
+ * for names the server picks itself (an OpenID Connect sign-in's first account).
+ */
+export function acceptableNewUsername(name: string): boolean {
+  return name.length > 0 && !/[\s\p{C}]/u.test(name) && Buffer.byteLength(name) <= 255 && mixedScripts(name).length === 0;
+}

@@ -16,7 +16,7 @@ import {
 } from '../../store/accounts';
 import { isUniqueViolation, type Db, type Sql } from '../../store/db';
 import { actorKindOf, createToken, deleteToken, getToken, type Caller, type Token, type TokenKind } from '../../store/tokens';
-import { recordMutation, type AuditOrigin } from '../audit/audit';
+import { recordMutation, type AuditOrigin, type EntryDraft } from '../audit/audit';
 import { admitSignIn } from './throttle';
 
 /** Login sessions last a working day; API tokens last until revoked unless minted with an expiry. */
@@ -84,21 +84,33 @@ export async function createUser(
   }
 }
 
-/** Changes role, password or profile; a profile sent replaces the stored one whole. */
+/**
+ * Changes role, password, profile or whether the account is disabled; a profile sent replaces the
+ * stored one whole. The last enabled admin may be neither demoted nor disabled.
+ */
 export async function updateUser(
   sql: Sql,
   request: AccountRequest,
   id: string,
-  changes: { role?: Role; password?: string; profile?: Profile },
+  changes: { role?: Role; password?: string; profile?: Profile; disabled?: boolean },
 ): Promise<Account> {
   refuseAgent(request, 'change accounts, their passwords, roles or profiles');
   const passwordHash = changes.password ? await hashPassword(changes.password) : undefined;
   return recordMutation(sql, request.origin, request.outcome, async (tx, entry) => {
     const current = await getAccountById(tx, id);
     if (!current) throw notFound(`user ${id}`);
-    if (current.role === 'admin' && changes.role && changes.role !== 'admin') await keepAnAdmin(tx, 'role');
-    entry.body = { kind: 'user.updated', account_id: current.id, role: changes.role ?? current.role, password_changed: passwordHash !== undefined };
-    const updated = await updateAccount(tx, current.id, { role: changes.role, password_hash: passwordHash, profile: changes.profile });
+    if (current.role === 'admin' && !current.disabled) {
+      if (changes.role && changes.role !== 'admin') await keepAnAdmin(tx, 'role');
+      else if (changes.disabled === true) await keepAnAdmin(tx, 'disabled');
+    }
+    entry.body = {
+      kind: 'user.updated',
+      account_id: current.id,
+      role: changes.role ?? current.role,
+      password_changed: passwordHash !== undefined,
+      ...(changes.disabled !== undefined && changes.disabled !== current.disabled ? { disabled: changes.disabled } : {}),
+    };
+    const updated = await updateAccount(tx, current.id, { role: changes.role, password_hash: passwordHash, profile: changes.profile, disabled: changes.disabled });
     return updated!;
   });
 }
@@ -109,7 +121,7 @@ export async function deleteUser(sql: Sql, request: AccountRequest, id: string):
   await recordMutation(sql, request.origin, request.outcome, async (tx, entry) => {
     const current = await getAccountById(tx, id);
     if (!current) throw notFound(`user ${id}`);
-    if (current.role === 'admin') await keepAnAdmin(tx);
+    if (current.role === 'admin' && !current.disabled) await keepAnAdmin(tx);
     await deleteAccount(tx, current.id);
     entry.body = { kind: 'user.deleted', account_id: current.id };
   });
@@ -190,7 +202,7 @@ export async function revokeToken(sql: Sql, request: AccountRequest, id: string)
 /**
  * Signs in with a username (any spelling that folds to it) and password, within the sign-in
  * limits (services/throttle.ts), and mints a session. A wrong password, an unknown username and an
- * account without a password are refused alike.
+ * account without a password are refused alike; a disabled account, once its password is right.
  */
 export async function logIn(
   sql: Sql,
@@ -203,17 +215,30 @@ export async function logIn(
   const ok = await verifyPassword(input.password, account?.password_hash ?? null);
   if (!account || !ok) throw new DomainError('unauthorized', 'username or password is wrong');
   await attempt.succeeded();
-  const { token, secret } = await recordMutation(sql, origin, 200, (tx, entry) => {
-    entry.actor = account.username;
-    entry.body = { kind: 'session.created', account_id: account.id };
-    return mintToken(tx, account, {
-      name: 'login session',
-      kind: 'session',
-      minter: { name: account.username, type: 'user' },
-      expiresAt: new Date(Date.now() + SESSION_SECONDS * 1000),
-    });
-  });
+  refuseDisabled(account);
+  const { token, secret } = await recordMutation(sql, origin, 200, (tx, entry) => openSession(tx, account, entry));
   return { token, secret, account };
+}
+
+/** A disabled account signs in no way (password or OpenID Connect). */
+export function refuseDisabled(account: Account): void {
+  if (account.disabled) throw forbidden(`the account ${account.username} is disabled; an admin enables it again with PUT /v1/users/${account.id}`);
+}
+
+/**
+ * Mints a sign-in's session token in the sign-in's transaction, its chain entry naming the account
+ * as actor: the one way every kind of sign-in (password, OpenID Connect) ends. `via` names a
+ * sign-in other than by password.
+ */
+export async function openSession(tx: Db, account: Account, entry: EntryDraft, via?: string): Promise<{ token: Token; secret: string }> {
+  entry.actor = account.username;
+  entry.body = { kind: 'session.created', account_id: account.id, ...(via ? { via } : {}) };
+  return mintToken(tx, account, {
+    name: via ? `${via} session` : 'login session',
+    kind: 'session',
+    minter: { name: account.username, type: 'user' },
+    expiresAt: new Date(Date.now() + SESSION_SECONDS * 1000),
+  });
 }
 
 /** Ends the caller's own token, whatever its kind. */
@@ -249,6 +274,7 @@ export function userView(account: Account) {
     username: account.username,
     role: account.role,
     profile: account.profile,
+    disabled: account.disabled,
     created_at: account.created_at.toISOString(),
     updated_at: account.updated_at.toISOString(),
   };

@@ -337,6 +337,35 @@ describe('users', () => {
   });
 });
 
+describe('a disabled account', () => {
+  test('signs in no way and its tokens stop, until it is enabled again; the chain says so', async () => {
+    const { user, token } = await tokenFor('operator');
+    await t.api.request('PUT', `/v1/users/${user.id}`, { body: { password: 'correct horse battery' } });
+    const session = (await login(user.username, 'correct horse battery')).body.token;
+
+    const disabled = await t.api.request('PUT', `/v1/users/${user.id}`, { body: { disabled: true } });
+    expect([disabled.status, disabled.body.disabled]).toEqual([200, true]);
+    expect((await t.as(token).get('/v1/auth/me')).status).toBe(401);
+    expect((await t.as(session).get('/v1/auth/me')).status).toBe(401);
+    const refused = await login(user.username, 'correct horse battery');
+    expect(refused.status).toBe(403);
+    expect(refused.body).toEqual({ error: `the account ${user.username} is disabled; an admin enables it again with PUT /v1/users/${user.id}` });
+    expect((await login(user.username, 'not the password')).status).toBe(401);
+
+    expect((await t.api.request('PUT', `/v1/users/${user.id}`, { body: { disabled: false } })).body.disabled).toBe(false);
+    expect((await t.as(token).get('/v1/auth/me')).status).toBe(200);
+    expect((await login(user.username, 'correct horse battery')).status).toBe(200);
+    const changes = (await t.api.get('/v1/audit?limit=50')).body.entries.filter((e: any) => e.body.kind === 'user.updated' && e.body.account_id === user.id);
+    expect(changes.map((e: any) => e.body.disabled)).toEqual([false, true, undefined]);
+  });
+
+  test('disabled must be true or false', async () => {
+    const { user } = await tokenFor('viewer');
+    const res = await t.api.request('PUT', `/v1/users/${user.id}`, { body: { disabled: 'yes' } });
+    expect(res.body).toEqual({ error: 'disabled: disabled must be true or false', field: 'disabled' });
+  });
+});
+
 describe('usernames are unique after normalization and case folding', () => {
   test.each([
     ['another case', (name: string) => name.toUpperCase()],
@@ -480,6 +509,12 @@ describe('the last admin', () => {
   test('the only admin cannot be deleted: 409', async () => {
     const res = await s.api.request('DELETE', `/v1/users/${await adminId()}`);
     expect(res.status).toBe(409);
+    expect((await s.api.get('/v1/auth/me')).status).toBe(200);
+  });
+
+  test('the only enabled admin cannot be disabled: 409', async () => {
+    const res = await s.api.request('PUT', `/v1/users/${await adminId()}`, { body: { disabled: true } });
+    expect([res.status, res.body.field]).toEqual([409, 'disabled']);
     expect((await s.api.get('/v1/auth/me')).status).toBe(200);
   });
 

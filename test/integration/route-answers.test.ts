@@ -33,6 +33,20 @@ describe('federation discovery documents', () => {
   });
 });
 
+describe('OpenID Connect sign-in on a server without --oidc-issuer', () => {
+  test.each(['/auth/oidc/login', '/auth/oidc/callback?code=x&state=y'])('%s needs no token and answers 404 naming the flag', async (path) => {
+    const res = await t.as(null).get(path);
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: 'OpenID Connect sign-in is not configured on this server: --oidc-issuer (CAIRN_OIDC_ISSUER) is not set' });
+    expect(res.headers.get('set-cookie')).toBeNull();
+  });
+
+  test('the console is told sign-in is off', async () => {
+    const res = await t.as(null).get('/auth/oidc');
+    expect([res.status, res.body]).toEqual([200, { enabled: false }]);
+  });
+});
+
 test('a held run’s run.held event carries the run beside its blocker and hold', async () => {
   const minted = await t.api.post('/v1/tokens', { name: 'held-bot', kind: 'agent' });
   expect(minted.status).toBe(201);

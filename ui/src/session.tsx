@@ -83,11 +83,23 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   return <SessionContext.Provider value={{ me, signOut }}>{children}</SessionContext.Provider>;
 }
 
+/** Where the server's OpenID Connect sign-in starts, when it offers one (GET /auth/oidc). */
+function useOidcLogin(): string | undefined {
+  const [loginUrl, setLoginUrl] = useState<string>();
+  useEffect(() => {
+    get<{ enabled: boolean; login_url?: string }>('/auth/oidc')
+      .then((answer) => setLoginUrl(answer.enabled ? answer.login_url : undefined))
+      .catch(() => setLoginUrl(undefined));
+  }, []);
+  return loginUrl;
+}
+
 function SignIn({ onSignedIn, expired, problem }: { onSignedIn: () => Promise<void>; expired: boolean; problem: unknown }) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
   const [error, setError] = useState<unknown>();
   const [busy, setBusy] = useState(false);
+  const oidcLogin = useOidcLogin();
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -121,8 +133,14 @@ function SignIn({ onSignedIn, expired, problem }: { onSignedIn: () => Promise<vo
             <Button type="submit" loading={busy}>
               Sign in
             </Button>
+            {oidcLogin && (
+              // A navigation, not a call: the provider's pages take over and send the browser back signed in.
+              <Button component="a" href={oidcLogin} variant="default">
+                Sign in with OpenID Connect
+              </Button>
+            )}
             <Text size="xs" c="dimmed">
-              The console signs in persons with a password. API and agent tokens work with the API only.
+              The console signs in persons with a password{oidcLogin ? ' or through your identity provider' : ''}. API and agent tokens work with the API only.
             </Text>
           </Stack>
         </form>

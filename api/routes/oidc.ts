@@ -1,0 +1,71 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { ServerContext } from '../../services/context';
+import { beginOidcSignIn, completeOidcSignIn, OIDC_CALLBACK_PATH, oidcSettingsOf, SIGN_IN_SECONDS } from '../../services/access/oidc-sign-in';
+import { setSessionCookie } from '../middleware/console-session';
+import { oidcCallbackQuery, oidcLoginQuery } from '../schemas/oidc';
+import { parseInput, queryObject } from '../validate';
+
+/**
+ * The cookie binding a sign-in to the browser that started it: a random value, HttpOnly, sent only
+ * to /auth/oidc, and SameSite=Lax so that it comes back on the provider's top-level redirect to
+ * the callback (Strict would leave it behind on that cross-site navigation).
+ */
+const BINDING_COOKIE = 'cairn_oidc';
+
+function bindingCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
+  return [`${BINDING_COOKIE}=${value}`, 'Path=/auth/oidc', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`, ...(secure ? ['Secure'] : [])].join('; ');
+}
+
+function bindingOf(ctx: Context): string | undefined {
+  for (const part of (ctx.get('cookie') || '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === BINDING_COOKIE) return part.slice(eq + 1).trim() || undefined;
+  }
+  return undefined;
+}
+
+/** OpenID Connect sign-in (spec part A 1.1, 4.11): public routes under /auth/oidc. */
+export function oidcRoutes(server: ServerContext): Router {
+  const router = new Router();
+  /** The browser comes back over https when the redirect address is https (a TLS proxy in front of Cairn included). */
+  const secure = (ctx: Context) => ctx.secure || server.config.oidc?.redirectUrl.startsWith('https://') === true;
+
+  // Whether this server offers the sign-in, for the console's sign-in page.
+  router.get('/auth/oidc', (ctx) => {
+    ctx.body = server.config.oidc ? { enabled: true, login_url: '/auth/oidc/login' } : { enabled: false };
+  });
+
+  router.get('/auth/oidc/login', async (ctx) => {
+    oidcSettingsOf(server.config);
+    const { mode } = parseInput(oidcLoginQuery, queryObject(ctx.query));
+    // The socket's address (app.proxy is off): behind a proxy, the proxy's address is what counts.
+    const { location, binding } = await beginOidcSignIn(server, mode ?? 'console', ctx.request.ip);
+    ctx.append('Set-Cookie', bindingCookie(binding, SIGN_IN_SECONDS, secure(ctx)));
+    ctx.set('Cache-Control', 'no-store');
+    ctx.redirect(location);
+  });
+
+  router.get(OIDC_CALLBACK_PATH, async (ctx) => {
+    const settings = oidcSettingsOf(server.config);
+    // The query holds a single-use code: no page this leads to may pass it on as a referrer.
+    ctx.set('Referrer-Policy', 'no-referrer');
+    ctx.set('Cache-Control', 'no-store');
+    // Used or not, the binding is spent: cleared whatever the outcome.
+    ctx.append('Set-Cookie', bindingCookie('', 0, secure(ctx)));
+    const query = parseInput(oidcCallbackQuery, queryObject(ctx.query));
+    const signIn = await completeOidcSignIn(server, bindingOf(ctx), query, (mode) => (mode === 'console' ? 303 : 200));
+    const { token, secret, account } = signIn;
+    const session = { token_id: token.id, expires_at: token.expires_at?.toISOString(), username: account.username, role: account.role };
+    if (signIn.mode === 'token') {
+      ctx.body = { token: secret, ...session };
+      return;
+    }
+    // The console's own session, exactly as a password login with "cookie": true makes it.
+    setSessionCookie(ctx, secret, token.expires_at!, secure(ctx));
+    ctx.status = 303;
+    ctx.redirect(`${settings.redirectUrl.slice(0, -OIDC_CALLBACK_PATH.length)}/ui/`);
+  });
+
+  return router;
+}
