@@ -77,3 +77,11 @@ export async function admitOidcStart(sql: Sql, address: string): Promise<void> {
   const claim = await claimHit(sql, OIDC_STARTS_PER_ADDRESS, address);
   if (!claim.granted) throw new RateLimited(claim.retryAfterSeconds, OIDC_STARTS_PER_ADDRESS, 'OpenID Connect sign-ins started from this address');
 }
+
+export const SAML_STARTS_PER_ADDRESS: RateLimit = { bucket: 'saml_start_address', max: 30, windowSeconds: 60 };
+
+/** Counts a SAML sign-in started from this address, or refuses it with 429 past the limit. */
+export async function admitSamlStart(sql: Sql, address: string): Promise<void> {
+  const claim = await claimHit(sql, SAML_STARTS_PER_ADDRESS, address);
+  if (!claim.granted) throw new RateLimited(claim.retryAfterSeconds, SAML_STARTS_PER_ADDRESS, 'SAML sign-ins started from this address');
+}
