@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { z } from 'zod';
 import type { GlobalRole } from './access';
@@ -14,7 +13,7 @@ import { defaultRoleFlag, roleMapFlag, secureUrl, teamMapFlag } from './sign-in-
 export const SAML_SETTINGS = {
   samlIdpSsoUrl: { flag: '--saml-idp-sso-url', env: 'CAIRN_SAML_IDP_SSO_URL', help: "the identity provider's single sign-on URL (HTTP-Redirect binding); set, the console offers SAML sign-in" },
   samlIdpEntityId: { flag: '--saml-idp-entity-id', env: 'CAIRN_SAML_IDP_ENTITY_ID', help: "the identity provider's entity id: the Issuer its assertions must carry" },
-  samlIdpCert: { flag: '--saml-idp-cert', env: 'CAIRN_SAML_IDP_CERT', help: "the identity provider's signing certificate: PEM text, or the path of a PEM file" },
+  samlIdpCert: { flag: '--saml-idp-cert', env: 'CAIRN_SAML_IDP_CERT', help: "the identity provider's signing certificate: PEM text, or the path of a PEM file (read at each sign-in)" },
   samlSpEntityId: { flag: '--saml-sp-entity-id', env: 'CAIRN_SAML_SP_ENTITY_ID', help: "this server's entity id at the identity provider: the audience assertions must name" },
   samlAcsUrl: { flag: '--saml-acs-url', env: 'CAIRN_SAML_ACS_URL', help: 'the address the identity provider posts assertions to: https://<this server>/auth/saml/acs' },
   samlUsernameAttribute: { flag: '--saml-username-attribute', env: 'CAIRN_SAML_USERNAME_ATTRIBUTE', help: 'assertion attribute a new account is named after (default: the NameID)' },
@@ -37,7 +36,7 @@ export interface SamlSettings extends MappingRules {
   protocol: 'saml';
   idpSsoUrl: string;
   idpEntityId: string;
-  /** The identity provider's signing certificate, PEM. */
+  /** The identity provider's signing certificate: PEM text, or the path of a PEM file. */
   idpCert: string;
   spEntityId: string;
   acsUrl: string;
@@ -53,25 +52,21 @@ export interface SamlSettings extends MappingRules {
 const REQUIRED = 'required when --saml-idp-sso-url is set';
 const ATTRIBUTE_NAME = /^[\x21-\x7e]{1,256}$/;
 
-/** PEM text as given, or read from the file the value names; it must hold an X.509 certificate. */
-const certificate = z.string({ message: REQUIRED }).transform((value, ctx) => {
-  let pem = value;
-  if (!value.includes('-----BEGIN')) {
-    try {
-      pem = readFileSync(value, 'utf8');
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', message: `neither PEM text nor a readable file: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` });
-      return z.NEVER;
-    }
-  }
+/** Whether PEM text holds an X.509 certificate. */
+export function isCertificatePem(pem: string): boolean {
   try {
     new X509Certificate(pem);
+    return true;
   } catch {
-    ctx.addIssue({ code: 'custom', message: 'does not hold a PEM X.509 certificate' });
-    return z.NEVER;
+    return false;
   }
-  return pem;
-});
+}
+
+/** PEM text, checked here; or the path of a PEM file, read and checked at start and at each sign-in (services/access/saml-certificate.ts). */
+const certificate = z
+  .string({ message: REQUIRED })
+  .min(1, REQUIRED)
+  .refine((value) => !value.includes('-----BEGIN') || isCertificatePem(value), { message: 'does not hold a PEM X.509 certificate' });
 
 const schema = z.object({
   samlIdpSsoUrl: secureUrl('the single sign-on URL', REQUIRED).transform((url) => url.href),
@@ -126,4 +121,4 @@ export function samlSettingsFrom(raw: Record<string, string | undefined>): SamlS
   };
 }
 
-const where = (name: SamlSettingName) => `${SAML_SETTINGS[name].flag} (${SAML_SETTINGS[name].env})`;
+export const where = (name: SamlSettingName) => `${SAML_SETTINGS[name].flag} (${SAML_SETTINGS[name].env})`;

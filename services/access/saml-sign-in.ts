@@ -10,6 +10,7 @@ import type { AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { signInIdentity, type IdentitySignIn, type SignInMode } from './identity-sign-in';
 import { admitSamlStart } from './throttle';
+import { samlIdpCertificate } from './saml-certificate';
 
 /**
  * SAML 2.0 sign-in (spec part A 4.11; docs/api.md, SAML sign-in), Cairn the service provider
@@ -68,7 +69,7 @@ function serviceProvider(settings: SamlSettings, store: RequestStore): SAML {
     entryPoint: settings.idpSsoUrl,
     issuer: settings.spEntityId,
     callbackUrl: settings.acsUrl,
-    idpCert: settings.idpCert,
+    idpCert: samlIdpCertificate(settings),
     idpIssuer: settings.idpEntityId,
     audience: settings.spEntityId,
     wantAssertionsSigned: true,
