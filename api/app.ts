@@ -10,6 +10,7 @@ import { loggablePath } from './hook-path';
 import { accessRoutes } from './routes/access';
 import { accountRoutes } from './routes/accounts';
 import { oidcRoutes } from './routes/oidc';
+import { samlRoutes } from './routes/saml';
 import { auditRoutes } from './routes/audit';
 import { federationRoutes } from './routes/federation';
 import { healthRoutes } from './routes/health';
@@ -77,6 +78,7 @@ export function createApp(server: ServerContext): Koa {
     consoleRoutes(),
     accountRoutes(server),
     oidcRoutes(server),
+    samlRoutes(server),
     accessRoutes(server),
     runRoutes(server),
     runDecisionRoutes(server),

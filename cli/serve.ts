@@ -17,6 +17,7 @@ import { RunActivityHub } from '../services/runs/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
 import { startOutboxDispatcher } from '../services/outbox';
 import { attentionSettingsOf } from '../services/attention/attention-file';
+import { samlIdpCertificate } from '../services/access/saml-certificate';
 import { executionFacts } from '../runtime/sandbox-setup';
 import { DEFAULT_RETRY_BASE_MS } from '../core/notifications/notification-kinds';
 import { startAnchoring } from '../services/audit/audit-anchors';
@@ -143,6 +144,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const sealer = buildSealer(config);
     // A bad --attention-file stops the start before anything is started.
     const attention = attentionSettingsOf(config);
+    // So does a --saml-idp-cert file that cannot be read or holds no certificate.
+    if (config.saml) samlIdpCertificate(config.saml);
     const database = await openDatabase(config, logger);
     stack.push(database.stop);
     const { sql } = database;

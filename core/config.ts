@@ -6,6 +6,7 @@ import { parseDuration } from './duration';
 import { RUN_BOUND_SETTINGS } from './runs/run-bound-settings';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notifications/notification-settings';
 import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } from './access/oidc-settings';
+import { SAML_SETTINGS, SamlSettingError, samlSettingsFrom, type SamlSettings } from './access/saml-settings';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {
@@ -58,6 +59,8 @@ export const SETTINGS = {
   ...NOTIFICATION_SETTINGS,
   // OpenID Connect sign-in: the provider, the client and the claim mapping (core/access/oidc-settings.ts).
   ...OIDC_SETTINGS,
+  // SAML 2.0 sign-in: the identity provider, this service provider and the attribute mapping (core/access/saml-settings.ts).
+  ...SAML_SETTINGS,
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -189,6 +192,8 @@ export type Config = z.output<typeof configSchema> & {
   delivery: DeliverySettings;
   /** OpenID Connect sign-in; undefined while --oidc-issuer is unset. Prints without its client secret. */
   oidc: OidcSettings | undefined;
+  /** SAML 2.0 sign-in; undefined while --saml-idp-sso-url is unset. */
+  saml: SamlSettings | undefined;
 };
 
 export class ConfigError extends Error {}
@@ -244,6 +249,13 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     if (err instanceof OidcSettingError) throw new ConfigError(err.message);
     throw err;
   }
+  let saml: SamlSettings | undefined;
+  try {
+    saml = samlSettingsFrom(raw);
+  } catch (err) {
+    if (err instanceof SamlSettingError) throw new ConfigError(err.message);
+    throw err;
+  }
   const colon = config.listen.lastIndexOf(':');
   return {
     ...config,
@@ -253,6 +265,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     encryption: new EncryptionSettings(env.SERVICE_ENCRYPTION_KEY || undefined, env.SERVICE_ENCRYPTION_SALT || undefined),
     delivery,
     oidc,
+    saml,
   };
 }
 

@@ -24,25 +24,3 @@ export async function takePendingSignIn(db: Db, bindingHash: Buffer): Promise<Pe
     RETURNING state, nonce, code_verifier, mode, expires_at`;
   return row;
 }
-
-export interface OidcIdentity {
-  issuer: string;
-  subject: string;
-  account_id: string;
-}
-
-/** The account this provider's subject signs in to, locked until the transaction ends. */
-export async function getOidcIdentityForUpdate(db: Db, issuer: string, subject: string): Promise<OidcIdentity | undefined> {
-  const [row] = await db<OidcIdentity[]>`
-    SELECT issuer, subject, account_id FROM oidc_identities WHERE issuer = ${issuer} AND subject = ${subject} FOR UPDATE`;
-  return row;
-}
-
-/** Links the subject to its new account; a second link of the same subject is a unique violation. */
-export async function insertOidcIdentity(db: Db, identity: OidcIdentity): Promise<void> {
-  await db`INSERT INTO oidc_identities (issuer, subject, account_id) VALUES (${identity.issuer}, ${identity.subject}, ${identity.account_id})`;
-}
-
-export async function touchOidcIdentity(db: Db, issuer: string, subject: string): Promise<void> {
-  await db`UPDATE oidc_identities SET last_sign_in_at = now() WHERE issuer = ${issuer} AND subject = ${subject}`;
-}

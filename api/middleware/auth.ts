@@ -17,6 +17,8 @@ const PUBLIC = [
   /^\/v1\/auth\/login$/,
   // OpenID Connect sign-in: its start is public, its callback checked by state and the browser's cookie (spec part B 5.1).
   /^\/auth\/oidc(\/login|\/callback)?$/,
+  // SAML sign-in: its start and metadata are public, its assertion consumer checked by the assertion's signature and InResponseTo (spec part B 5.1).
+  /^\/auth\/saml(\/login|\/acs|\/metadata)?$/,
   /^\/v1\/runs\/[^/]+\/stream$/,
   // The seal and the federation discovery documents (spec part B 5.1).
   /^\/\.well-known\/(seal\.json|openid-configuration|jwks\.json)$/,

@@ -5,6 +5,7 @@ import { decodeJsonBytes, MAX_JSON_DEPTH, scanJsonText } from '../../core/json-s
 import { HOOK_PATH } from '../hook-path';
 import { INVENTORY_BODY_LIMIT } from '../../core/ansible/inventory';
 import { isCallbackPath } from '../../core/ansible/callbacks';
+import { SAML_ACS_PATH } from '../../core/access/saml-settings';
 
 declare module 'koa' {
   interface Request {
@@ -31,8 +32,9 @@ export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH
 export async function jsonBody(ctx: Context, next: Next): Promise<void> {
   if (!WRITE_METHODS.has(ctx.method)) return next();
   const bytes = await readBody(ctx);
-  // A provisioning callback's body may be a form as well as JSON: its route reads the bytes either way.
-  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path)) {
+  // A provisioning callback's body may be a form as well as JSON: its route reads the bytes either
+  // way. SAML's assertion consumer takes a form only.
+  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path) || ctx.path === SAML_ACS_PATH) {
     ctx.request.rawBody = bytes;
     return next();
   }

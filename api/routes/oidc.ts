@@ -2,8 +2,9 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { ServerContext } from '../../services/context';
 import { beginOidcSignIn, completeOidcSignIn, OIDC_CALLBACK_PATH, oidcSettingsOf, SIGN_IN_SECONDS } from '../../services/access/oidc-sign-in';
-import { setSessionCookie } from '../middleware/console-session';
-import { oidcCallbackQuery, oidcLoginQuery } from '../schemas/oidc';
+import { answerSignIn, signInStatus } from '../sign-in-answer';
+import { oidcCallbackQuery } from '../schemas/oidc';
+import { signInLoginQuery } from '../schemas/sign-in';
 import { parseInput, queryObject } from '../validate';
 
 /**
@@ -38,7 +39,7 @@ export function oidcRoutes(server: ServerContext): Router {
 
   router.get('/auth/oidc/login', async (ctx) => {
     oidcSettingsOf(server.config);
-    const { mode } = parseInput(oidcLoginQuery, queryObject(ctx.query));
+    const { mode } = parseInput(signInLoginQuery, queryObject(ctx.query));
     // The socket's address (app.proxy is off): behind a proxy, the proxy's address is what counts.
     const { location, binding } = await beginOidcSignIn(server, mode ?? 'console', ctx.request.ip);
     ctx.append('Set-Cookie', bindingCookie(binding, SIGN_IN_SECONDS, secure(ctx)));
@@ -54,17 +55,8 @@ export function oidcRoutes(server: ServerContext): Router {
     // Used or not, the binding is spent: cleared whatever the outcome.
     ctx.append('Set-Cookie', bindingCookie('', 0, secure(ctx)));
     const query = parseInput(oidcCallbackQuery, queryObject(ctx.query));
-    const signIn = await completeOidcSignIn(server, bindingOf(ctx), query, (mode) => (mode === 'console' ? 303 : 200));
-    const { token, secret, account } = signIn;
-    const session = { token_id: token.id, expires_at: token.expires_at?.toISOString(), username: account.username, role: account.role };
-    if (signIn.mode === 'token') {
-      ctx.body = { token: secret, ...session };
-      return;
-    }
-    // The console's own session, exactly as a password login with "cookie": true makes it.
-    setSessionCookie(ctx, secret, token.expires_at!, secure(ctx));
-    ctx.status = 303;
-    ctx.redirect(`${settings.redirectUrl.slice(0, -OIDC_CALLBACK_PATH.length)}/ui/`);
+    const signIn = await completeOidcSignIn(server, bindingOf(ctx), query, signInStatus);
+    answerSignIn(ctx, signIn, settings.redirectUrl.slice(0, -OIDC_CALLBACK_PATH.length), secure(ctx));
   });
 
   return router;

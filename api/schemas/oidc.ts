@@ -1,10 +1,5 @@
 import { z } from 'zod';
 
-/** `GET /auth/oidc/login`: `mode=console` (the default) lands the browser in the console signed in; `mode=token` answers the token as JSON. */
-export const oidcLoginQuery = z.strictObject({
-  mode: z.enum(['console', 'token'], { message: 'mode must be console or token' }).optional(),
-});
-
 const param = (name: string) => z.string({ message: `${name} must be a single value` }).max(4096, `${name} must be at most 4096 characters`).optional();
 
 /**

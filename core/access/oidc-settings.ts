@@ -1,7 +1,8 @@
 import { inspect } from 'node:util';
-import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { GlobalRole } from './access';
+import type { RoleRule, TeamRule } from './sign-in-mapping';
+import { defaultRoleFlag, roleMapFlag, secureUrl, teamMapFlag } from './sign-in-flags';
 
 /**
  * OpenID Connect sign-in settings (docs/operations.md, OpenID Connect sign-in): the provider, this
@@ -29,18 +30,9 @@ export const OIDC_CLIENT_SECRET_ENV = 'CAIRN_OIDC_CLIENT_SECRET';
 /** A setting that cannot be used; core/config.ts reports it as a start-up error. */
 export class OidcSettingError extends Error {}
 
-export interface RoleRule {
-  value: string;
-  role: GlobalRole;
-}
-
-export interface TeamRule {
-  value: string;
-  team: string;
-}
-
 /** Everything sign-in needs from the settings. Prints without its client secret. */
 export class OidcSettings {
+  readonly protocol = 'oidc' as const;
   constructor(
     readonly issuer: string,
     readonly clientId: string,
@@ -65,66 +57,14 @@ export class OidcSettings {
   }
 }
 
-const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
-
-/**
- * Why a provider or redirect address may not be used, or undefined when it may. It must be https:
- * the code, the client secret and the keys that vouch for every ID token travel over it. Plain
- * http is taken for a loopback host only (a provider or console on the same machine, as in
- * development and tests). Used for the settings and for the addresses the provider's discovery
- * document names.
- */
-export function providerUrlFault(url: URL): string | undefined {
-  const loopback = LOOPBACK_NAMES.has(url.hostname) || (isIP(url.hostname) === 4 && url.hostname.startsWith('127.'));
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) return 'must be an https URL (plain http only for a loopback host)';
-  if (url.hash || url.username || url.password) return 'must not carry a fragment or user name';
-  return undefined;
-}
-
-const secureUrl = (what: string) =>
-  z.string({ message: 'required when --oidc-issuer is set' }).transform((value, ctx) => {
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      ctx.addIssue({ code: 'custom', message: `"${value}" is not a URL` });
-      return z.NEVER;
-    }
-    const fault = providerUrlFault(url) ?? (url.search ? 'must not carry a query' : undefined);
-    if (fault) {
-      ctx.addIssue({ code: 'custom', message: `${what} ${fault}` });
-      return z.NEVER;
-    }
-    return url;
-  });
-
-/** `a=b,c=d` as pairs; each pair splits at its last `=`, so a value may hold `=` but not `,`. */
-const pairs = (what: string) =>
-  z
-    .string()
-    .default('')
-    .transform((value, ctx) => {
-      const out: { value: string; target: string }[] = [];
-      for (const item of value.split(',').map((s) => s.trim()).filter(Boolean)) {
-        const eq = item.lastIndexOf('=');
-        const left = item.slice(0, eq).trim();
-        const right = item.slice(eq + 1).trim();
-        if (eq < 0 || !left || !right) {
-          ctx.addIssue({ code: 'custom', message: `"${item}" is not a value=${what} pair` });
-          return z.NEVER;
-        }
-        out.push({ value: left, target: right });
-      }
-      return out;
-    });
-
-const ROLES = ['admin', 'operator', 'viewer'] as const;
 const CLAIM_NAME = /^[A-Za-z0-9_:.\/-]{1,128}$/;
 
+const REQUIRED = 'required when --oidc-issuer is set';
+
 const schema = z.object({
-  oidcIssuer: secureUrl('the issuer'),
+  oidcIssuer: secureUrl('the issuer', REQUIRED),
   oidcClientId: z.string({ message: 'required when --oidc-issuer is set' }).min(1, 'required when --oidc-issuer is set'),
-  oidcRedirectUrl: secureUrl('the redirect URL').refine((url) => url.pathname.endsWith('/auth/oidc/callback'), {
+  oidcRedirectUrl: secureUrl('the redirect URL', REQUIRED).refine((url) => url.pathname.endsWith('/auth/oidc/callback'), {
     message: "must name this server's callback: its path ends in /auth/oidc/callback",
   }),
   oidcScopes: z
@@ -135,19 +75,9 @@ const schema = z.object({
     .refine((scopes) => scopes.every((s) => /^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)), { message: 'a scope holds printable ASCII only, no quote or backslash' }),
   oidcUsernameClaim: z.string().default('preferred_username').refine((v) => CLAIM_NAME.test(v), { message: 'expected a claim name' }),
   oidcGroupsClaim: z.string().default('groups').refine((v) => CLAIM_NAME.test(v), { message: 'expected a claim name' }),
-  oidcRoleMap: pairs('role').transform((list, ctx) => {
-    const rules: RoleRule[] = [];
-    for (const { value, target } of list) {
-      if (!(ROLES as readonly string[]).includes(target)) {
-        ctx.addIssue({ code: 'custom', message: `"${target}" is not a role (admin, operator or viewer)` });
-        return z.NEVER;
-      }
-      rules.push({ value, role: target as GlobalRole });
-    }
-    return rules;
-  }),
-  oidcTeamMap: pairs('team').transform((list) => list.map(({ value, target }) => ({ value, team: target }))),
-  oidcDefaultRole: z.enum(['viewer', 'operator', 'refuse'], { message: 'expected viewer, operator or refuse' }).default('viewer'),
+  oidcRoleMap: roleMapFlag,
+  oidcTeamMap: teamMapFlag,
+  oidcDefaultRole: defaultRoleFlag,
 });
 
 /**

@@ -1,6 +1,7 @@
 import type { JWTPayload, createRemoteJWKSet } from 'jose' with { 'resolution-mode': 'import' };
 import { DomainError } from '../../core/errors';
-import { providerUrlFault, type OidcSettings } from '../../core/access/oidc-settings';
+import type { OidcSettings } from '../../core/access/oidc-settings';
+import { providerUrlFault } from '../../core/access/sign-in-flags';
 
 /**
  * Cairn as an OpenID Connect relying party (OpenID Connect Core 1.0, authorization code flow):

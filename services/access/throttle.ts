@@ -14,6 +14,8 @@ export const SIGN_IN_PER_ACCOUNT: RateLimit = { bucket: 'login_account', max: 5,
 export const SIGN_IN_PER_ADDRESS: RateLimit = { bucket: 'login_address', max: 20, windowSeconds: 300 };
 /** OpenID Connect sign-ins started per client address: each is a row kept ten minutes, so this bounds what an anonymous caller can store. */
 export const OIDC_STARTS_PER_ADDRESS: RateLimit = { bucket: 'oidc_start_address', max: 30, windowSeconds: 60 };
+/** SAML sign-ins started per client address: each is a request kept ten minutes. */
+export const SAML_STARTS_PER_ADDRESS: RateLimit = { bucket: 'saml_start_address', max: 30, windowSeconds: 60 };
 /** Stream tickets per account: each is an audit entry, so this bounds how fast a viewer grows the chain. */
 export const STREAM_TICKETS_PER_ACCOUNT: RateLimit = { bucket: 'stream_ticket', max: 60, windowSeconds: 60 };
 
@@ -76,4 +78,10 @@ export async function admitStreamTicket(sql: Sql, accountId: string): Promise<vo
 export async function admitOidcStart(sql: Sql, address: string): Promise<void> {
   const claim = await claimHit(sql, OIDC_STARTS_PER_ADDRESS, address);
   if (!claim.granted) throw new RateLimited(claim.retryAfterSeconds, OIDC_STARTS_PER_ADDRESS, 'OpenID Connect sign-ins started from this address');
+}
+
+/** Counts a SAML sign-in started from this address, or refuses it with 429 past the limit. */
+export async function admitSamlStart(sql: Sql, address: string): Promise<void> {
+  const claim = await claimHit(sql, SAML_STARTS_PER_ADDRESS, address);
+  if (!claim.granted) throw new RateLimited(claim.retryAfterSeconds, SAML_STARTS_PER_ADDRESS, 'SAML sign-ins started from this address');
 }

@@ -47,6 +47,23 @@ describe('OpenID Connect sign-in on a server without --oidc-issuer', () => {
   });
 });
 
+describe('SAML sign-in on a server without --saml-idp-sso-url', () => {
+  test.each([
+    ['GET', '/auth/saml/login'],
+    ['GET', '/auth/saml/metadata'],
+    ['POST', '/auth/saml/acs'],
+  ])('%s %s needs no token and answers 404 naming the flag', async (method, path) => {
+    const res = await t.as(null).request(method, path);
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ error: 'SAML sign-in is not configured on this server: --saml-idp-sso-url (CAIRN_SAML_IDP_SSO_URL) is not set' });
+  });
+
+  test('the console is told sign-in is off', async () => {
+    const res = await t.as(null).get('/auth/saml');
+    expect([res.status, res.body]).toEqual([200, { enabled: false }]);
+  });
+});
+
 test('a held run’s run.held event carries the run beside its blocker and hold', async () => {
   const minted = await t.api.post('/v1/tokens', { name: 'held-bot', kind: 'agent' });
   expect(minted.status).toBe(201);

@@ -1,6 +1,6 @@
 import { inspect } from 'node:util';
 import { loadConfig, parseFlags } from '../../core/config';
-import { mapClaims } from '../../core/access/oidc-mapping';
+import { mapClaims } from '../../core/access/sign-in-mapping';
 
 const ISSUER = 'https://login.example.com/realms/ops';
 const REDIRECT = 'https://cairn.example.com/auth/oidc/callback';
@@ -62,6 +62,7 @@ test('plain http is taken for a loopback provider and console', () => {
 
 describe('the claim mapping', () => {
   const settings = {
+    protocol: 'oidc' as const,
     groupsClaim: 'groups',
     roleMap: [
       { value: 'ops', role: 'operator' as const },

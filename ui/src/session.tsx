@@ -83,14 +83,14 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   return <SessionContext.Provider value={{ me, signOut }}>{children}</SessionContext.Provider>;
 }
 
-/** Where the server's OpenID Connect sign-in starts, when it offers one (GET /auth/oidc). */
-function useOidcLogin(): string | undefined {
+/** Where the server's OpenID Connect or SAML sign-in starts, when it offers one (GET /auth/oidc, GET /auth/saml). */
+function useProviderLogin(protocol: 'oidc' | 'saml'): string | undefined {
   const [loginUrl, setLoginUrl] = useState<string>();
   useEffect(() => {
-    get<{ enabled: boolean; login_url?: string }>('/auth/oidc')
+    get<{ enabled: boolean; login_url?: string }>(`/auth/${protocol}`)
       .then((answer) => setLoginUrl(answer.enabled ? answer.login_url : undefined))
       .catch(() => setLoginUrl(undefined));
-  }, []);
+  }, [protocol]);
   return loginUrl;
 }
 
@@ -99,7 +99,8 @@ function SignIn({ onSignedIn, expired, problem }: { onSignedIn: () => Promise<vo
   const [password, setPassword] = useState('');
   const [error, setError] = useState<unknown>();
   const [busy, setBusy] = useState(false);
-  const oidcLogin = useOidcLogin();
+  const oidcLogin = useProviderLogin('oidc');
+  const samlLogin = useProviderLogin('saml');
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -139,8 +140,13 @@ function SignIn({ onSignedIn, expired, problem }: { onSignedIn: () => Promise<vo
                 Sign in with OpenID Connect
               </Button>
             )}
+            {samlLogin && (
+              <Button component="a" href={samlLogin} variant="default">
+                Sign in with SAML
+              </Button>
+            )}
             <Text size="xs" c="dimmed">
-              The console signs in persons with a password{oidcLogin ? ' or through your identity provider' : ''}. API and agent tokens work with the API only.
+              The console signs in persons with a password{oidcLogin || samlLogin ? ' or through your identity provider' : ''}. API and agent tokens work with the API only.
             </Text>
           </Stack>
         </form>
