@@ -1,3 +1,5 @@
+import { identityTokenInjection } from './federated-kinds';
+
 /**
  * Credential kinds as pure rules (spec part A 2.9, part B 5.3, 5.4): the fifteen built-in kinds,
  * the shape of a custom credential type, and how a credential's field values are injected into a
@@ -352,6 +354,8 @@ export interface OpenedCredential {
   injectors: Injectors;
   /** Field -> value, non-secret and secret alike; unset fields are absent. */
   values: Record<string, string>;
+  /** A federated kind's run identity token, minted for this run (services/federation/run-tokens.ts): a secret. */
+  identityToken?: string;
 }
 
 /** A credential's injection into a run, before any file is written. */
@@ -405,6 +409,15 @@ export function injectionOf(credentials: readonly OpenedCredential[], workDir: s
     }
     for (const field of credential.fields) {
       if (field.secret && credential.values[field.id]) injection.secrets.push(credential.values[field.id]);
+    }
+    if (credential.identityToken !== undefined) {
+      const placed = identityTokenInjection(credential, credential.identityToken, (key) => {
+        const name = injectedFileName(credential.id, key);
+        return { name, path: `${workDir}/${name}` };
+      });
+      Object.assign(injection.files, placed.files);
+      Object.assign(injection.env, placed.env);
+      injection.secrets.push(credential.identityToken);
     }
   }
   return injection;
