@@ -18,9 +18,14 @@ export function runTokenLifetimeSeconds(timeoutSeconds: number): number {
   return Math.min(RUN_TOKEN_MAX_SECONDS, Math.max(RUN_TOKEN_MIN_SECONDS, timeoutSeconds));
 }
 
-/** `project:<id or none>:template:<id or none>:run:<id>`. */
-export function runTokenSubject(run: Pick<Run, 'id' | 'template_id' | 'spec'>): string {
-  return `project:${run.spec.project?.id ?? 'none'}:template:${run.template_id ?? 'none'}:run:${run.id}`;
+/**
+ * `project:<id or none>:template:<id or none>:run:<id>`; with the credential's `subject` setting
+ * `template`, without the run: the same for every run of the template, for a cloud that matches
+ * the subject exactly (an Azure federated identity credential).
+ */
+export function runTokenSubject(run: Pick<Run, 'id' | 'template_id' | 'spec'>, scope: string | undefined): string {
+  const template = `project:${run.spec.project?.id ?? 'none'}:template:${run.template_id ?? 'none'}`;
+  return scope === 'template' ? template : `${template}:run:${run.id}`;
 }
 
 /** The claims beside `iss`, `sub`, `aud`, `iat`, `nbf`, `exp` and `jti`. */

@@ -52,7 +52,7 @@ export async function withIdentityTokens(
       const token = await new jose.SignJWT(runTokenClaims(run, credential.id))
         .setProtectedHeader({ alg: FEDERATION_ALGORITHM, kid: key.id, typ: 'JWT' })
         .setIssuer(issuer)
-        .setSubject(runTokenSubject(run))
+        .setSubject(runTokenSubject(run, credential.values.subject))
         .setAudience(identityTokenAudience(credential))
         .setIssuedAt(now)
         .setNotBefore(now)

@@ -143,7 +143,8 @@ test('a run given each federated kind gets a token a cloud verifies, placed as e
     kind: 'gcp_oidc',
     inputs: { workload_identity_provider: 'projects/123456/locations/global/workloadIdentityPools/cairn/providers/cairn', service_account_email: 'deploy@proj.iam.gserviceaccount.com' },
   });
-  const azure = await credential({ name: 'azure', kind: 'azure_oidc', inputs: { tenant: 'tenant-1', client: 'client-1' } });
+  // Azure matches a subject exactly: this one's names the template, the same for every run of it.
+  const azure = await credential({ name: 'azure', kind: 'azure_oidc', inputs: { tenant: 'tenant-1', client: 'client-1', subject: 'template' } });
   const vault = await credential({ name: 'vault', kind: 'oidc_token', inputs: { audience: AUDIENCES.vault } });
   const post = (file: string, name: string) => `curl -sS --data-binary @"${file}" ${rpUrl}/${name}`;
   const template = await created(
@@ -174,7 +175,8 @@ test('a run given each federated kind gets a token a cloud verifies, placed as e
 
   const [signing] = await keysNow();
   const subject = `project:none:template:${template.id}:run:${run.id}`;
-  for (const name of ['aws', 'gcp', 'azure', 'vault']) expect(log).toContain(`verified ${name} sub=${subject} kid=${signing.id}`);
+  for (const name of ['aws', 'gcp', 'vault']) expect(log).toContain(`verified ${name} sub=${subject} kid=${signing.id}`);
+  expect(log).toContain(`verified azure sub=project:none:template:${template.id} kid=${signing.id}`);
   expect(log).toMatch(new RegExp(`aws role=arn:aws:iam::123456789012:role/deploy file=/\\S*${run.id}\\S*identity_token`));
   expect(log).toMatch(/azure client=client-1 tenant=tenant-1 file=\/\S+identity_token/);
   expect(log).toContain('mode=600');
