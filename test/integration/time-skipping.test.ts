@@ -217,7 +217,7 @@ describe('an approval step with a 30-day approval_timeout', () => {
 });
 
 describe('a normal federation key rotation, 48 simulated hours', () => {
-  test('the new key signs 24 hours after it is published, and the old key leaves the key set 24 hours after that', async () => {
+  test('the new key signs 24 hours after it is published, the old key leaves the key set 24 hours after that, and an emergency rotation leaves an overtaken rotation nothing to do', async () => {
     const keys = async () => (await t.api.get('/v1/federation/keys')).body.keys as any[];
     const published = async () => ((await t.api.get('/.well-known/jwks.json')).body.keys as any[]).map((k) => k.kid).sort();
     const [oldKey] = await keys();
@@ -260,6 +260,17 @@ describe('a normal federation key rotation, 48 simulated hours', () => {
     const fired = timersFiredAt(run.events);
     expect(fired).toHaveLength(2);
     // A rotation may start again once the old key is gone.
-    expect((await t.api.post('/v1/federation/keys/rotate')).status).toBe(201);
+    const again = await t.api.post('/v1/federation/keys/rotate');
+    expect(again.status).toBe(201);
+
+    // An emergency rotation overtakes it: its workflow's steps, when their timers fire, change nothing.
+    const overtaken = again.body.keys.find((k: any) => k.state === 'next');
+    const emergency = await t.api.post('/v1/federation/keys/rotate/emergency');
+    expect(emergency.status).toBe(201);
+    const settled = (await keys()).map((k) => [k.id, k.state, k.removed]);
+    await enableTimeSkipping(client, overtaken.id);
+    await waitUntil('the overtaken rotation to end', async () => (await client.getHandle(overtaken.id).describe()).status.name === 'COMPLETED', 60_000);
+    expect((await keys()).map((k) => [k.id, k.state, k.removed])).toEqual(settled);
+    expect(settled.filter(([, state]) => state === 'signing')).toHaveLength(1);
   }, 120_000);
 });
