@@ -1,9 +1,8 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { DomainError } from '../../core/errors';
 import { FEDERATION_ALGORITHM } from '../../core/federation/keys';
 import type { ServerContext } from '../../services/context';
-import { listKeyViews, publishedKeySet, rotateKeys, rotateKeysInEmergency } from '../../services/federation/keys';
+import { federationNotConfigured, listKeyViews, publishedKeySet, rotateKeys, rotateKeysInEmergency } from '../../services/federation/keys';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope } from '../paging';
@@ -24,7 +23,7 @@ export function federationRoutes(server: ServerContext): Router {
   const router = new Router();
   const issuer = server.config.federationIssuer;
   const configured = (): string => {
-    if (!issuer) throw new DomainError('not_found', 'federation is not configured: --federation-issuer is not set');
+    if (!issuer) throw federationNotConfigured();
     return issuer;
   };
   // Relying parties cache these; a minute keeps an emergency rotation's removal from waiting long on ours.

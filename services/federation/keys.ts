@@ -82,14 +82,15 @@ export async function listKeyViews(db: Db) {
   return (await listFederationKeys(db)).map(federationKeyView);
 }
 
-const needsIssuer = () => new DomainError('not_found', 'federation is not configured: --federation-issuer is not set');
+/** Every federation route and action answers this 404 while --federation-issuer is unset (spec part A 1.1 rule 4). */
+export const federationNotConfigured = () => new DomainError('not_found', 'federation is not configured: --federation-issuer is not set');
 
 /**
  * A normal rotation (`POST /v1/federation/keys/rotate`): a new key published now, its workflow
  * owed in the same transaction. 409 while a rotation is under way.
  */
 export async function rotateKeys(ctx: ServerContext, origin: AuditOrigin) {
-  if (!ctx.config.federationIssuer) throw needsIssuer();
+  if (!ctx.config.federationIssuer) throw federationNotConfigured();
   const key = await newKey(ctx.sealer!);
   const { input, effects } = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     await takeLock(tx, LOCKS.federationKeys);
@@ -131,7 +132,7 @@ export async function startKeyRotationWorkflow(ctx: Pick<ServerContext, 'tempora
  * it (its workflow's later steps find nothing to do).
  */
 export async function rotateKeysInEmergency(ctx: ServerContext, origin: AuditOrigin) {
-  if (!ctx.config.federationIssuer) throw needsIssuer();
+  if (!ctx.config.federationIssuer) throw federationNotConfigured();
   const key = await newKey(ctx.sealer!);
   await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     await takeLock(tx, LOCKS.federationKeys);
