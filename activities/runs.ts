@@ -48,6 +48,8 @@ export interface RunActivityDeps {
    * them, and the output masker hides them should one ever find its way into a log.
    */
   serverSecrets: string[];
+  /** --federation-issuer: the `iss` of the identity tokens federated credentials give runs; undefined issues none. */
+  federationIssuer?: string;
   onFinished?: (run: Run) => void;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
@@ -172,7 +174,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     // as extra vars, the passwords and the key's passphrase through its inputs.
     let machine: ToolInputs['machine'];
     try {
-      const opened = await openRunCredentials(sql, deps.sealer, runId);
+      const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer);
       if (run.tool === 'ansible') {
         const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
         injection = rest;

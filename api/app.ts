@@ -105,7 +105,7 @@ export function createApp(server: ServerContext): Koa {
     factRoutes(server),
     estateRoutes(server),
     doctorRoutes(server),
-    federationRoutes(),
+    federationRoutes(server),
   ];
   for (const router of routers) {
     app.use(router.routes());

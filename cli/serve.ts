@@ -1,3 +1,4 @@
+import { ensureSigningKey, federationSealerFault } from '../services/federation/keys';
 import { Client } from '@temporalio/client';
 import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
@@ -156,6 +157,12 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       if (err instanceof InstallIdentityError) throw new ConfigError(err.message);
       throw err;
     });
+    if (config.federationIssuer) {
+      const fault = federationSealerFault(sealer);
+      if (fault) throw new ConfigError(fault);
+      await ensureSigningKey(sql, sealer!);
+      logger.info({ issuer: config.federationIssuer }, 'issuing run identity tokens (--federation-issuer)');
+    }
     const licensing = await loadLicensing(config, identity.installId, [...BUILT_IN_LICENSE_KEYS, ...(harness.licenseKeys ?? [])]);
     if (licensing.license) {
       logger.info({ tier: licensing.tier, licensee: licensing.license.licensee, expires_at: licensing.license.expires_at }, 'license loaded');
@@ -213,6 +220,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       sealer,
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
+      federationIssuer: config.federationIssuer,
       delivery: config.delivery,
       projects: config,
       schedules: context,

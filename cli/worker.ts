@@ -101,6 +101,7 @@ export async function startWorkerProcess(
       sealer,
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
+      federationIssuer: config.federationIssuer,
       delivery: config.delivery,
       projects: config,
     };

@@ -7,6 +7,7 @@ import { RUN_BOUND_SETTINGS } from './runs/run-bound-settings';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notifications/notification-settings';
 import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } from './access/oidc-settings';
 import { SAML_SETTINGS, SamlSettingError, samlSettingsFrom, type SamlSettings } from './access/saml-settings';
+import { providerUrlFault } from './access/sign-in-flags';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {
@@ -55,6 +56,11 @@ export const SETTINGS = {
     help: 'keep only the newest N per-host and per-task ansible summaries of each host and task; N below 500 is taken as 500 (default: keep all)',
   },
   attentionFile: { flag: '--attention-file', env: 'CAIRN_ATTENTION_FILE', help: 'JSON file of attention alert thresholds for the install, organizations, queues and templates' },
+  federationIssuer: {
+    flag: '--federation-issuer',
+    env: 'CAIRN_FEDERATION_ISSUER',
+    help: "this install's public https URL as an OpenID issuer of run identity tokens (aws_oidc, gcp_oidc, azure_oidc, oidc_token); unset: no tokens, discovery answers 404",
+  },
   // Notification channels, accounts and --notify-on (core/notification-settings.ts).
   ...NOTIFICATION_SETTINGS,
   // OpenID Connect sign-in: the provider, the client and the claim mapping (core/access/oidc-settings.ts).
@@ -155,6 +161,18 @@ const configSchema = z.object({
     .min(1, 'expected a whole number of at least 1')
     .transform((n) => Math.max(n, 500))
     .optional(),
+  // The `iss` of run identity tokens and the base of the discovery documents (spec part B 5.4).
+  federationIssuer: z
+    .string()
+    .transform((value, ctx) => {
+      const fault = issuerUrlFault(value);
+      if (fault) {
+        ctx.addIssue({ code: 'custom', message: fault });
+        return z.NEVER;
+      }
+      return value.replace(/\/+$/, '');
+    })
+    .optional(),
   factCacheAdminOnly: z
     .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
     .default('false')
@@ -182,6 +200,21 @@ export class EncryptionSettings {
   [inspect.custom](): string {
     return 'EncryptionSettings [redacted]';
   }
+}
+
+/**
+ * Why a federation issuer URL cannot be one, or undefined: https (plain http only for a loopback
+ * host, as the OpenID sign-in URLs), no query, fragment or credentials (OpenID Connect Discovery 1.0).
+ */
+export function issuerUrlFault(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `"${value}" is not a URL (try https://cairn.example.com)`;
+  }
+  const fault = providerUrlFault(url) ?? (url.search || value.includes('?') ? 'must not carry a query' : undefined);
+  return fault && `the issuer ${fault}`;
 }
 
 export type Config = z.output<typeof configSchema> & {

@@ -33,6 +33,8 @@ import { requireAccess } from './access/access';
 import { recordMutation, withholdFields, type AuditOrigin } from './audit/audit';
 import type { ServerContext } from './context';
 import { requireOrgPlacement } from './access/groups';
+import { IdentityTokenError, withIdentityTokens } from './federation/run-tokens';
+import type { Run } from '../core/runs/run';
 
 
 /** A credential's secret: blank or the mask keeps it, null clears it. */
@@ -473,18 +475,26 @@ export class CredentialOpenError extends Error {
   override readonly name = 'CredentialOpenError';
 }
 
-/** Opens the credentials of a run, in order, for injection at execution (tools/credential-injection.ts). */
-export async function openRunCredentials(db: Db, sealer: Sealer | undefined, runId: string): Promise<OpenedCredential[]> {
-  const ids = await runCredentialIds(db, runId);
+/**
+ * Opens the credentials of a run, in order, for injection at execution (tools/credential-injection.ts);
+ * a federated one gets the run's identity token, signed for this issuer (services/federation/run-tokens.ts).
+ */
+export async function openRunCredentials(db: Db, sealer: Sealer | undefined, run: Run, federationIssuer: string | undefined): Promise<OpenedCredential[]> {
+  const ids = await runCredentialIds(db, run.id);
   if (ids.length === 0) return [];
   const found = await getCredentialsWithTypes(db, ids);
   const opened: OpenedCredential[] = [];
   for (const id of ids) {
     const row = found.find((f) => f.credential.id === id);
-    if (!row) throw new CredentialOpenError(`credential ${id} given to run ${runId} no longer exists`);
+    if (!row) throw new CredentialOpenError(`credential ${id} given to run ${run.id} no longer exists`);
     opened.push(openedOf(sealer, row.credential, row.type));
   }
-  return opened;
+  try {
+    return await withIdentityTokens(db, sealer, federationIssuer, run, opened);
+  } catch (err) {
+    if (err instanceof IdentityTokenError) throw new CredentialOpenError(err.message);
+    throw err;
+  }
 }
 
 /** One credential opened (a project's source-control credential, for its updates); CredentialOpenError naming it and the fix otherwise. */

@@ -4,6 +4,8 @@ import type { ServerContext } from './context';
 import { deliverStepDecision } from './runs/decisions';
 import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notifications/notification-recorder';
 import { startProjectUpdateWorkflow } from './projects';
+import { startKeyRotationWorkflow } from './federation/keys';
+import type { KeyRotationWorkflowInput } from '../workflows/definitions';
 import { endUnrunChildren } from './runs/run-lifecycle';
 import { deliverCancel, startRunWorkflow } from './runs/runs';
 import { deliverSchedule } from './schedules/schedules';
@@ -72,6 +74,7 @@ const HANDLERS: Record<EffectKind, Handler> = {
     return failed;
   },
   'project.update': eachOf((ctx, { subject }) => startProjectUpdateWorkflow(ctx, subject)),
+  'federation.rotate': eachOf((ctx, { payload }) => startKeyRotationWorkflow(ctx, payload as unknown as KeyRotationWorkflowInput)),
 };
 
 /** Effects taken at once by one dispatcher. */

@@ -18,6 +18,8 @@ export const LOCKS = {
   auditAnchor: [0x63616972, 1],
   /** Folding run count deltas into run_counts (store/run-counts.ts): one server at a time. */
   runCounts: [0x63616972, 17],
+  /** Federation key changes (the first key, rotations, a rotation's steps): one at a time across servers. */
+  federationKeys: [0x63616972, 31],
 } as const satisfies Record<string, LockKey>;
 
 export type LockKey = number | readonly [number, number];

@@ -14,7 +14,8 @@ export type Effect =
   | { effect: 'schedule.hand_off'; subject: string }
   | { effect: 'event.record'; subject: string; payload: { seq: number } }
   | { effect: 'delivery.hand_off'; subject: string; payload: { subject_id: string } }
-  | { effect: 'project.update'; subject: string };
+  | { effect: 'project.update'; subject: string }
+  | { effect: 'federation.rotate'; subject: string; payload: { newKeyId: string; oldKeyId: string; publishedAt: number; overlapSeconds: number } };
 
 export type EffectKind = Effect['effect'];
 

@@ -1,4 +1,5 @@
 import { ansibleCredentialsOf, BUILT_IN_KINDS, injectionOf, type AnsibleCredentials, type Injection, type OpenedCredential } from '../core/credentials/credential-kinds';
+import { IDENTITY_TOKEN_VARIABLES } from '../core/credentials/federated-kinds';
 import { isProtectedEnvName } from './extra-vars';
 
 /**
@@ -11,7 +12,7 @@ import { isProtectedEnvName } from './extra-vars';
  */
 
 /** The variables the built-in kinds set (some `CAIRN_` names among them); any other protected name is never set. */
-const BUILT_IN_ENV = new Set(BUILT_IN_KINDS.flatMap((kind) => Object.keys(kind.injectors.env)));
+const BUILT_IN_ENV = new Set<string>([...BUILT_IN_KINDS.flatMap((kind) => Object.keys(kind.injectors.env)), ...IDENTITY_TOKEN_VARIABLES]);
 const refused = (name: string) => isProtectedEnvName(name) && !BUILT_IN_ENV.has(name);
 
 /**

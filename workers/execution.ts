@@ -32,6 +32,8 @@ export interface ExecutionWorkerOptions {
   isolation: RunIsolationSettings;
   /** The server's own secrets, which the output masker hides from every run's log. */
   serverSecrets: string[];
+  /** --federation-issuer, for run identity tokens (services/federation/run-tokens.ts). */
+  federationIssuer?: string;
   /** What a project fetch checks (the egress rule, --project-local-roots, --git-timeout). */
   projects: ProjectFetchSettings;
 }
@@ -67,6 +69,7 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
     logger: options.logger,
     sealer: options.sealer,
     serverSecrets: options.serverSecrets,
+    federationIssuer: options.federationIssuer,
     site,
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {

@@ -2,6 +2,7 @@ import { Worker, type WorkerOptions } from '@temporalio/worker';
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { createScheduleActivities } from '../activities/schedules';
+import { createFederationActivities } from '../activities/federation';
 import type { ServerContext } from '../services/context';
 import { scheduleTaskQueue } from '../workflows/ids';
 
@@ -14,7 +15,8 @@ const FIRE_SLOTS = 64;
 /**
  * The schedules' worker, in `cairn serve` only (its fires launch runs, which needs the server's
  * context): it runs every schedule's workflow on its own task queue, with the plan and the fire as
- * local activities, so a pool busy with tools never makes a fire late.
+ * local activities, so a pool busy with tools never makes a fire late. Federation key rotations
+ * (workflows/key-rotation.ts) run here too: their steps change the install's signing keys.
  */
 export async function startScheduleWorker(
   options: { connection: WorkerOptions['connection']; namespace: string; logger: Logger },
@@ -27,7 +29,7 @@ export async function startScheduleWorker(
     taskQueue: scheduleTaskQueue(ctx.config.poolQueue),
     identity: `${process.pid}@${os.hostname()}`,
     workflowBundle,
-    activities: createScheduleActivities(ctx),
+    activities: { ...createScheduleActivities(ctx), ...createFederationActivities(ctx) },
     maxConcurrentLocalActivityExecutions: FIRE_SLOTS,
     maxConcurrentWorkflowTaskExecutions: FIRE_SLOTS,
     shutdownGraceTime: '2s',

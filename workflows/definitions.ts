@@ -115,3 +115,22 @@ export interface JobWorkflowInput {
   input: unknown;
   taskQueue: string;
 }
+
+/**
+ * One normal rotation of the federation signing keys (workflows/key-rotation.ts,
+ * activities/federation.ts; spec part A 3.4): the new key, published at `publishedAt`, starts
+ * signing `overlapSeconds` later and the old key retires; as long again later the old key is
+ * removed. Workflow id = the new key's id (`keyRotationWorkflowId`), on the schedules' task queue,
+ * which only `cairn serve` polls (it holds the install key the steps need).
+ */
+export const KEY_ROTATION_WORKFLOW = 'keyRotationWorkflow';
+
+export interface KeyRotationWorkflowInput {
+  newKeyId: string;
+  oldKeyId: string;
+  /** Epoch milliseconds the new key was published at. */
+  publishedAt: number;
+  overlapSeconds: number;
+}
+
+export const keyRotationWorkflowId = (newKeyId: string) => newKeyId;

@@ -5,3 +5,4 @@ export { notifyWorkflow } from './notify';
 export { scheduleWorkflow } from './schedule';
 export { projectUpdateWorkflow } from './project';
 export { jobWorkflow } from './job';
+export { keyRotationWorkflow } from './key-rotation';

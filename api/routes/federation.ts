@@ -1,19 +1,77 @@
 import Router from '@koa/router';
-import { DomainError } from '../../core/errors';
+import type { Context } from 'koa';
+import { FEDERATION_ALGORITHM } from '../../core/federation/keys';
+import type { ServerContext } from '../../services/context';
+import { federationNotConfigured, listKeyViews, publishedKeySet, rotateKeys, rotateKeysInEmergency } from '../../services/federation/keys';
+import { originOf } from '../middleware/audit-origin';
+import { requireRole } from '../middleware/auth';
+import { listEnvelope } from '../paging';
 
-/** The federation discovery documents (spec part A 1.1, part B 5.4), public like the seal document. */
-const FEDERATION_DOCUMENTS = ['/.well-known/openid-configuration', '/.well-known/jwks.json'] as const;
+/** The public discovery documents' paths (spec part A 1.1 rule 4); the key set's is the discovery document's `jwks_uri`. */
+const DISCOVERY_PATH = '/.well-known/openid-configuration';
+const JWKS_PATH = '/.well-known/jwks.json';
+
+/** Every claim a run identity token carries (core/federation/run-token.ts). */
+const CLAIMS = ['iss', 'sub', 'aud', 'iat', 'nbf', 'exp', 'jti', 'run_id', 'run_attempt', 'template_id', 'project_id', 'requested_by', 'actor_kind', 'queue', 'credential_id'];
 
 /**
- * The service issues federated identity tokens only with `--federation-issuer` set; until then
- * (and this release has no such setting) both documents answer 404 (spec part B 7.1).
+ * Cairn as an OpenID issuer for runs (spec part A 1.1, 2.14, 4.10; part B 5.4): the public
+ * discovery document and key set a cloud reads to verify a run's identity token, and the admin's
+ * key list and rotations. Everything answers 404 until --federation-issuer is set.
  */
-export function federationRoutes(): Router {
+export function federationRoutes(server: ServerContext): Router {
   const router = new Router();
-  for (const path of FEDERATION_DOCUMENTS) {
-    router.get(path, () => {
-      throw new DomainError('not_found', 'federation is not configured: --federation-issuer is not set');
+  const issuer = server.config.federationIssuer;
+  const configured = (): string => {
+    if (!issuer) throw federationNotConfigured();
+    return issuer;
+  };
+  // Relying parties cache these; a minute keeps an emergency rotation's removal from waiting long on ours.
+  const publicDocument = (ctx: Context, body: object) => {
+    ctx.set('Cache-Control', 'public, max-age=60');
+    ctx.body = body;
+  };
+
+  router.get(DISCOVERY_PATH, (ctx) => {
+    const iss = configured();
+    publicDocument(ctx, {
+      issuer: iss,
+      jwks_uri: `${iss}${JWKS_PATH}`,
+      response_types_supported: ['id_token'],
+      subject_types_supported: ['public'],
+      id_token_signing_alg_values_supported: [FEDERATION_ALGORITHM],
+      scopes_supported: ['openid'],
+      claims_supported: CLAIMS,
     });
-  }
+  });
+
+  router.get(JWKS_PATH, async (ctx) => {
+    configured();
+    publicDocument(ctx, await publishedKeySet(server.sql));
+  });
+
+  router.get('/v1/federation/keys', async (ctx) => {
+    requireRole(ctx, 'admin');
+    configured();
+    const keys = await listKeyViews(server.sql);
+    ctx.body = listEnvelope('keys', keys, keys.length, 0);
+  });
+
+  router.post('/v1/federation/keys/rotate', async (ctx) => {
+    requireRole(ctx, 'admin');
+    configured();
+    const keys = await rotateKeys(server, originOf(ctx));
+    ctx.status = 201;
+    ctx.body = listEnvelope('keys', keys, keys.length, 0);
+  });
+
+  router.post('/v1/federation/keys/rotate/emergency', async (ctx) => {
+    requireRole(ctx, 'admin');
+    configured();
+    const keys = await rotateKeysInEmergency(server, originOf(ctx));
+    ctx.status = 201;
+    ctx.body = listEnvelope('keys', keys, keys.length, 0);
+  });
+
   return router;
 }

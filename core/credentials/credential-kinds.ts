@@ -1,3 +1,5 @@
+import { identityTokenInjection } from './federated-kinds';
+
 /**
  * Credential kinds as pure rules (spec part A 2.9, part B 5.3, 5.4): the fifteen built-in kinds,
  * the shape of a custom credential type, and how a credential's field values are injected into a
@@ -46,6 +48,9 @@ const text = (id: string, label: string, extra: Partial<CredentialField> = {}): 
 const secret = (id: string, label: string, extra: Partial<CredentialField> = {}): CredentialField => ({ id, label, secret: true, required: false, ...extra });
 const BECOME_METHODS = ['sudo', 'su', 'pbrun', 'pfexec', 'doas', 'dzdo', 'ksu', 'runas', 'machinectl'];
 const none: Injectors = { env: {}, extra_vars: {}, files: {} };
+/** A federated kind's token subject: the run (default) or, for clouds that match a subject exactly (Azure), the template. */
+const tokenSubject = () =>
+  text('subject', 'Token subject', { choices: ['run', 'template'], help: 'run: the subject names the run (default); template: its project and template only, the same for every run' });
 
 /**
  * The built-in kinds. Environment names are the ones each ecosystem's own tools read (the AWS and
@@ -255,7 +260,7 @@ export const BUILT_IN_KINDS: readonly KindDefinition[] = [
     kind: 'aws_oidc',
     label: 'AWS through an identity token',
     federated: true,
-    fields: [text('role_arn', 'Role ARN', { required: true }), text('audience', 'Audience'), text('session_name', 'Session name'), text('region', 'Region')],
+    fields: [text('role_arn', 'Role ARN', { required: true }), text('audience', 'Audience'), text('session_name', 'Session name'), text('region', 'Region'), tokenSubject()],
     injectors: {
       env: { AWS_ROLE_ARN: '{{ role_arn }}', AWS_ROLE_SESSION_NAME: '{{ session_name }}', AWS_REGION: '{{ region }}', CAIRN_OIDC_AUDIENCE: '{{ audience }}' },
       extra_vars: {},
@@ -270,6 +275,7 @@ export const BUILT_IN_KINDS: readonly KindDefinition[] = [
       text('workload_identity_provider', 'Workload identity provider', { required: true }),
       text('service_account_email', 'Service account to impersonate'),
       text('project', 'Project id'),
+      tokenSubject(),
     ],
     injectors: {
       env: {
@@ -285,7 +291,7 @@ export const BUILT_IN_KINDS: readonly KindDefinition[] = [
     kind: 'azure_oidc',
     label: 'Azure through an identity token',
     federated: true,
-    fields: [text('tenant', 'Tenant id', { required: true }), text('client', 'Client id', { required: true }), text('subscription', 'Subscription id')],
+    fields: [text('tenant', 'Tenant id', { required: true }), text('client', 'Client id', { required: true }), text('subscription', 'Subscription id'), tokenSubject()],
     injectors: {
       env: {
         AZURE_TENANT_ID: '{{ tenant }}',
@@ -304,7 +310,7 @@ export const BUILT_IN_KINDS: readonly KindDefinition[] = [
     kind: 'oidc_token',
     label: 'Identity token',
     federated: true,
-    fields: [text('audience', 'Audience', { required: true })],
+    fields: [text('audience', 'Audience', { required: true }), tokenSubject()],
     injectors: { ...none, env: { CAIRN_OIDC_AUDIENCE: '{{ audience }}' } },
   },
 ];
@@ -352,6 +358,8 @@ export interface OpenedCredential {
   injectors: Injectors;
   /** Field -> value, non-secret and secret alike; unset fields are absent. */
   values: Record<string, string>;
+  /** A federated kind's run identity token, minted for this run (services/federation/run-tokens.ts): a secret. */
+  identityToken?: string;
 }
 
 /** A credential's injection into a run, before any file is written. */
@@ -405,6 +413,15 @@ export function injectionOf(credentials: readonly OpenedCredential[], workDir: s
     }
     for (const field of credential.fields) {
       if (field.secret && credential.values[field.id]) injection.secrets.push(credential.values[field.id]);
+    }
+    if (credential.identityToken !== undefined) {
+      const placed = identityTokenInjection(credential, credential.identityToken, (key) => {
+        const name = injectedFileName(credential.id, key);
+        return { name, path: `${workDir}/${name}` };
+      });
+      Object.assign(injection.files, placed.files);
+      Object.assign(injection.env, placed.env);
+      injection.secrets.push(credential.identityToken);
     }
   }
   return injection;

@@ -28,3 +28,6 @@ export const entrySecretContext = (ownerId: string) => `notification-entry:${own
 
 /** The install's Ed25519 audit signing key. */
 export const SIGNING_KEY_CONTEXT = 'install:signing-key';
+
+/** The private half (a JWK) of one federation signing key, by its key id. */
+export const federationKeyContext = (keyId: string) => `federation-key:${keyId}`;

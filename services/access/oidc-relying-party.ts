@@ -1,5 +1,6 @@
 import type { JWTPayload, createRemoteJWKSet } from 'jose' with { 'resolution-mode': 'import' };
 import { DomainError } from '../../core/errors';
+import { loadJose, type Jose } from '../../core/jose';
 import type { OidcSettings } from '../../core/access/oidc-settings';
 import { providerUrlFault } from '../../core/access/sign-in-flags';
 
@@ -14,10 +15,6 @@ import { providerUrlFault } from '../../core/access/sign-in-flags';
  * the provider's own. A provider on a private network (Keycloak beside Cairn) is the usual case.
  */
 
-type Jose = typeof import('jose', { with: { 'resolution-mode': 'import' } });
-let josePromise: Promise<Jose> | undefined;
-/** jose ships ECMAScript modules only: loaded on first use, from this CommonJS module. */
-const loadJose = (): Promise<Jose> => (josePromise ??= import('jose'));
 
 /** Discovery is fetched once an hour at most; keys as jose's remote key set decides (below). */
 const DISCOVERY_TTL_MS = 60 * 60 * 1000;

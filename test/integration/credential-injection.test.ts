@@ -197,3 +197,14 @@ test('use on a credential is disclosure: a plain echo is masked, a transformed o
   expect(refused).toMatchObject({ status: 400, body: { field: 'inputs.bogus' } });
   expect(refused.text).not.toContain(secret);
 }, 60_000);
+
+test('a run given a federated credential fails to start on a server without --federation-issuer, saying so', async () => {
+  const credential = await created(await api.post('/v1/credentials', { name: 'aws through a token', kind: 'aws_oidc', inputs: { role_arn: 'arn:aws:iam::123456789012:role/deploy' } }));
+  const submitted = await created(await api.post('/v1/runs', { tool: 'bash', credentials: [credential.id], command: 'echo should not run' }));
+  const run = await waitForRunEnd(api, submitted.id);
+  expect(run).toMatchObject({ status: 'failed', exit_code: null });
+  expect(run.error).toBe(
+    `credential ${credential.id} (aws_oidc) needs an identity token, and this server issues none: start it with --federation-issuer <its public URL>`,
+  );
+  expect((await api.get(`/v1/runs/${run.id}/logs`)).text).not.toContain('should not run');
+}, 30_000);

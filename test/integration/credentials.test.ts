@@ -32,7 +32,8 @@ const put = (api: ApiClient, path: string, body: unknown) => api.request('PUT', 
 const del = (api: ApiClient, path: string) => api.request('DELETE', path);
 
 beforeAll(async () => {
-  t = await startTestServer(keys());
+  // An issuer, so a run given an oidc_token credential gets its token (test/integration/federation.test.ts verifies them).
+  t = await startTestServer({ ...keys(), CAIRN_FEDERATION_ISSUER: 'https://cairn.example.com' });
   sql = postgres(t.databaseUrl, { max: 2, onnotice: () => undefined });
   as = (p) => t.as(typeof p === 'string' ? p : p.token);
   alice = await person(t.api, 'operator', 'user', 'alice');
@@ -332,7 +333,7 @@ describe('launching with credentials', () => {
     expect(split.body.credentials).toEqual([aws.id]);
     expect((await as(alice).get(`/v1/runs/${split.body.id}/shards`)).body.shards.map((s: any) => s.credentials)).toEqual([[aws.id], [aws.id]]);
 
-    const steps = [{ tool: 'bash', command: 'test -n "$CAIRN_OIDC_AUDIENCE"' }, { tool: 'bash', command: 'true' }];
+    const steps = [{ tool: 'bash', command: 'test -n "$CAIRN_OIDC_AUDIENCE" && test -s "$CAIRN_OIDC_TOKEN_FILE"' }, { tool: 'bash', command: 'true' }];
     const pipeline = await as(alice).post('/v1/pipelines', { steps, credentials: ids });
     expect([pipeline.status, pipeline.body.credentials]).toEqual([201, ids]);
     expect((await as(alice).get(`/v1/runs/${pipeline.body.id}/steps`)).body.steps.map((s: any) => s.credentials)).toEqual([ids, ids]);

@@ -1,4 +1,5 @@
 import { DateTime } from 'luxon';
+import { randomBytes } from 'node:crypto';
 import { connectDatabase, type Sql } from '../../store/db';
 import { serverZone } from '../../services/schedules/schedules';
 import { Faults } from '../../services/context';
@@ -12,7 +13,12 @@ let t: TestServer;
 let sql: Sql;
 
 beforeAll(async () => {
-  t = await startTestServer();
+  // An issuer and the install key its signing keys are sealed under: a fire's run given an oidc_token credential gets its token.
+  t = await startTestServer({
+    CAIRN_FEDERATION_ISSUER: 'https://cairn.example.com',
+    SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+    SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+  });
   sql = connectDatabase(t.databaseUrl, { max: 2 });
 });
 afterAll(async () => {

@@ -1,4 +1,5 @@
 import type { WorkflowClient } from '@temporalio/client';
+import { randomBytes } from 'node:crypto';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { tsToMs } from '@temporalio/common/lib/time';
 import type { temporal } from '@temporalio/proto';
@@ -21,7 +22,13 @@ beforeAll(async () => {
   // The first use on a machine builds embedded/temporal-dev (a few minutes); later ones find it cached.
   server = await startTimeSkippingTemporal();
   client = server.client;
-  t = await startTestServer({ TEMPORAL_ADDRESS: server.address });
+  t = await startTestServer({
+    TEMPORAL_ADDRESS: server.address,
+    // Federation key rotation (below): an issuer, and the install key its signing keys are sealed under.
+    CAIRN_FEDERATION_ISSUER: 'https://cairn.example.com',
+    SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+    SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+  });
   sql = connectDatabase(t.databaseUrl, { max: 2 });
 }, 20 * 60_000);
 afterAll(async () => {
@@ -207,4 +214,63 @@ describe('an approval step with a 30-day approval_timeout', () => {
     process.stderr.write(`time-skipping: a 30-day approval timeout in ${wallMs} ms\n`);
     expect(wallMs).toBeLessThan(30_000);
   });
+});
+
+describe('a normal federation key rotation, 48 simulated hours', () => {
+  test('the new key signs 24 hours after it is published, the old key leaves the key set 24 hours after that, and an emergency rotation leaves an overtaken rotation nothing to do', async () => {
+    const keys = async () => (await t.api.get('/v1/federation/keys')).body.keys as any[];
+    const published = async () => ((await t.api.get('/.well-known/jwks.json')).body.keys as any[]).map((k) => k.kid).sort();
+    const [oldKey] = await keys();
+    expect(oldKey.state).toBe('signing');
+    const rotated = await t.api.post('/v1/federation/keys/rotate');
+    expect(rotated.status).toBe(201);
+    const newKey = rotated.body.keys.find((k: any) => k.state === 'next');
+    const workflowId = newKey.id;
+    await waitUntil('the rotation workflow to start', () => client.getHandle(workflowId).describe().then(() => true, () => false));
+
+    // One skip: to the end of the first 24 hours.
+    await enableTimeSkipping(client, workflowId, { maxSkips: 1 });
+    const afterDay = await waitUntil('the new key to sign', async () => {
+      const now = await keys();
+      return now.find((k) => k.id === newKey.id)?.state === 'signing' && now;
+    });
+    const activated = afterDay.find((k) => k.id === newKey.id);
+    const retired = afterDay.find((k) => k.id === oldKey.id);
+    expect(retired).toMatchObject({ state: 'retired', published: true, retired: activated.activated, removed: null });
+    const day = 86_400_000;
+    const publishedFor = Date.parse(activated.activated) - Date.parse(activated.created);
+    expect(publishedFor).toBeGreaterThanOrEqual(day);
+    expect(publishedFor).toBeLessThan(day + 10_000);
+    // The retired key is still published, and the rotation is still under way.
+    expect(await published()).toEqual([oldKey.id, newKey.id].sort());
+    expect((await t.api.post('/v1/federation/keys/rotate')).status).toBe(409);
+
+    // The rest: the second 24 hours.
+    await enableTimeSkipping(client, workflowId);
+    await waitUntil('the rotation workflow to end', async () => (await client.getHandle(workflowId).describe()).status.name === 'COMPLETED', 60_000);
+    const after = await keys();
+    const removed = after.find((k) => k.id === oldKey.id);
+    expect(removed).toMatchObject({ state: 'removed', published: false, retired: activated.activated });
+    const retiredFor = Date.parse(removed.removed) - Date.parse(removed.retired);
+    expect(retiredFor).toBeGreaterThanOrEqual(day);
+    expect(retiredFor).toBeLessThan(day + 10_000);
+    expect(after.find((k) => k.id === newKey.id)).toMatchObject({ state: 'signing', retired: null });
+    expect(await published()).toEqual([newKey.id]);
+    const [run] = await runChain(workflowId);
+    const fired = timersFiredAt(run.events);
+    expect(fired).toHaveLength(2);
+    // A rotation may start again once the old key is gone.
+    const again = await t.api.post('/v1/federation/keys/rotate');
+    expect(again.status).toBe(201);
+
+    // An emergency rotation overtakes it: its workflow's steps, when their timers fire, change nothing.
+    const overtaken = again.body.keys.find((k: any) => k.state === 'next');
+    const emergency = await t.api.post('/v1/federation/keys/rotate/emergency');
+    expect(emergency.status).toBe(201);
+    const settled = (await keys()).map((k) => [k.id, k.state, k.removed]);
+    await enableTimeSkipping(client, overtaken.id);
+    await waitUntil('the overtaken rotation to end', async () => (await client.getHandle(overtaken.id).describe()).status.name === 'COMPLETED', 60_000);
+    expect((await keys()).map((k) => [k.id, k.state, k.removed])).toEqual(settled);
+    expect(settled.filter(([, state]) => state === 'signing')).toHaveLength(1);
+  }, 120_000);
 });

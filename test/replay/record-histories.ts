@@ -5,7 +5,8 @@
  *
  *   DATABASE_URL=postgres://… node bin/run-ts.js test/replay/record-histories.ts [scenario…]
  *
- * (Naming scenarios records only those; `notify` and `schedule` are recorded apart from the others.)
+ * (Naming scenarios records only those; `notify`, `schedule` and `key-rotation` are recorded apart
+ * from the others, `key-rotation` on the time-skipping Temporal server of test/support/time-skipping.ts.)
  * (Without DATABASE_URL an embedded PostgreSQL is started, as for the tests.) Re-record when a
  * scenario is added, or after a workflow change behind `patched()` to keep a history of the new
  * path beside the old one; commit the new files together with the change. Never re-record to make
@@ -24,6 +25,7 @@ import { historyToPlain } from './history-json';
 import { randomBytes } from 'node:crypto';
 import { startReceiver } from '../support/receivers';
 import type { HistoryFile, Scenario } from './scenarios';
+import { enableTimeSkipping, startTimeSkippingTemporal } from '../support/time-skipping';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SDK_VERSION = (require('@temporalio/worker/package.json') as { version: string }).version;
@@ -188,15 +190,37 @@ async function recordSchedule(t: TestServer): Promise<void> {
   process.stdout.write(`recorded schedule: ${workflows.map((w) => `${w.workflow_type} ${w.workflow_id}`).join(', ')}\n`);
 }
 
+/** A normal key rotation run to its end in simulated time, on a server of its own on the time-skipping Temporal server. */
+async function recordKeyRotation(): Promise<void> {
+  const temporal = await startTimeSkippingTemporal();
+  let t: TestServer | undefined;
+  try {
+    t = await startTestServer({
+      TEMPORAL_ADDRESS: temporal.address,
+      CAIRN_FEDERATION_ISSUER: 'https://cairn.example.com',
+      SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+      SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+    });
+    const rotated = await ok(t, 'post', '/v1/federation/keys/rotate');
+    const workflowId: string = rotated.keys.find((k: { state: string }) => k.state === 'next').id;
+    await enableTimeSkipping(temporal.client, workflowId);
+    await save(t, 'key-rotation', [workflowId]);
+  } finally {
+    await t?.stop();
+    await temporal.teardown();
+  }
+}
+
 async function main(): Promise<void> {
   // After node, bin/run-ts.js and this script: the scenarios named, if any.
   const only = process.argv.slice(3);
   // One Temporal runtime per process: set up with the server's logging before the dev server's client makes its own.
   installTemporalLogging(createLogger({ logLevel: 'warn' }));
   await globalSetup();
+  const wanted = (scenario: Scenario) => only.length === 0 || only.includes(scenario);
   let t: TestServer | undefined;
   try {
-    t = await startTestServer(
+    if (only.length === 0 || only.some((s) => s !== 'key-rotation')) t = await startTestServer(
       {
         SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
         SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
@@ -204,11 +228,15 @@ async function main(): Promise<void> {
       },
       { notificationRetryBaseMs: 500 },
     );
-    if (only.length === 0 || only.some((s) => s !== 'notify' && s !== 'schedule')) await record(t);
-    if (only.length === 0 || only.includes('notify')) await recordNotify(t);
-    if (only.length === 0 || only.includes('schedule')) await recordSchedule(t);
+    if (t && (only.length === 0 || only.some((s) => s !== 'notify' && s !== 'schedule' && s !== 'key-rotation'))) await record(t);
+    if (t && wanted('notify')) await recordNotify(t);
+    if (t && wanted('schedule')) await recordSchedule(t);
   } finally {
     await t?.stop();
+  }
+  try {
+    if (wanted('key-rotation')) await recordKeyRotation();
+  } finally {
     await globalTeardown();
   }
 }

@@ -27,6 +27,11 @@ export const SCENARIOS = [
    * cancel).
    */
   'schedule',
+  /**
+   * A normal federation key rotation to its end: the new key signs after 24 hours, the old one is
+   * removed 24 hours later (recorded on the time-skipping server, so in seconds).
+   */
+  'key-rotation',
 ] as const;
 
 export type Scenario = (typeof SCENARIOS)[number];

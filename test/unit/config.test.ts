@@ -59,3 +59,15 @@ test('every setting cairn help lists has a row in the flag table of docs/operati
   const missing = Object.values(SETTINGS).flatMap(({ flag, env }) => [flag, env].filter((name) => !table.includes(`\`${name}\``)));
   expect(missing).toEqual([]);
 });
+
+test('--federation-issuer is an https URL (http for a loopback host), kept without a trailing slash', () => {
+  expect(loadConfig({}, {}).federationIssuer).toBeUndefined();
+  expect(loadConfig({ federationIssuer: 'https://cairn.example.com/' }, {}).federationIssuer).toBe('https://cairn.example.com');
+  expect(loadConfig({}, { CAIRN_FEDERATION_ISSUER: 'https://example.com/cairn' }).federationIssuer).toBe('https://example.com/cairn');
+  expect(loadConfig({ federationIssuer: 'http://127.0.0.1:8080' }, {}).federationIssuer).toBe('http://127.0.0.1:8080');
+  const refused = (value: string, message: string) => expect(() => loadConfig({ federationIssuer: value }, {})).toThrow(`--federation-issuer (CAIRN_FEDERATION_ISSUER): ${message}`);
+  refused('cairn.example.com', '"cairn.example.com" is not a URL');
+  refused('http://cairn.example.com', 'the issuer must be an https URL (plain http only for a loopback host)');
+  refused('https://cairn.example.com/?tenant=1', 'the issuer must not carry a query');
+  refused('https://cairn.example.com/#x', 'the issuer must not carry a fragment or user name');
+});

@@ -8,6 +8,8 @@ import {
   templateFault,
   type OpenedCredential,
 } from '../../core/credentials/credential-kinds';
+import { identityTokenAudience } from '../../core/credentials/federated-kinds';
+import { runTokenLifetimeSeconds } from '../../core/federation/run-token';
 
 const opened = (kind: string, values: Record<string, string>, id = 'cred_1'): OpenedCredential => {
   const def = builtInKind(kind)!;
@@ -68,5 +70,50 @@ describe('credential kinds', () => {
     expect(credentialStatus(builtInKind('machine')!.fields, [])).toBe('needs_secret');
     expect(credentialStatus(builtInKind('machine')!.fields, ['password'])).toBe('ready');
     expect(credentialStatus(builtInKind('oidc_token')!.fields, [])).toBe('ready');
+  });
+});
+
+describe('federated kinds and their identity token', () => {
+  const WORK = '/work/run_1-1';
+  const token = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJydW4ifQ.c2lnbmF0dXJl';
+  const withToken = (kind: string, values: Record<string, string>) => ({ ...opened(kind, values), identityToken: token });
+
+  test('each cloud gets the audience its token exchange expects', () => {
+    expect(identityTokenAudience(opened('aws_oidc', { role_arn: 'arn:aws:iam::1:role/r' }))).toBe('sts.amazonaws.com');
+    expect(identityTokenAudience(opened('aws_oidc', { role_arn: 'arn:aws:iam::1:role/r', audience: 'cairn' }))).toBe('cairn');
+    for (const provider of ['projects/1/locations/global/workloadIdentityPools/p/providers/c', '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/c', 'https://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/c']) {
+      expect(identityTokenAudience(opened('gcp_oidc', { workload_identity_provider: provider }))).toBe('//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/c');
+    }
+    expect(identityTokenAudience(opened('azure_oidc', { tenant: 't', client: 'c' }))).toBe('api://AzureADTokenExchange');
+    expect(identityTokenAudience(opened('oidc_token', { audience: 'https://vault.example' }))).toBe('https://vault.example');
+  });
+
+  test('the token is a file each SDK is pointed at, beside the kind\'s settings, and a secret for the masker', () => {
+    const tokenFile = `${WORK}/${injectedFileName('cred_1', 'identity_token')}`;
+    const aws = injectionOf([withToken('aws_oidc', { role_arn: 'arn:aws:iam::1:role/r' })], WORK);
+    expect(aws.env).toMatchObject({ AWS_WEB_IDENTITY_TOKEN_FILE: tokenFile, AWS_ROLE_ARN: 'arn:aws:iam::1:role/r' });
+    expect(aws.files).toEqual({ [injectedFileName('cred_1', 'identity_token')]: token });
+    expect(aws.secrets).toEqual([token]);
+
+    const gcp = injectionOf([withToken('gcp_oidc', { workload_identity_provider: 'projects/1/locations/global/workloadIdentityPools/p/providers/c' })], WORK);
+    const configName = injectedFileName('cred_1', 'external_account');
+    expect(gcp.env).toMatchObject({ GOOGLE_APPLICATION_CREDENTIALS: `${WORK}/${configName}` });
+    expect(JSON.parse(gcp.files[configName])).toEqual({
+      type: 'external_account',
+      audience: '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/c',
+      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      token_url: 'https://sts.googleapis.com/v1/token',
+      credential_source: { file: tokenFile },
+    });
+
+    const azure = injectionOf([withToken('azure_oidc', { tenant: 't', client: 'c' })], WORK);
+    expect(azure.env).toMatchObject({ AZURE_FEDERATED_TOKEN_FILE: tokenFile, AZURE_CLIENT_ID: 'c', AZURE_TENANT_ID: 't' });
+    expect(injectionOf([withToken('oidc_token', { audience: 'a' })], WORK).env).toMatchObject({ CAIRN_OIDC_TOKEN_FILE: tokenFile });
+    // Without a token (never minted), nothing of it is injected.
+    expect(injectionOf([opened('aws_oidc', { role_arn: 'r' })], WORK).env.AWS_WEB_IDENTITY_TOKEN_FILE).toBeUndefined();
+  });
+
+  test('a token lives as long as the run may, from five minutes to an hour', () => {
+    expect([0, 10, 600, 7200].map(runTokenLifetimeSeconds)).toEqual([3600, 300, 600, 3600]);
   });
 });
