@@ -1,3 +1,4 @@
+import { loadJose } from '../jose';
 import { createPrivateKey, createPublicKey, sign as cryptoSign, verify as cryptoVerify, type KeyObject } from 'node:crypto';
 import { canonicalJson } from './canonical';
 
@@ -24,11 +25,6 @@ import { canonicalJson } from './canonical';
  * Canonical JSON is Cairn's one serializer, core/canonical.ts.
  */
 
-const loadJose = () => import('jose');
-type Jose = Awaited<ReturnType<typeof loadJose>>;
-
-let jose: Promise<Jose> | undefined;
-const getJose = (): Promise<Jose> => (jose ??= loadJose());
 
 /** The one signature algorithm Cairn signs and accepts. */
 export const SIGNING_ALG = 'EdDSA';
@@ -83,7 +79,7 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** A new Ed25519 key pair, named by its thumbprint. */
 export async function generateSigningKey(): Promise<SigningKey> {
-  const j = await getJose();
+  const j = await loadJose();
   const { privateKey } = await j.generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
   const exported = await j.exportJWK(privateKey);
   const privateJwk = checkJwk(exported, 'private');
@@ -246,7 +242,7 @@ function isKeyBytes(value: unknown): value is string {
 }
 
 async function thumbprint(jwk: Ed25519Jwk): Promise<string> {
-  const j = await getJose();
+  const j = await loadJose();
   return j.calculateJwkThumbprint({ kty: jwk.kty, crv: jwk.crv, x: jwk.x }, 'sha256');
 }
 
