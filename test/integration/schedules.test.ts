@@ -426,8 +426,12 @@ describe('firing, end to end on the real Temporal dev server', () => {
       const rows = await runsOf(schedule.id);
       return rows.length >= 2 && rows[1];
     });
-    const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
-    expect(body.last_skipped).toBeNull();
+    // The fire records what it did just after its run is submitted: wait for that record.
+    const recorded = await waitUntil('the fire that started a run recorded', async () => {
+      const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
+      return body.last_run_id === second.id && body;
+    });
+    expect(recorded).toMatchObject({ last_outcome: 'started', last_skipped: null });
     await del(schedule.id);
     await t.api.post(`/v1/runs/${second.id}/cancel`);
   });
