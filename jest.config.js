@@ -44,8 +44,8 @@ module.exports = {
   ],
   testTimeout: 120000,
   // One worker per core (two on a 2-core machine, at least two anywhere), at most 8: the workers
-  // share one Temporal dev server and one PostgreSQL. A third on two cores was tried: it finished
-  // no sooner and slowed the tests that start a sandbox per attempt past their bounds.
+  // share one Temporal dev server and one PostgreSQL. A third on two cores was tried: it slowed
+  // the tests that start a launcher and a sandbox per attempt past their bounds.
   maxWorkers: Math.min(8, Math.max(2, os.availableParallelism())),
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
 };
