@@ -40,13 +40,17 @@ export async function jsonBody(ctx: Context, next: Next): Promise<void> {
   await next();
 }
 
-/** `POST /v1/inventories` and `PUT /v1/inventories/{id}` take bodies up to 26 MiB (spec part B 8); every other write 1 MiB. */
+/** `POST /v1/inventories` and `PUT /v1/inventories/{id}` take bodies up to 26 MiB (spec part B 8), imports 25 MiB; every other write 1 MiB. */
 const INVENTORY_WRITE = /^\/v1\/inventories(\/[^/]+)?\/?$/;
+/** `POST /v1/import/{format}` takes bodies up to 25 MiB (spec part A 4.14, part B 8). */
+const IMPORT_WRITE = /^\/v1\/import\/[^/]+\/?$/;
+export const IMPORT_BODY_LIMIT = 25 * 1024 * 1024;
 
 function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
   if (INVENTORY_WRITE.test(ctx.path) && (ctx.method === 'POST' || ctx.method === 'PUT') && !ctx.path.endsWith('/preview')) {
     return { bytes: INVENTORY_BODY_LIMIT, name: '26 MiB limit for inventories' };
   }
+  if (IMPORT_WRITE.test(ctx.path) && ctx.method === 'POST') return { bytes: IMPORT_BODY_LIMIT, name: '25 MiB limit for imports' };
   return { bytes: WRITE_BODY_LIMIT, name: '1 MiB limit for writes' };
 }
 

@@ -1,0 +1,26 @@
+import Router from '@koa/router';
+import type { ServerContext } from '../../services/context';
+import { planImport, runImport } from '../../services/imports';
+import { originOf } from '../middleware/audit-origin';
+import { requireRole } from '../middleware/auth';
+
+/**
+ * `POST /v1/import/{format}` (spec part A 4.14; part B 8): an admin's import of another system's
+ * export. A preview by default (`apply=true` writes); the answer lists what is (or would be)
+ * created and what is skipped, and why (services/imports.ts). Admin only: an import creates
+ * credentials and notification targets, which only an admin may create.
+ */
+export function importRoutes(server: ServerContext): Router {
+  const router = new Router();
+
+  router.post('/v1/import/:format', async (ctx) => {
+    const caller = requireRole(ctx, 'admin');
+    const apply = ctx.query.apply === 'true';
+    const plan = planImport(ctx.params.format, ctx.request.body);
+    const report = await runImport(server, caller, originOf(ctx), plan, apply);
+    ctx.status = apply && report.counts.created > 0 ? 201 : 200;
+    ctx.body = report;
+  });
+
+  return router;
+}
