@@ -5,7 +5,7 @@ import { readProjrunner } from '../core/imports/projrunner';
 import { readTmplauto } from '../core/imports/tmplauto';
 import { checkGraph, WorkflowGraphError } from '../core/runs/workflow-graph';
 import type { Sql } from '../store/db';
-import { externalJobTemplateTaken, importBindings, insertImportBinding, takenNames } from '../store/imports';
+import { externalJobTemplateTaken, importBindings, importedObjectExists, saveImportBinding, takenNames, type ImportTable } from '../store/imports';
 import type { Caller } from '../store/tokens';
 import type { AuditOrigin } from './audit/audit';
 import { createInventory } from './ansible/inventories';
@@ -78,7 +78,8 @@ export async function runImport(server: ServerContext, caller: Caller, origin: A
   try {
     return (await server.sql.begin(async (tx) => {
       const report = await applyPlan({ ...server, sql: tx as unknown as Sql, pool: server.sql }, tx, caller, origin, plan);
-      if (!apply) throw new PreviewDone(report);
+      // A preview's ids were never committed: it names none.
+      if (!apply) throw new PreviewDone({ ...report, created: report.created.map(({ id: _id, ...rest }) => rest) });
       return { ...report, applied: true };
     })) as ImportReport;
   } catch (err) {
@@ -87,7 +88,7 @@ export async function runImport(server: ServerContext, caller: Caller, origin: A
   }
 }
 
-const TABLES = { credential: 'credentials', project: 'projects', inventory: 'inventories', notification_target: 'notification_targets', template: 'templates', schedule: 'schedules' } as const;
+const TABLES: Record<PlannedObject['kind'], ImportTable> = { credential: 'credentials', project: 'projects', inventory: 'inventories', notification_target: 'notification_targets', template: 'templates', schedule: 'schedules' };
 
 async function applyPlan(ctx: ServerContext, tx: postgres.TransactionSql, caller: Caller, origin: AuditOrigin, plan: ImportPlan): Promise<ImportReport> {
   const bindings = await importBindings(tx, plan.format);
@@ -97,7 +98,7 @@ async function applyPlan(ctx: ServerContext, tx: postgres.TransactionSql, caller
   const names = new Map<string, Set<string>>();
   for (const object of plan.objects) {
     const bound = bindings.get(refKey(object));
-    if (bound && (await exists(tx, object.kind, bound))) {
+    if (bound && (await importedObjectExists(tx, TABLES[object.kind], bound))) {
       ids.set(refKey(object), bound);
       skipped.push({ kind: object.kind, name: object.name, external_id: object.external_id, source: object.source, id: bound, reason: 'imported before from this source' });
       continue;
@@ -151,16 +152,10 @@ async function applyPlan(ctx: ServerContext, tx: postgres.TransactionSql, caller
       throw err;
     }
     ids.set(refKey(object), id);
-    await tx`DELETE FROM import_bindings WHERE format = ${plan.format} AND kind = ${object.kind} AND external_id = ${object.external_id}`;
-    await insertImportBinding(tx, { format: plan.format, kind: object.kind, external_id: object.external_id, object_id: id }, caller.account.username);
+    await saveImportBinding(tx, { format: plan.format, kind: object.kind, external_id: object.external_id, object_id: id }, caller.account.username);
     created.push({ kind: object.kind, name: object.name, external_id: object.external_id, source: object.source, id, notes: object.notes });
   }
   return { format: plan.format, applied: false, created, skipped, counts: { created: created.length, skipped: skipped.length } };
-}
-
-async function exists(tx: postgres.TransactionSql, kind: PlannedObject['kind'], id: string): Promise<boolean> {
-  const [row] = await tx`SELECT 1 FROM ${tx(TABLES[kind])} WHERE id = ${id}`;
-  return !!row;
 }
 
 /** Creates one planned object through its API create path; returns its id. */

@@ -8,16 +8,27 @@ export interface ImportBinding {
   object_id: string;
 }
 
-/** The bindings of one format, for the external ids given, keyed `<kind>:<external id>`. */
+/** The bindings of one format, keyed `<kind>:<external id>`. */
 export async function importBindings(db: Db, format: string): Promise<Map<string, string>> {
   const rows = await db<ImportBinding[]>`SELECT format, kind, external_id, object_id FROM import_bindings WHERE format = ${format}`;
   return new Map(rows.map((row) => [`${row.kind}:${row.external_id}`, row.object_id]));
 }
 
-export async function insertImportBinding(db: Db, binding: ImportBinding, username: string): Promise<void> {
+/** Records (or, for an object recreated after its first was deleted, moves) a binding. */
+export async function saveImportBinding(db: Db, binding: ImportBinding, username: string): Promise<void> {
   await db`
     INSERT INTO import_bindings (format, kind, external_id, object_id, created_by)
-    VALUES (${binding.format}, ${binding.kind}, ${binding.external_id}, ${binding.object_id}, ${username})`;
+    VALUES (${binding.format}, ${binding.kind}, ${binding.external_id}, ${binding.object_id}, ${username})
+    ON CONFLICT (format, kind, external_id) DO UPDATE SET object_id = EXCLUDED.object_id, created_by = EXCLUDED.created_by, created_at = now()`;
+}
+
+/** The table of each kind an import creates. */
+export type ImportTable = 'templates' | 'projects' | 'inventories' | 'credentials' | 'notification_targets' | 'schedules';
+
+/** Whether the object with this id still exists. */
+export async function importedObjectExists(db: Db, table: ImportTable, id: string): Promise<boolean> {
+  const [row] = await db`SELECT 1 FROM ${db(table)} WHERE id = ${id}`;
+  return !!row;
 }
 
 /** Binds a template to the external job template it was imported from (spec part A 2.3). */
@@ -26,7 +37,7 @@ export async function bindExternalJobTemplate(db: Db, templateId: string, extern
 }
 
 /** The names taken among objects of one kind, so a plan can say which of its names collide. */
-export async function takenNames(db: Db, table: 'templates' | 'projects' | 'inventories' | 'credentials' | 'notification_targets' | 'schedules'): Promise<Set<string>> {
+export async function takenNames(db: Db, table: ImportTable): Promise<Set<string>> {
   const rows = await db<{ name: string }[]>`SELECT name FROM ${db(table)}`;
   return new Set(rows.map((row) => row.name));
 }

@@ -3,6 +3,8 @@ import type { ServerContext } from '../../services/context';
 import { planImport, runImport } from '../../services/imports';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
+import { importQuery } from '../schemas/imports';
+import { parseInput, queryObject } from '../validate';
 
 /**
  * `POST /v1/import/{format}` (spec part A 4.14; part B 8): an admin's import of another system's
@@ -15,7 +17,7 @@ export function importRoutes(server: ServerContext): Router {
 
   router.post('/v1/import/:format', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
-    const apply = ctx.query.apply === 'true';
+    const apply = parseInput(importQuery, queryObject(ctx.query)).apply === 'true';
     const plan = planImport(ctx.params.format, ctx.request.body);
     const report = await runImport(server, caller, originOf(ctx), plan, apply);
     ctx.status = apply && report.counts.created > 0 ? 201 : 200;

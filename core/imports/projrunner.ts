@@ -68,10 +68,12 @@ export function readProjrunner(body: unknown): ImportPlan {
     objects.push({ kind: 'inventory', external_id: id(name), name, source: at, draft: { name, content, format: type === 'static-yaml' ? 'yaml' : 'ini' }, notes: inv.become_key ? ['its become key is not carried: add it to templates as a credential'] : [] });
   });
 
-  const environments = new Map<string, Record<string, unknown> | null | undefined>();
+  const environments = new Map<string, { vars: Record<string, unknown> | null | undefined; dropsMore: boolean }>();
   listAt(doc.environments, 'environments').forEach((raw, i) => {
     const env = objectAt(raw, `environments[${i}]`);
-    environments.set(stringAt(env.name, `environments[${i}].name`), varsOf(env.json));
+    const envVars = varsOf(env.env);
+    const dropsMore = envVars !== null || !!env.password || listAt(env.secrets, `environments[${i}].secrets`).length > 0;
+    environments.set(stringAt(env.name, `environments[${i}].name`), { vars: varsOf(env.json), dropsMore });
   });
 
   const templates = new Set<string>();
@@ -84,9 +86,10 @@ export function readProjrunner(body: unknown): ImportPlan {
     if (app !== 'ansible' && app !== 'bash') return leftOut.push({ kind: 'template', name, source: at, reason: `a ${app} template is not carried; only ansible and bash templates are` });
     const notes: string[] = [];
     const envName = optionalString(tpl.environment, `${at}.environment`);
-    const extraVars = envName ? environments.get(envName) : null;
-    if (envName && extraVars === undefined) notes.push(`environment ${envName}'s variables are not read (missing or nested): set them on the template`);
-    if (envName) notes.push(`environment ${envName}'s environment variables and secrets are not carried`);
+    const environment = envName ? environments.get(envName) : undefined;
+    const extraVars = environment ? environment.vars : null;
+    if (envName && extraVars === undefined) notes.push(`environment ${envName}'s variables are not read (missing from the backup, or nested YAML): set them on the template`);
+    if (environment?.dropsMore) notes.push(`environment ${envName}'s environment variables and secrets are not carried`);
     if (optionalString(tpl.arguments, `${at}.arguments`) && tpl.arguments !== '[]') notes.push('its CLI arguments are not carried');
     const inventoryName = optionalString(tpl.inventory, `${at}.inventory`);
     const inventory = inventoryName && inventories.has(inventoryName) ? ({ kind: 'inventory', external_id: id(inventoryName) } as const) : null;

@@ -380,9 +380,11 @@ function inventoryYaml(item: Json, related: Json, at: string): string {
   const lines = ['all:', `  vars:${indentedVars(item.variables, '    ')}`, '  hosts:'];
   const hosts = listAt(related.hosts, `${at}.related.hosts`);
   if (!hosts.length) lines[2] = '  hosts: {}';
+  // A disabled host is left out, from its groups too (naming it there would define it).
+  const disabled = new Set<string>();
   hosts.forEach((raw, i) => {
     const host = objectAt(raw, `${at}.related.hosts[${i}]`);
-    if (host.enabled === false) return;
+    if (host.enabled === false) return disabled.add(stringAt(host.name, `${at}.related.hosts[${i}].name`));
     lines.push(`    ${yamlKey(stringAt(host.name, `${at}.related.hosts[${i}].name`))}:${indentedVars(host.variables, '      ')}`);
   });
   const groups = listAt(related.groups, `${at}.related.groups`);
@@ -392,7 +394,9 @@ function inventoryYaml(item: Json, related: Json, at: string): string {
     const group = objectAt(raw, gat);
     const grelated = relatedOf(group, gat);
     lines.push(`    ${yamlKey(stringAt(group.name, `${gat}.name`))}:`, `      vars:${indentedVars(group.variables, '        ')}`);
-    const members = listAt(grelated.hosts, `${gat}.related.hosts`).map((h, j) => stringAt(objectAt(h, `${gat}.related.hosts[${j}]`).name, `${gat}.related.hosts[${j}].name`));
+    const members = listAt(grelated.hosts, `${gat}.related.hosts`)
+      .map((h, j) => stringAt(objectAt(h, `${gat}.related.hosts[${j}]`).name, `${gat}.related.hosts[${j}].name`))
+      .filter((name) => !disabled.has(name));
     lines.push(members.length ? '      hosts:' : '      hosts: {}', ...members.map((m) => `        ${yamlKey(m)}: {}`));
     const children = listAt(grelated.children, `${gat}.related.children`).map((c, j) => stringAt(objectAt(c, `${gat}.related.children[${j}]`).name, `${gat}.related.children[${j}].name`));
     lines.push(children.length ? '      children:' : '      children: {}', ...children.map((c) => `        ${yamlKey(c)}: {}`));

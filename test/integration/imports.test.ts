@@ -71,6 +71,8 @@ test('a viewer or an operator may not import; an unknown or unbuilt format is re
   }
   const unknown = await t.api.post('/v1/import/awx', {});
   expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner']]);
+  const badQuery = await t.api.post('/v1/import/tmplauto?apply=yes', {});
+  expect([badQuery.status, badQuery.body.field]).toEqual([400, 'apply']);
   const unbuilt = await t.api.post('/v1/import/cookbook', {});
   expect(unbuilt.status).toBe(400);
   expect(unbuilt.body.error).toContain('cookbook');
@@ -100,6 +102,7 @@ test('AWX export: a preview writes nothing; apply creates every object once, eac
   expect(reasons['scratch']).toContain('manual project');
   expect(reasons['All Linux (smart)']).toContain('smart');
   expect(reasons['IRC bot']).toContain('irc');
+  expect(preview.body.created.some((o: any) => 'id' in o)).toBe(false);
   expect(await names('templates', 'templates')).not.toContain('Deploy web');
 
   const auditBefore = (await t.api.get('/v1/audit?limit=1')).body.total;
@@ -148,10 +151,11 @@ test('AWX export: a preview writes nothing; apply creates every object once, eac
   expect(nightly).toMatchObject({ timezone: 'Europe/Paris', enabled: true, template_id: deploy.id });
   expect((await t.api.get(`/v1/schedules/${id('schedule', 'Friday release')}`)).body).toMatchObject({ timezone: 'America/New_York', enabled: false, template_id: train.id });
 
-  // The inventory's hosts and groups.
+  // The inventory's hosts and groups; the disabled host is left out, from its group too.
   const inventory = (await t.api.get(`/v1/inventories/${id('inventory', 'Production web')}`)).body;
   expect(inventory.host_count).toBe(3);
   expect(inventory.content).toContain('"webservers"');
+  expect(inventory.content).not.toContain('web3');
 
   // Credentials and targets wait for their secret; an email target has none to wait for.
   const ssh = (await t.api.get(`/v1/credentials/${id('credential', 'Deploy SSH')}`)).body;
