@@ -1,6 +1,8 @@
 import type postgres from 'postgres';
 import { badRequest, DomainError } from '../core/errors';
 import { refKey, type ImportPlan, type ImportRef, type PlannedObject } from '../core/imports/plan';
+import { readCookbook } from '../core/imports/cookbook';
+import { readManifest } from '../core/imports/manifest';
 import { readProjrunner } from '../core/imports/projrunner';
 import { readTmplauto } from '../core/imports/tmplauto';
 import { checkGraph, WorkflowGraphError } from '../core/runs/workflow-graph';
@@ -28,7 +30,20 @@ import { createSchedule } from './schedules/schedules';
  * that source holds is skipped, and references to it are dropped, noted.
  */
 
-const READERS: Record<string, (body: unknown) => ImportPlan> = { tmplauto: readTmplauto, projrunner: readProjrunner };
+/** What a request may add to the export: the name of the inventory a fleet format makes. */
+export interface ImportOptions {
+  name?: string;
+}
+
+const READERS: Record<string, (body: unknown, options: ImportOptions) => ImportPlan> = {
+  tmplauto: readTmplauto,
+  projrunner: readProjrunner,
+  cookbook: readCookbook,
+  manifest: readManifest,
+};
+
+/** The formats that bring a fleet as one inventory (spec part A 4.14 rule 2), named by `name`. */
+const FLEET_FORMATS = ['cookbook', 'manifest'];
 
 /** Every format of spec part A 4.14, and those this server reads. */
 export const IMPORT_FORMATS = ['tmplauto', 'projrunner', 'cookbook', 'manifest', 'jobsched', 'ciserver'] as const;
@@ -53,7 +68,7 @@ export interface ImportReport {
 }
 
 /** The plan of an export, or 400 naming an unknown or unsupported format. */
-export function planImport(format: string, body: unknown): ImportPlan {
+export function planImport(format: string, body: unknown, options: ImportOptions = {}): ImportPlan {
   const reader = READERS[format];
   if (!reader) {
     const known = (IMPORT_FORMATS as readonly string[]).includes(format);
@@ -64,7 +79,10 @@ export function planImport(format: string, body: unknown): ImportPlan {
       { field: 'format', supported: SUPPORTED_IMPORT_FORMATS },
     );
   }
-  return reader(body);
+  if (options.name !== undefined && !FLEET_FORMATS.includes(format)) {
+    throw badRequest(`name: only the fleet formats (${FLEET_FORMATS.join(', ')}) make one inventory to name; ${format} names its objects itself`, { field: 'name' });
+  }
+  return reader(body, options);
 }
 
 class PreviewDone extends Error {

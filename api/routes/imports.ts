@@ -17,8 +17,9 @@ export function importRoutes(server: ServerContext): Router {
 
   router.post('/v1/import/:format', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
-    const apply = parseInput(importQuery, queryObject(ctx.query)).apply === 'true';
-    const plan = planImport(ctx.params.format, ctx.request.body);
+    const query = parseInput(importQuery, queryObject(ctx.query));
+    const apply = query.apply === 'true';
+    const plan = planImport(ctx.params.format, ctx.request.body, { name: query.name });
     const report = await runImport(server, caller, originOf(ctx), plan, apply);
     ctx.status = apply && report.counts.created > 0 ? 201 : 200;
     ctx.body = report;

@@ -56,7 +56,7 @@ function yamlScalar(text: string): unknown {
  * valid there once indented. Blank is `{}`.
  */
 export function indentedVars(value: unknown, indent: string): string {
-  let text = typeof value === 'string' ? value : value && typeof value === 'object' ? JSON.stringify(value) : '';
+  let text = typeof value === 'string' ? value : value && typeof value === 'object' && Object.keys(value).length ? JSON.stringify(value) : '';
   text = text.replace(/^---\s*$/m, '').trim();
   if (text === '' || text === '{}') return ' {}';
   return '\n' + text.split('\n').map((line) => indent + line).join('\n');

@@ -70,12 +70,15 @@ test('a viewer or an operator may not import; an unknown or unbuilt format is re
     expect((await t.api.post('/v1/import/tmplauto', fixture('awx-export.json'), who.token)).status).toBe(403);
   }
   const unknown = await t.api.post('/v1/import/awx', {});
-  expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner']]);
+  expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner', 'cookbook', 'manifest']]);
   const badQuery = await t.api.post('/v1/import/tmplauto?apply=yes', {});
   expect([badQuery.status, badQuery.body.field]).toEqual([400, 'apply']);
-  const unbuilt = await t.api.post('/v1/import/cookbook', {});
+  const unbuilt = await t.api.post('/v1/import/jobsched', {});
   expect(unbuilt.status).toBe(400);
-  expect(unbuilt.body.error).toContain('cookbook');
+  expect(unbuilt.body.error).toContain('jobsched is not supported');
+  // A fleet format takes no inventory parameter; only a fleet format takes a name.
+  expect((await t.api.post('/v1/import/cookbook?inventory=inv_1', fixture('chef-nodes.json'))).body.field).toBe('inventory');
+  expect((await t.api.post('/v1/import/tmplauto?name=x', fixture('awx-export.json'))).body.field).toBe('name');
 });
 
 test('AWX export: a preview writes nothing; apply creates every object once, each with its chain entry; a re-import skips them', async () => {
@@ -235,6 +238,27 @@ test('Semaphore backup: templates with surveys, cron schedules, ini inventories,
   expect((await t.api.get(`/v1/inventories/${id('inventory', 'Production')}`)).body).toMatchObject({ format: 'ini', host_count: 3 });
   expect((await t.api.get(`/v1/credentials/${id('credential', 'Git deploy key')}`)).body).toMatchObject({ kind: 'scm', status: 'needs_secret' });
   expect((await t.api.get(`/v1/projects/${id('project', 'infra')}`)).body.credential_id).toBe(id('credential', 'Git deploy key'));
+});
+
+test('a Chef fleet and a PuppetDB fleet each become one inventory: hosts, role, environment and OS groups; a re-import skips it', async () => {
+  const chef = await t.api.post('/v1/import/cookbook?apply=true&name=Chef%20fleet', fixture('chef-nodes.json'));
+  answered(chef, 201);
+  expect(chef.body.created.map((o: any) => `${o.kind}:${o.name}`)).toEqual(['inventory:Chef fleet']);
+  expect(chef.body.skipped).toEqual([expect.objectContaining({ kind: 'environment', name: 'production' })]);
+  const chefInventory = (await t.api.get(`/v1/inventories/${chef.body.created[0].id}`)).body;
+  expect(chefInventory).toMatchObject({ format: 'yaml', host_count: 4 });
+  expect(chefInventory.content).toContain('"role_webserver":\n      vars:\n        {"nginx":{"worker_processes":8,"listen_port":80}}');
+  expect(chefInventory.content).toMatch(/"role_base":[\s\S]*children:\n {8}"role_webserver": \{\}\n {8}"role_database": \{\}/);
+  const again = await t.api.post('/v1/import/cookbook?apply=true&name=Chef%20fleet', fixture('chef-nodes.json'));
+  expect([again.status, again.body.skipped.map((s: any) => s.reason)]).toEqual([200, ["a Chef environment is not part of a fleet's inventory", 'imported before from this source']]);
+
+  const puppet = await t.api.post('/v1/import/manifest?apply=true', fixture('puppetdb-nodes.json'));
+  answered(puppet, 201);
+  expect(puppet.body.skipped).toEqual([expect.objectContaining({ kind: 'host', name: 'old-app.example.net', reason: expect.stringContaining('deactivated') })]);
+  const puppetInventory = (await t.api.get(`/v1/inventories/${puppet.body.created[0].id}`)).body;
+  expect(puppetInventory).toMatchObject({ name: 'PuppetDB nodes', host_count: 3 });
+  for (const group of ['env_production', 'env_staging', 'os_RedHat', 'os_Debian', 'role_app']) expect(puppetInventory.content).toContain(`"${group}":`);
+  expect(puppetInventory.content).toContain('"ansible_host":"10.30.0.12"');
 });
 
 test('a malformed export is refused naming the object and field; one object refused late refuses the import and nothing is written', async () => {

@@ -1,3 +1,5 @@
+import { readCookbook } from '../../core/imports/cookbook';
+import { readManifest } from '../../core/imports/manifest';
 import { readProjrunner } from '../../core/imports/projrunner';
 import { readTmplauto } from '../../core/imports/tmplauto';
 import type { PlannedTemplate } from '../../core/imports/plan';
@@ -109,4 +111,23 @@ test('variables: JSON or flat YAML read, nested YAML not; inventory blocks inden
     dropped: ['region'],
     missing: null,
   });
+});
+
+test('a fleet: a Chef body without a node, a node named twice, a PuppetDB body without its nodes list, each a 400 naming the field', () => {
+  expect(() => readCookbook({ roles: [{ name: 'r', chef_type: 'role' }] }, {})).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+  const node = { name: 'a', chef_type: 'node', run_list: [] };
+  expect(() => readCookbook([node, node], {})).toThrow(expect.objectContaining({ details: { field: '[1].name' } }));
+  expect(() => readCookbook({ nodes: [{ ...node, run_list: [7] }] }, {})).toThrow(expect.objectContaining({ details: { field: 'nodes[0].run_list[0]' } }));
+  expect(() => readManifest({ facts: [] }, {})).toThrow(expect.objectContaining({ details: { field: 'nodes' } }));
+  expect(() => readManifest([{ certname: 'x', deactivated: '2024-01-01T00:00:00Z' }], {})).toThrow(expect.objectContaining({ details: { field: 'nodes' } }));
+});
+
+test('a Chef fleet: a single node object is read alone; its inventory is named by the request or "Chef nodes"', () => {
+  const plan = readCookbook({ name: 'solo', json_class: 'Chef::Node', chef_environment: 'dev', automatic: { ipaddress: '10.0.0.9' }, run_list: ['role[web]'] }, {});
+  expect(plan.objects.map((o) => [o.kind, o.name, o.external_id])).toEqual([['inventory', 'Chef nodes', 'fleet/Chef nodes']]);
+  const content = (plan.objects[0].draft as { content: string }).content;
+  expect(content).toContain('"solo":\n      {"ansible_host":"10.0.0.9"');
+  expect(content).toContain('"env_dev":');
+  expect(content).toContain('"role_web":');
+  expect(readManifest([{ certname: 'p1' }], { name: 'Puppet' }).objects[0].name).toBe('Puppet');
 });
