@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
 import { badRequest, DomainError } from '../core/errors';
-import { refKey, type ImportPlan, type ImportRef, type PlannedObject } from '../core/imports/plan';
+import { refKey, type ImportPlan, type ImportRef, type PlannedObject, type PlannedProject, type PlannedTemplate } from '../core/imports/plan';
 import { readCookbook } from '../core/imports/cookbook';
 import { readManifest } from '../core/imports/manifest';
 import { readProjrunner } from '../core/imports/projrunner';
@@ -13,7 +13,7 @@ import type { AuditOrigin } from './audit/audit';
 import { createInventory } from './ansible/inventories';
 import type { ServerContext } from './context';
 import { createCredential } from './credentials';
-import { createTarget } from './notifications/notifications';
+import { attachTarget, createTarget } from './notifications/notifications';
 import { createProject, requireFetchableUrl } from './projects';
 import { createTemplate, parseTemplateSurvey } from './runs/templates';
 import { createSchedule } from './schedules/schedules';
@@ -57,6 +57,8 @@ export interface ImportedObject {
   /** The object's id: after an apply the one created, for a skipped object the one it matched. */
   id?: string;
   notes: string[];
+  /** The notification targets attached to it, each for an event. */
+  attachments?: { target_id: string; event: string }[];
 }
 
 export interface ImportReport {
@@ -170,10 +172,34 @@ async function applyPlan(ctx: ServerContext, tx: postgres.TransactionSql, caller
       throw err;
     }
     ids.set(refKey(object), id);
+    const attached = object.kind === 'template' || object.kind === 'project' ? await attachNotifications(ctx, caller, objectOrigin, object, id, resolve) : [];
     await saveImportBinding(tx, { format: plan.format, kind: object.kind, external_id: object.external_id, object_id: id }, caller.account.username);
-    created.push({ kind: object.kind, name: object.name, external_id: object.external_id, source: object.source, id, notes: object.notes });
+    created.push({ kind: object.kind, name: object.name, external_id: object.external_id, source: object.source, id, notes: object.notes, ...(attached.length ? { attachments: attached } : {}) });
   }
   return { format: plan.format, applied: false, created, skipped, counts: { created: created.length, skipped: skipped.length } };
+}
+
+/**
+ * Attaches the object to the imported targets its source notified, through the attachment path
+ * of `POST /v1/notifications/{id}/attachments` (one chain entry each). A workflow is stored as a
+ * template, so it is attached as one; an import never attaches for `skipped`.
+ */
+async function attachNotifications(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  object: PlannedTemplate | PlannedProject,
+  objectId: string,
+  resolve: (ref: ImportRef | null) => string | null,
+): Promise<{ target_id: string; event: string }[]> {
+  const attached: { target_id: string; event: string }[] = [];
+  for (const { target, event } of object.notifications) {
+    const targetId = resolve(target);
+    if (!targetId || attached.some((a) => a.target_id === targetId && a.event === event)) continue;
+    await attachTarget(ctx, caller, origin, targetId, { object_kind: object.kind, object_id: objectId, event });
+    attached.push({ target_id: targetId, event });
+  }
+  return attached;
 }
 
 /** Creates one planned object through its API create path; returns its id. */

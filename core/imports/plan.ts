@@ -28,7 +28,13 @@ interface Planned<K extends ImportKind, D> {
 }
 
 export type PlannedCredential = Planned<'credential', { name: string; description: string; kind: string; inputs: Record<string, string> }>;
-export type PlannedProject = Planned<'project', { name: string; url: string; branch: string | null }> & { credential: ImportRef | null };
+/** A notification target an imported object is attached to, for an event (spec part A 2.11 rule 6). */
+export interface PlannedAttachment {
+  target: ImportRef;
+  event: 'started' | 'success' | 'failure' | 'approval';
+}
+
+export type PlannedProject = Planned<'project', { name: string; url: string; branch: string | null }> & { credential: ImportRef | null; notifications: PlannedAttachment[] };
 export type PlannedInventory = Planned<'inventory', { name: string; content: string; format: 'yaml' | 'ini' }>;
 export type PlannedTarget = Planned<'notification_target', { name: string; description: string; kind: string; to: string | null }>;
 export type PlannedTemplate = Planned<
@@ -61,6 +67,7 @@ export type PlannedTemplate = Planned<
   step_inventories: Record<string, ImportRef>;
   /** The other system's job template id, bound so its callback address answers (spec part A 2.3). */
   external_job_template_id: string | null;
+  notifications: PlannedAttachment[];
 };
 export type PlannedSchedule = Planned<'schedule', { name: string; cron: string | null; rrule: string | null; timezone: string | null; enabled: boolean }> & { template: ImportRef };
 

@@ -52,7 +52,7 @@ export function readProjrunner(body: unknown): ImportPlan {
     const name = stringAt(repo.name, `${at}.name`);
     const url = stringAt(repo.git_url, `${at}.git_url`);
     projects.add(name);
-    objects.push({ kind: 'project', external_id: id(name), name, source: at, draft: { name, url, branch: optionalString(repo.git_branch, `${at}.git_branch`) }, credential: keyRef(repo.ssh_key), notes: [] });
+    objects.push({ kind: 'project', external_id: id(name), name, source: at, draft: { name, url, branch: optionalString(repo.git_branch, `${at}.git_branch`) }, credential: keyRef(repo.ssh_key), notifications: [], notes: [] });
   });
 
   const inventories = new Map<string, ImportRef | null>();
@@ -122,6 +122,7 @@ export function readProjrunner(body: unknown): ImportPlan {
       credentials: machine ? [machine] : [],
       step_inventories: {},
       external_job_template_id: null,
+      notifications: [],
       notes,
     });
   });

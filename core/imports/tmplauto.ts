@@ -13,6 +13,7 @@ import {
   type ImportRef,
   type Json,
   type LeftOut,
+  type PlannedAttachment,
   type PlannedObject,
   type PlannedTemplate,
 } from './plan';
@@ -118,6 +119,7 @@ export function readTmplauto(body: unknown): ImportPlan {
       source: at,
       draft: { name, url: stringAt(item.scm_url, `${at}.scm_url`), branch: optionalString(item.scm_branch, `${at}.scm_branch`) },
       credential: ref('credential', item.credential, `${at}.credential`),
+      notifications: notificationsOf(relatedOf(item, at), at),
       notes: [],
     });
   });
@@ -194,6 +196,7 @@ export function readTmplauto(body: unknown): ImportPlan {
       credentials: listAt(related.credentials, `${at}.related.credentials`).map((c, j) => ({ kind: 'credential' as const, external_id: keyOf(c, `${at}.related.credentials[${j}]`) })),
       step_inventories: {},
       external_job_template_id: externalId,
+      notifications: notificationsOf(related, at),
       notes,
     };
     jobTemplates.set(template.external_id, item);
@@ -230,6 +233,7 @@ export function readTmplauto(body: unknown): ImportPlan {
       credentials: [],
       step_inventories: graph.inventories,
       external_job_template_id: null,
+      notifications: notificationsOf(related, at),
       notes,
     };
     add(template);
@@ -247,6 +251,15 @@ export function readTmplauto(body: unknown): ImportPlan {
   // A reference to an object the export does not hold (or that is left out) is dropped, noted.
   for (const object of objects) dropUnknownRefs(object, known);
   return { format: 'tmplauto', objects: dedupe(ordered(objects), leftOut), left_out: leftOut };
+}
+
+/** AWX's notification lists on an object to the events Cairn attaches for (`error` read as failure, `approvals` as approval). */
+const NOTIFICATION_EVENTS = { notification_templates_started: 'started', notification_templates_success: 'success', notification_templates_error: 'failure', notification_templates_approvals: 'approval' } as const;
+
+function notificationsOf(related: Json, at: string): PlannedAttachment[] {
+  return Object.entries(NOTIFICATION_EVENTS).flatMap(([list, event]) =>
+    listAt(related[list], `${at}.related.${list}`).map((ref, i) => ({ target: { kind: 'notification_target' as const, external_id: keyOf(ref, `${at}.related.${list}[${i}]`) }, event })),
+  );
 }
 
 /** AWX's numeric id of a job template: `id`, or the one in its `url` or callback address. */
@@ -411,6 +424,7 @@ function dropUnknownRefs(object: PlannedObject, known: Set<string>): void {
     note(object.credential!);
     object.credential = null;
   }
+  if (object.kind === 'project' || object.kind === 'template') object.notifications = object.notifications.filter((n) => has(n.target) || (note(n.target), false));
   if (object.kind === 'template') {
     if (!has(object.inventory)) {
       note(object.inventory!);

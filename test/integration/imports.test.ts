@@ -112,10 +112,10 @@ test('AWX export: a preview writes nothing; apply creates every object once, eac
   const applied = await t.api.post('/v1/import/tmplauto?apply=true', fixture('awx-export.json'));
   answered(applied, 201);
   expect(applied.body.created.map((o: any) => `${o.kind}:${o.name}`)).toEqual(planned);
-  // One chain entry per object created, each under the import's path.
+  // One chain entry per object created and per attachment made (three), each under the import's path.
   const audit = (await t.api.get(`/v1/audit?limit=100&order=desc`)).body;
-  expect(audit.total - auditBefore).toBe(planned.length);
-  expect(audit.entries.slice(0, planned.length).every((e: any) => e.path === '/v1/import/tmplauto')).toBe(true);
+  expect(audit.total - auditBefore).toBe(planned.length + 3);
+  expect(audit.entries.slice(0, planned.length + 3).every((e: any) => e.path === '/v1/import/tmplauto')).toBe(true);
 
   const id = (kind: string, name: string) => applied.body.created.find((o: any) => o.kind === kind && o.name === name).id;
   // A job template: its playbook, controls, inventory, project, credential, survey and external id.
@@ -166,6 +166,10 @@ test('AWX export: a preview writes nothing; apply creates every object once, eac
   const slack = (await t.api.get(`/v1/notifications/${id('notification_target', 'Ops Slack')}`)).body;
   expect(slack).toMatchObject({ kind: 'chat_a', needs_secret: true, delivery: expect.objectContaining({ state: 'needs_secret', missing: ['url'] }) });
   expect((await t.api.get(`/v1/notifications/${id('notification_target', 'On-call mail')}`)).body).toMatchObject({ kind: 'email', needs_secret: false });
+  // AWX's notification lists became attachments: error as failure, approvals as approval.
+  const attachments = async (target: string) => ((await t.api.get(`/v1/notifications/${id('notification_target', target)}/attachments`)).body.attachments as any[]).map((a) => [a.object_id, a.event]);
+  expect(await attachments('Ops Slack')).toEqual(expect.arrayContaining([[id('template', 'Deploy web'), 'failure'], [id('template', 'Release train'), 'failure']]));
+  expect(await attachments('On-call mail')).toEqual([[id('template', 'Release train'), 'approval']]);
   // The project's first fetch, carried out once the import committed, waits for its credential's secret; once set, a fetch succeeds.
   const projectId = id('project', 'site-playbooks');
   const waiting = await settledProject(projectId);
