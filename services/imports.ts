@@ -95,9 +95,11 @@ class PreviewDone extends Error {
 
 /** Previews (`apply` false) or applies a plan for an admin. */
 export async function runImport(server: ServerContext, caller: Caller, origin: AuditOrigin, plan: ImportPlan, apply: boolean): Promise<ImportReport> {
+  // Repositories are tried before the transaction opens, so no network wait holds it.
+  const unfetchable = await unfetchableRepositories(server, plan);
   try {
     return (await server.sql.begin(async (tx) => {
-      const report = await applyPlan({ ...server, sql: tx as unknown as Sql, pool: server.sql }, tx, caller, origin, plan);
+      const report = await applyPlan({ ...server, sql: tx as unknown as Sql, pool: server.sql }, tx, caller, origin, plan, unfetchable);
       // A preview's ids were never committed: it names none.
       if (!apply) throw new PreviewDone({ ...report, created: report.created.map(({ id: _id, ...rest }) => rest) });
       return { ...report, applied: true };
@@ -110,7 +112,33 @@ export async function runImport(server: ServerContext, caller: Caller, origin: A
 
 const TABLES: Record<PlannedObject['kind'], ImportTable> = { credential: 'credentials', project: 'projects', inventory: 'inventories', notification_target: 'notification_targets', template: 'templates', schedule: 'schedules' };
 
-async function applyPlan(ctx: ServerContext, tx: postgres.TransactionSql, caller: Caller, origin: AuditOrigin, plan: ImportPlan): Promise<ImportReport> {
+/**
+ * Why each project whose repository this server cannot fetch from (unreachable, refused by the
+ * egress rule, a path outside --project-local-roots) would be refused by its create path, keyed
+ * by external id: such a project is left behind rather than refusing the import.
+ */
+async function unfetchableRepositories(ctx: ServerContext, plan: ImportPlan): Promise<Map<string, string>> {
+  const reasons = new Map<string, string>();
+  for (const object of plan.objects) {
+    if (object.kind !== 'project') continue;
+    try {
+      await requireFetchableUrl(ctx, object.draft.url);
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      reasons.set(object.external_id, err.message.replace(/^url: /, ''));
+    }
+  }
+  return reasons;
+}
+
+async function applyPlan(
+  ctx: ServerContext,
+  tx: postgres.TransactionSql,
+  caller: Caller,
+  origin: AuditOrigin,
+  plan: ImportPlan,
+  unfetchable: Map<string, string>,
+): Promise<ImportReport> {
   const bindings = await importBindings(tx, plan.format);
   const ids = new Map<string, string>();
   const created: ImportedObject[] = [];
@@ -132,17 +160,11 @@ async function applyPlan(ctx: ServerContext, tx: postgres.TransactionSql, caller
       }
       taken.add(object.name);
     }
-    // A repository this server cannot fetch from (unreachable, or a path outside --project-local-roots) is left behind, not fatal.
-    if (object.kind === 'project') {
-      const unfetchable = await requireFetchableUrl(ctx, object.draft.url).then(
-        () => null,
-        (err) => (err instanceof DomainError ? err.message.replace(/^url: /, '') : Promise.reject(err)),
-      );
-      if (unfetchable) {
-        taken.delete(object.name);
-        skipped.push({ kind: 'project', name: object.name, external_id: object.external_id, source: object.source, reason: unfetchable });
-        continue;
-      }
+    const unreachable = object.kind === 'project' ? unfetchable.get(object.external_id) : undefined;
+    if (unreachable) {
+      taken.delete(object.name);
+      skipped.push({ kind: 'project', name: object.name, external_id: object.external_id, source: object.source, reason: unreachable });
+      continue;
     }
     const resolve = (ref: ImportRef | null): string | null => {
       if (!ref) return null;
