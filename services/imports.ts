@@ -69,10 +69,9 @@ export interface ImportReport {
   counts: { created: number; skipped: number };
 }
 
-/** The plan of an export, or 400 naming an unknown or unsupported format. */
-export function planImport(format: string, body: unknown, options: ImportOptions = {}): ImportPlan {
-  const reader = READERS[format];
-  if (!reader) {
+/** 400 naming an unknown or unsupported format, and the formats this server reads. */
+export function requireImportFormat(format: string): void {
+  if (!READERS[format]) {
     const known = (IMPORT_FORMATS as readonly string[]).includes(format);
     throw badRequest(
       known
@@ -81,10 +80,15 @@ export function planImport(format: string, body: unknown, options: ImportOptions
       { field: 'format', supported: SUPPORTED_IMPORT_FORMATS },
     );
   }
+}
+
+/** The plan of an export in a supported format (requireImportFormat). */
+export function planImport(format: string, body: unknown, options: ImportOptions = {}): ImportPlan {
+  requireImportFormat(format);
   if (options.name !== undefined && !FLEET_FORMATS.includes(format)) {
     throw badRequest(`name: only the fleet formats (${FLEET_FORMATS.join(', ')}) make one inventory to name; ${format} names its objects itself`, { field: 'name' });
   }
-  return reader(body, options);
+  return READERS[format](body, options);
 }
 
 class PreviewDone extends Error {

@@ -10,7 +10,7 @@ declare module 'koa' {
   interface Request {
     /** The parsed JSON body of a write, set by jsonBody. */
     body?: unknown;
-    /** The body's bytes as received, set by jsonBody on a hook delivery only, whose signature covers them. */
+    /** The body's bytes as received, set by jsonBody on a hook delivery (whose signature covers them), a provisioning callback and an import. */
     rawBody?: Buffer;
   }
 }
@@ -26,13 +26,15 @@ export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH
  *
  * A hook delivery (`POST /hooks/{token}`) is read within the same bound but not parsed: its bytes
  * are `ctx.request.rawBody`, since its signature covers the bytes exactly as sent and must be
- * checked before anything in them is read. The hook parses them itself, with the same checks.
+ * checked before anything in them is read. The hook parses them itself, with the same checks. So
+ * do a provisioning callback (a form or JSON) and an import (after checking its format).
  */
 export async function jsonBody(ctx: Context, next: Next): Promise<void> {
   if (!WRITE_METHODS.has(ctx.method)) return next();
   const bytes = await readBody(ctx);
   // A provisioning callback's body may be a form as well as JSON: its route reads the bytes either way.
-  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path)) {
+  // An import's route names an unknown or unread format before it reads the body as JSON.
+  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path) || isImportWrite(ctx)) {
     ctx.request.rawBody = bytes;
     return next();
   }
@@ -46,11 +48,13 @@ const INVENTORY_WRITE = /^\/v1\/inventories(\/[^/]+)?\/?$/;
 const IMPORT_WRITE = /^\/v1\/import\/[^/]+\/?$/;
 export const IMPORT_BODY_LIMIT = 25 * 1024 * 1024;
 
+const isImportWrite = (ctx: Context) => IMPORT_WRITE.test(ctx.path) && ctx.method === 'POST';
+
 function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
   if (INVENTORY_WRITE.test(ctx.path) && (ctx.method === 'POST' || ctx.method === 'PUT') && !ctx.path.endsWith('/preview')) {
     return { bytes: INVENTORY_BODY_LIMIT, name: '26 MiB limit for inventories' };
   }
-  if (IMPORT_WRITE.test(ctx.path) && ctx.method === 'POST') return { bytes: IMPORT_BODY_LIMIT, name: '25 MiB limit for imports' };
+  if (isImportWrite(ctx)) return { bytes: IMPORT_BODY_LIMIT, name: '25 MiB limit for imports' };
   return { bytes: WRITE_BODY_LIMIT, name: '1 MiB limit for writes' };
 }
 

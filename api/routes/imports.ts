@@ -1,6 +1,8 @@
 import Router from '@koa/router';
 import type { ServerContext } from '../../services/context';
-import { planImport, runImport } from '../../services/imports';
+import { decodeJsonBytes } from '../../core/json-scan';
+import { planImport, requireImportFormat, runImport } from '../../services/imports';
+import { parseJsonText } from '../middleware/body';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { importQuery } from '../schemas/imports';
@@ -18,8 +20,11 @@ export function importRoutes(server: ServerContext): Router {
   router.post('/v1/import/:format', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const query = parseInput(importQuery, queryObject(ctx.query));
+    requireImportFormat(ctx.params.format);
+    // The body's bytes (api/middleware/body.ts), read as JSON now that the format is one read as JSON.
+    const body = parseJsonText(decodeJsonBytes(ctx.request.rawBody ?? Buffer.alloc(0)));
+    const plan = planImport(ctx.params.format, body, { name: query.name });
     const apply = query.apply === 'true';
-    const plan = planImport(ctx.params.format, ctx.request.body, { name: query.name });
     const report = await runImport(server, caller, originOf(ctx), plan, apply);
     ctx.status = apply && report.counts.created > 0 ? 201 : 200;
     ctx.body = report;

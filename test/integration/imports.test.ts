@@ -76,6 +76,9 @@ test('a viewer or an operator may not import; an unknown or unbuilt format is re
   const unbuilt = await t.api.post('/v1/import/jobsched', {});
   expect(unbuilt.status).toBe(400);
   expect(unbuilt.body.error).toContain('jobsched is not supported');
+  // A body in a format not read is refused for its format, not for not being JSON.
+  const xml = await t.api.request('POST', '/v1/import/ciserver', { rawBody: '<?xml version="1.1" encoding="UTF-8"?><project><builders/></project>', headers: { 'content-type': 'application/xml' } });
+  expect([xml.status, xml.body.field]).toEqual([400, 'format']);
   // A fleet format takes no inventory parameter; only a fleet format takes a name.
   expect((await t.api.post('/v1/import/cookbook?inventory=inv_1', fixture('chef-nodes.json'))).body.field).toBe('inventory');
   expect((await t.api.post('/v1/import/tmplauto?name=x', fixture('awx-export.json'))).body.field).toBe('name');
