@@ -155,20 +155,20 @@ async function applyPlan(
       skipped.push({ kind: object.kind, name: object.name, external_id: object.external_id, source: object.source, id: bound, reason: 'imported before from this source' });
       continue;
     }
-    const taken = names.get(object.kind) ?? (await takenNames(tx, TABLES[object.kind]));
-    names.set(object.kind, taken);
+    const unreachable = object.kind === 'project' ? unfetchable.get(object.external_id) : undefined;
+    if (unreachable) {
+      skipped.push({ kind: 'project', name: object.name, external_id: object.external_id, source: object.source, reason: unreachable });
+      continue;
+    }
+    // Schedule names need not be unique; every other kind's are kept apart from objects not imported.
     if (object.kind !== 'schedule') {
+      const taken = names.get(object.kind) ?? (await takenNames(tx, TABLES[object.kind]));
+      names.set(object.kind, taken);
       if (taken.has(object.name)) {
         skipped.push({ kind: object.kind, name: object.name, external_id: object.external_id, source: object.source, reason: `a ${object.kind.replace('_', ' ')} named ${JSON.stringify(object.name)} exists already and was not imported from this source; rename one and import again` });
         continue;
       }
       taken.add(object.name);
-    }
-    const unreachable = object.kind === 'project' ? unfetchable.get(object.external_id) : undefined;
-    if (unreachable) {
-      taken.delete(object.name);
-      skipped.push({ kind: 'project', name: object.name, external_id: object.external_id, source: object.source, reason: unreachable });
-      continue;
     }
     const resolve = (ref: ImportRef | null): string | null => {
       if (!ref) return null;
