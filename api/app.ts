@@ -36,6 +36,7 @@ import { triggerRoutes } from './routes/triggers';
 import { workerRoutes } from './routes/workers';
 import { inventoryRoutes } from './routes/inventories';
 import { inventorySourceRoutes } from './routes/inventory-sources';
+import { importRoutes } from './routes/imports';
 import { fleetRoutes } from './routes/fleet';
 import { factRoutes } from './routes/facts';
 import { estateRoutes } from './routes/estate';
@@ -101,6 +102,7 @@ export function createApp(server: ServerContext): Koa {
     workerRoutes(server),
     inventoryRoutes(server),
     inventorySourceRoutes(server),
+    importRoutes(server),
     fleetRoutes(server),
     factRoutes(server),
     estateRoutes(server),

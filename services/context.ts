@@ -14,6 +14,12 @@ import type { RunActivityHub } from './runs/run-activity-hub';
 export interface ServerContext {
   config: Config;
   sql: Sql;
+  /**
+   * Set only on the context an import applies its plan through, whose `sql` is one open
+   * transaction (services/imports.ts): the pool outside it, where a job's payloads are written,
+   * since the worker that reads them cannot see what the transaction has not committed.
+   */
+  pool?: Sql;
   temporal: Client;
   logger: Logger;
   metrics: Metrics;

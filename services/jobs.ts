@@ -29,7 +29,8 @@ export class JobRefused extends Error {
 const JOB_WAIT_MS = 15 * 60 * 1000;
 
 /** Runs the job on a worker of `queue` ("" the default pool) and answers its answer's text; a failure it reads is a JobRefused. */
-export async function runJob(ctx: Pick<ServerContext, 'temporal' | 'config' | 'sql'>, job: JobWorkflowInput['job'], input: unknown, queue = ''): Promise<string> {
+export async function runJob(ctx: Pick<ServerContext, 'temporal' | 'config' | 'sql' | 'pool'>, job: JobWorkflowInput['job'], input: unknown, queue = ''): Promise<string> {
+  const db = payloadDb(ctx);
   let answerId: string;
   try {
     answerId = await ctx.temporal.workflow.execute<(input: JobWorkflowInput) => Promise<string>>(JOB_WORKFLOW, {
@@ -47,20 +48,23 @@ export async function runJob(ctx: Pick<ServerContext, 'temporal' | 'config' | 's
     throw err;
   }
   try {
-    const answer = await readPayload(ctx.sql, answerId);
+    const answer = await readPayload(db, answerId);
     if (answer === undefined) throw new Error(`the answer of a job (${job}) is gone`);
     return answer;
   } finally {
-    await deletePayloads(ctx.sql, [answerId]);
+    await deletePayloads(db, [answerId]);
   }
 }
 
+/** Where job payloads are kept: outside any transaction the caller is in, so the worker sees them. */
+const payloadDb = (ctx: Pick<ServerContext, 'sql' | 'pool'>) => ctx.pool ?? ctx.sql;
+
 /** Runs `work` with `body` as a job payload, removed after. */
-export async function withPayload<T>(ctx: Pick<ServerContext, 'sql'>, body: string, work: (payloadId: string) => Promise<T>): Promise<T> {
-  const id = await putPayload(ctx.sql, body);
+export async function withPayload<T>(ctx: Pick<ServerContext, 'sql' | 'pool'>, body: string, work: (payloadId: string) => Promise<T>): Promise<T> {
+  const id = await putPayload(payloadDb(ctx), body);
   try {
     return await work(id);
   } finally {
-    await deletePayloads(ctx.sql, [id]);
+    await deletePayloads(payloadDb(ctx), [id]);
   }
 }

@@ -152,7 +152,7 @@ export async function fetchSourceOf(settings: ProjectFetchSettings, url: string)
 }
 
 /** The url of a project draft, checked as a fetch would check it: a 400 naming `url` when it could not be fetched from. */
-async function requireFetchableUrl(ctx: ServerContext, url: string): Promise<void> {
+export async function requireFetchableUrl(ctx: ServerContext, url: string): Promise<void> {
   try {
     await fetchSourceOf(ctx.config, url);
   } catch (err) {

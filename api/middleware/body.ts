@@ -11,7 +11,7 @@ declare module 'koa' {
   interface Request {
     /** The parsed JSON body of a write, set by jsonBody. */
     body?: unknown;
-    /** The body's bytes as received, set by jsonBody on a hook delivery only, whose signature covers them. */
+    /** The body's bytes as received, set by jsonBody on a hook delivery (whose signature covers them), a provisioning callback and an import. */
     rawBody?: Buffer;
   }
 }
@@ -27,14 +27,16 @@ export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH
  *
  * A hook delivery (`POST /hooks/{token}`) is read within the same bound but not parsed: its bytes
  * are `ctx.request.rawBody`, since its signature covers the bytes exactly as sent and must be
- * checked before anything in them is read. The hook parses them itself, with the same checks.
+ * checked before anything in them is read. The hook parses them itself, with the same checks. So
+ * do a provisioning callback (a form or JSON) and an import (after checking its format).
  */
 export async function jsonBody(ctx: Context, next: Next): Promise<void> {
   if (!WRITE_METHODS.has(ctx.method)) return next();
   const bytes = await readBody(ctx);
   // A provisioning callback's body may be a form as well as JSON: its route reads the bytes either
-  // way. SAML's assertion consumer takes a form only.
-  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path) || ctx.path === SAML_ACS_PATH) {
+  // way. SAML's assertion consumer takes a form only. An import's route names an unknown or unread
+  // format before it reads the body as JSON.
+  if (HOOK_PATH.test(ctx.path) || isCallbackPath(ctx.path) || ctx.path === SAML_ACS_PATH || isImportWrite(ctx)) {
     ctx.request.rawBody = bytes;
     return next();
   }
@@ -42,13 +44,19 @@ export async function jsonBody(ctx: Context, next: Next): Promise<void> {
   await next();
 }
 
-/** `POST /v1/inventories` and `PUT /v1/inventories/{id}` take bodies up to 26 MiB (spec part B 8); every other write 1 MiB. */
+/** `POST /v1/inventories` and `PUT /v1/inventories/{id}` take bodies up to 26 MiB (spec part B 8), imports 25 MiB; every other write 1 MiB. */
 const INVENTORY_WRITE = /^\/v1\/inventories(\/[^/]+)?\/?$/;
+/** `POST /v1/import/{format}` takes bodies up to 25 MiB (spec part A 4.14, part B 8). */
+const IMPORT_WRITE = /^\/v1\/import\/[^/]+\/?$/;
+export const IMPORT_BODY_LIMIT = 25 * 1024 * 1024;
+
+const isImportWrite = (ctx: Context) => IMPORT_WRITE.test(ctx.path) && ctx.method === 'POST';
 
 function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
   if (INVENTORY_WRITE.test(ctx.path) && (ctx.method === 'POST' || ctx.method === 'PUT') && !ctx.path.endsWith('/preview')) {
     return { bytes: INVENTORY_BODY_LIMIT, name: '26 MiB limit for inventories' };
   }
+  if (isImportWrite(ctx)) return { bytes: IMPORT_BODY_LIMIT, name: '25 MiB limit for imports' };
   return { bytes: WRITE_BODY_LIMIT, name: '1 MiB limit for writes' };
 }
 

@@ -64,13 +64,21 @@ export async function recordMutation<T>(
   outcome: number | string,
   work: (tx: postgres.TransactionSql, entry: EntryDraft) => Promise<T | Unchanged<T>>,
 ): Promise<T> {
-  return sql.begin(async (tx) => {
+  const run = async (tx: postgres.TransactionSql) => {
     const entry: EntryDraft = { id: newId('aud'), body: {}, run_id: null };
     const result = await work(tx, entry);
     if (result instanceof Unchanged) return result.value;
     await appendEntry(tx, origin, outcome, entry);
     return result;
-  }) as Promise<T>;
+  };
+  // Inside a caller's transaction (an import applies many creates as one), a savepoint of it.
+  if (inTransaction(sql)) return (sql as unknown as postgres.TransactionSql).savepoint(run) as Promise<T>;
+  return sql.begin(run) as Promise<T>;
+}
+
+/** Whether `sql` is a transaction already (services/imports.ts runs create paths inside one). */
+export function inTransaction(sql: Sql | postgres.TransactionSql): boolean {
+  return 'savepoint' in sql;
 }
 
 /** A result of work that changed nothing and so leaves no chain entry. */

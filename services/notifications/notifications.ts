@@ -154,12 +154,17 @@ const recipientsOf = (kind: NotificationKind, to: string | null | undefined) =>
 
 // --- targets
 
-/** A new target; 409 naming the settings when a secret must be sealed without the encryption key. */
-export async function createTarget(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: TargetDraft): Promise<StoredTarget> {
+/**
+ * A new target; 409 naming the settings when a secret must be sealed without the encryption key.
+ * An imported one may lack its `url` or `key` and then waits for it (`needs_secret`, spec part A
+ * 2.11 rule 5); its recipients are never optional.
+ */
+export async function createTarget(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: TargetDraft, options: { imported?: boolean } = {}): Promise<StoredTarget> {
   const id = newId('ntf');
-  const { secrets } = await mergeSecrets(ctx, (f) => targetSecretContext(id, f), draft.kind, draft, undefined, '');
+  const { secrets, missing } = await mergeSecrets(ctx, (f) => targetSecretContext(id, f), draft.kind, draft, undefined, '', options.imported === true);
+  if (missing.includes('to')) throw missingField(missing, draft.kind, '');
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
-    const target = await insertTarget(tx, id, fieldsOf(draft, secrets, false), caller.account);
+    const target = await insertTarget(tx, id, fieldsOf(draft, secrets, missing.length > 0), caller.account);
     entry.body = { kind: 'notification.created', target_id: id, target: audited(target) };
     return target;
   });

@@ -21,6 +21,7 @@ import {
   type TemplateFields,
 } from '../../store/templates';
 import { deleteCallbackKey, setTemplateExtras } from '../../store/callbacks';
+import { bindExternalJobTemplate } from '../../store/imports';
 import type { Caller } from '../../store/tokens';
 import { requireRunnableTool } from '../../tools/registry';
 import { requireAccess } from '../access/access';
@@ -361,7 +362,13 @@ export async function saveTemplateExtras(tx: Db, caller: Caller, template: Templ
 }
 
 /** A new template, owned (and so managed) by the account that creates it; 409 when its name is taken. */
-export async function createTemplate(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: TemplateDraft): Promise<Template> {
+export async function createTemplate(
+  ctx: ServerContext,
+  caller: Caller,
+  origin: AuditOrigin,
+  draft: TemplateDraft,
+  options: { externalJobTemplateId?: string } = {},
+): Promise<Template> {
   await requireSavable(ctx, draft);
   const id = newId('tpl');
   withholdEntrySecrets(origin, draft.notifications?.length ?? 0);
@@ -371,7 +378,12 @@ export async function createTemplate(ctx: ServerContext, caller: Caller, origin:
     if (fields.org_id !== null) await requireOrgPlacement(tx, caller, fields.org_id, 'org_id');
     await requireTemplateInventories(tx, caller, fields);
     const { survey, changes } = storedSurvey(ctx.sealer, id, draft.survey, editorOf(caller));
-    const inserted = await uniqueName(draft.name, () => insertTemplate(tx, id, { ...fields, survey, notifications }, caller.account));
+    let inserted = await uniqueName(draft.name, () => insertTemplate(tx, id, { ...fields, survey, notifications }, caller.account));
+    // An import binds the template to the other system's job template (spec part A 2.3) before its callback settings are saved.
+    if (options.externalJobTemplateId) {
+      await bindExternalJobTemplate(tx, id, options.externalJobTemplateId);
+      inserted = { ...inserted, external_job_template_id: options.externalJobTemplateId };
+    }
     const created = await saveTemplateFactCache(tx, await saveTemplateCredentials(tx, caller, await saveTemplateExtras(tx, caller, inserted, draft), draft), draft);
     entry.body = { kind: 'template.created', template_id: created.id, template: audited(created), ...secretDefaultsNote(changes, {}) };
     return created;

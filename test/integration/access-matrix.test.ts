@@ -209,6 +209,7 @@ const ROWS: Row[] = [
   { route: 'GET /v1/audit', allowed: ADMIN, call: (api) => api.get('/v1/audit?limit=1') },
   { route: 'GET /v1/policies', allowed: OPERATORS, call: (api) => api.get('/v1/policies') },
   { route: 'POST /v1/policies', allowed: ADMIN, call: (api) => api.post('/v1/policies', { effect: 'deny', command_contains: `never-${Math.random()}` }) },
+  { route: 'POST /v1/import/{format}', allowed: ADMIN, call: (api) => api.post(`/v1/import/manifest?apply=true&name=fleet-${Math.random()}`, [{ certname: 'imported.example.net' }]) },
   { route: 'POST /v1/tokens (its own)', allowed: ANYONE, call: (api) => api.post('/v1/tokens', { name: 'own', kind: 'agent' }) },
   { route: 'GET /v1/workers', allowed: ANYONE, call: (api) => api.get('/v1/workers') },
 ];

@@ -1,0 +1,133 @@
+import { readCookbook } from '../../core/imports/cookbook';
+import { readManifest } from '../../core/imports/manifest';
+import { readProjrunner } from '../../core/imports/projrunner';
+import { readTmplauto } from '../../core/imports/tmplauto';
+import type { PlannedTemplate } from '../../core/imports/plan';
+import { credentialInputs, indentedVars, varsOf } from '../../core/imports/values';
+
+/** The import readers (core/imports/): an export's shape into a plan, faults named by field. */
+
+const org = { name: 'Ops', type: 'organization' };
+const jt = (name: string, extra: Record<string, unknown> = {}) => ({ name, playbook: `${name}.yml`, natural_key: { name, organization: org, type: 'job_template' }, ...extra });
+const node = (identifier: string, ujt: unknown, related: Record<string, unknown> = {}) => ({ identifier, unified_job_template: ujt, related });
+const edge = (identifier: string) => ({ identifier, type: 'workflow_job_template_node' });
+
+test('an AWX workflow: success and always edges are dependencies, an approval failure edge its deny path, other failure edges dropped with a note', () => {
+  const plan = readTmplauto({
+    job_templates: [jt('build'), jt('ship'), jt('cleanup')],
+    workflow_job_templates: [
+      {
+        name: 'flow',
+        natural_key: { name: 'flow', organization: org, type: 'workflow_job_template' },
+        related: {
+          workflow_nodes: [
+            node('n1', { name: 'build', organization: org, type: 'job_template' }, { success_nodes: [edge('n2')], failure_nodes: [edge('n4')] }),
+            node('n2', { name: 'ok?', type: 'workflow_approval_template' }, { create_approval_template: { name: 'ok?', timeout: 60 }, success_nodes: [edge('n3')], failure_nodes: [edge('n4')] }),
+            node('n3', { name: 'ship', organization: org, type: 'job_template' }, { always_nodes: [edge('n5')] }),
+            node('n4', { name: 'cleanup', organization: org, type: 'job_template' }),
+            node('n5', { name: 'build', organization: org, type: 'job_template' }),
+          ],
+        },
+      },
+    ],
+  });
+  const flow = plan.objects.find((o) => o.name === 'flow') as PlannedTemplate;
+  expect(flow.draft.steps).toEqual([
+    { name: 'build', type: 'run', depends_on: [], tool: 'ansible', playbook: 'build.yml' },
+    { name: 'ok?', type: 'approval', depends_on: ['build'], approval_timeout: 60, if_denied: 'cleanup' },
+    { name: 'ship', type: 'run', depends_on: ['ok?'], tool: 'ansible', playbook: 'ship.yml' },
+    { name: 'cleanup', type: 'run', depends_on: [], tool: 'ansible', playbook: 'cleanup.yml' },
+    { name: 'build (n5)', type: 'run', depends_on: ['ship'], tool: 'ansible', playbook: 'build.yml' },
+  ]);
+  expect(flow.notes.join('\n')).toMatch(/failure edge from build to cleanup is not carried/);
+  expect(flow.notes.join('\n')).toMatch(/always edge from ship is carried as success only/);
+});
+
+test('an AWX workflow naming a job template the export lacks is left out; an edge to no node is a 400 naming it', () => {
+  const missing = readTmplauto({ workflow_job_templates: [{ name: 'w', related: { workflow_nodes: [node('n1', { name: 'gone', organization: org, type: 'job_template' })] } }] });
+  expect(missing.objects).toEqual([]);
+  expect(missing.left_out[0]).toMatchObject({ kind: 'template', name: 'w', reason: expect.stringContaining('Ops/gone') });
+  expect(() => readTmplauto({ job_templates: [jt('a')], workflow_job_templates: [{ name: 'w', related: { workflow_nodes: [node('n1', { name: 'a', organization: org, type: 'job_template' }, { success_nodes: [edge('n9')] })] } }] })).toThrow(
+    expect.objectContaining({ details: expect.objectContaining({ field: 'workflow_job_templates[0].related.workflow_nodes[0].related.success_nodes' }) }),
+  );
+});
+
+test('an AWX job template: its AWX id from id or url, references to objects not in the export dropped with a note, callbacks only when bound', () => {
+  const plan = readTmplauto({
+    job_templates: [
+      jt('a', { url: '/api/v2/job_templates/31/', host_config_key: 'k', inventory: { name: 'nowhere', organization: org, type: 'inventory' } }),
+      jt('b', { host_config_key: 'k' }),
+    ],
+  });
+  const [a, b] = plan.objects as PlannedTemplate[];
+  expect([a.external_job_template_id, a.draft.allow_callbacks, a.draft.external_callback, a.inventory]).toEqual(['31', true, true, null]);
+  expect(a.notes.join('\n')).toContain('inventory Ops/nowhere is not in the export');
+  expect([b.external_job_template_id, b.draft.allow_callbacks]).toEqual([null, false]);
+  expect(b.notes.join('\n')).toContain('no AWX id');
+});
+
+test('a malformed export names the field; a document of no known shape says so', () => {
+  expect(() => readTmplauto({ job_templates: [jt('a', { playbook: 7 })] })).toThrow(expect.objectContaining({ details: { field: 'job_templates[0].playbook' } }));
+  expect(() => readTmplauto({ job_templates: {} })).toThrow(expect.objectContaining({ details: { field: 'job_templates' } }));
+  expect(() => readTmplauto([])).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+  expect(() => readProjrunner({ meta: { name: 'p' } })).toThrow(expect.objectContaining({ details: { field: 'templates' } }));
+  expect(() => readProjrunner({ meta: { name: 'p' }, templates: [{ name: 't', playbook: 'x', survey_vars: [{ name: 'v', type: 'date' }] }] })).toThrow(
+    expect.objectContaining({ details: { field: 'templates[0].survey_vars[0].type' } }),
+  );
+});
+
+test('a Semaphore backup: a key a repository uses is source control, others machine; a template cron and a schedule both become schedules', () => {
+  const plan = readProjrunner({
+    meta: { name: 'P' },
+    keys: [{ name: 'git', type: 'ssh' }, { name: 'root', type: 'login_password' }],
+    repositories: [{ name: 'r', git_url: 'https://git.example.net/r.git', ssh_key: 'git' }],
+    inventories: [{ name: 'i', inventory: 'h1\n', type: 'static', ssh_key: 'root' }],
+    templates: [{ name: 't', playbook: 'site.yml', inventory: 'i', repository: 'r', cron: '0 1 * * *' }],
+    schedules: [{ cron_format: '0 2 * * *', template: 't', active: false }],
+  });
+  expect(plan.objects.map((o) => [o.kind, o.external_id])).toEqual([
+    ['credential', 'P/git'],
+    ['credential', 'P/root'],
+    ['project', 'P/r'],
+    ['inventory', 'P/i'],
+    ['template', 'P/t'],
+    ['schedule', 'P/t/0 1 * * *'],
+    ['schedule', 'P/t/0 2 * * *'],
+  ]);
+  expect(plan.objects.filter((o) => o.kind === 'credential').map((o) => (o.draft as { kind: string }).kind)).toEqual(['scm', 'machine']);
+  expect((plan.objects[4] as PlannedTemplate).credentials).toEqual([{ kind: 'credential', external_id: 'P/root' }]);
+  expect(plan.objects.filter((o) => o.kind === 'schedule').map((o) => (o.draft as { enabled: boolean }).enabled)).toEqual([true, false]);
+});
+
+test('variables: JSON or flat YAML read, nested YAML not; inventory blocks indented; credential inputs never keep a secret', () => {
+  expect(varsOf('---\na: 1\nb: "two"\nc: yes\nd: plain text')).toEqual({ a: 1, b: 'two', c: true, d: 'plain text' });
+  expect(varsOf('{"a": {"b": 1}}')).toEqual({ a: { b: 1 } });
+  expect(varsOf('a:\n  b: 1')).toBeUndefined();
+  expect(varsOf('---')).toBeNull();
+  expect(indentedVars('a: 1\nb: 2', '    ')).toBe('\n    a: 1\n    b: 2');
+  expect(indentedVars('', '  ')).toBe(' {}');
+  expect(credentialInputs('machine', { username: 'u', password: 'p', ssh_key_data: '$encrypted$', become_method: 'sudo', region: 'x' })).toEqual({
+    inputs: { username: 'u', become_method: 'sudo' },
+    dropped: ['region'],
+    missing: null,
+  });
+});
+
+test('a fleet: a Chef body without a node, a node named twice, a PuppetDB body without its nodes list, each a 400 naming the field', () => {
+  expect(() => readCookbook({ roles: [{ name: 'r', chef_type: 'role' }] }, {})).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+  const node = { name: 'a', chef_type: 'node', run_list: [] };
+  expect(() => readCookbook([node, node], {})).toThrow(expect.objectContaining({ details: { field: '[1].name' } }));
+  expect(() => readCookbook({ nodes: [{ ...node, run_list: [7] }] }, {})).toThrow(expect.objectContaining({ details: { field: 'nodes[0].run_list[0]' } }));
+  expect(() => readManifest({ facts: [] }, {})).toThrow(expect.objectContaining({ details: { field: 'nodes' } }));
+  expect(() => readManifest([{ certname: 'x', deactivated: '2024-01-01T00:00:00Z' }], {})).toThrow(expect.objectContaining({ details: { field: 'nodes' } }));
+});
+
+test('a Chef fleet: a single node object is read alone; its inventory is named by the request or "Chef nodes"', () => {
+  const plan = readCookbook({ name: 'solo', json_class: 'Chef::Node', chef_environment: 'dev', automatic: { ipaddress: '10.0.0.9' }, run_list: ['role[web]'] }, {});
+  expect(plan.objects.map((o) => [o.kind, o.name, o.external_id])).toEqual([['inventory', 'Chef nodes', 'fleet/Chef nodes']]);
+  const content = (plan.objects[0].draft as { content: string }).content;
+  expect(content).toContain('"solo":\n      {"ansible_host":"10.0.0.9"');
+  expect(content).toContain('"env_dev":');
+  expect(content).toContain('"role_web":');
+  expect(readManifest([{ certname: 'p1' }], { name: 'Puppet' }).objects[0].name).toBe('Puppet');
+});
