@@ -2,7 +2,7 @@ import { inspect } from 'node:util';
 import { z } from 'zod';
 import type { GlobalRole } from './access';
 import type { RoleRule, TeamRule } from './sign-in-mapping';
-import { defaultRoleFlag, roleMapFlag, secureUrl, teamMapFlag } from './sign-in-flags';
+import { defaultRoleFlag, flagName, readFlagGroup, roleMapFlag, secureUrl, teamMapFlag } from './sign-in-flags';
 
 /**
  * OpenID Connect sign-in settings (docs/operations.md, OpenID Connect sign-in): the provider, this
@@ -86,26 +86,19 @@ const schema = z.object({
  * or a flag the issuer needs left out, is an error naming the flag.
  */
 export function oidcSettingsFrom(raw: Record<string, string | undefined>, env: NodeJS.ProcessEnv): OidcSettings | undefined {
-  const names = Object.keys(OIDC_SETTINGS) as OidcSettingName[];
   const secret = env[OIDC_CLIENT_SECRET_ENV] || undefined;
-  if (!raw.oidcIssuer) {
-    const stray = names.find((name) => raw[name] !== undefined);
-    if (stray) throw new OidcSettingError(`${where(stray)}: needs --oidc-issuer (CAIRN_OIDC_ISSUER) too`);
-    if (secret) throw new OidcSettingError(`${OIDC_CLIENT_SECRET_ENV}: needs --oidc-issuer (CAIRN_OIDC_ISSUER) too`);
+  const s = readFlagGroup(OIDC_SETTINGS, 'oidcIssuer', raw, schema, (message) => new OidcSettingError(message));
+  if (!s) {
+    if (secret) throw new OidcSettingError(`${OIDC_CLIENT_SECRET_ENV}: needs ${where('oidcIssuer')} too`);
     return undefined;
   }
-  const parsed = schema.safeParse(Object.fromEntries(names.map((name) => [name, raw[name]])));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new OidcSettingError(`${where(issue.path[0] as OidcSettingName)}: ${issue.message}`);
-  }
-  const s = parsed.data;
   if (s.oidcDefaultRole === 'refuse' && s.oidcRoleMap.length === 0) {
     throw new OidcSettingError(`${where('oidcDefaultRole')}: refuse needs --oidc-role-map (CAIRN_OIDC_ROLE_MAP), or nobody could sign in`);
   }
-  // The issuer is compared with the ID token's `iss` as written: a trailing slash is kept as given.
+  // The issuer is compared with the ID token's `iss` as written (a trailing slash kept as given);
+  // readFlagGroup answered, so it is set.
   return new OidcSettings(
-    raw.oidcIssuer,
+    raw.oidcIssuer!,
     s.oidcClientId,
     secret,
     raw.oidcRedirectUrl!,
@@ -118,4 +111,4 @@ export function oidcSettingsFrom(raw: Record<string, string | undefined>, env: N
   );
 }
 
-const where = (name: OidcSettingName) => `${OIDC_SETTINGS[name].flag} (${OIDC_SETTINGS[name].env})`;
+const where = (name: OidcSettingName) => flagName(OIDC_SETTINGS, name);

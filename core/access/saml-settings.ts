@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { z } from 'zod';
 import type { GlobalRole } from './access';
 import type { MappingRules, RoleRule, TeamRule } from './sign-in-mapping';
-import { defaultRoleFlag, roleMapFlag, secureUrl, teamMapFlag } from './sign-in-flags';
+import { defaultRoleFlag, flagName, readFlagGroup, roleMapFlag, secureUrl, teamMapFlag } from './sign-in-flags';
 
 /**
  * SAML 2.0 sign-in settings (docs/operations.md, SAML sign-in): the identity provider, this server
@@ -90,18 +90,8 @@ const schema = z.object({
  * out, is an error naming the flag.
  */
 export function samlSettingsFrom(raw: Record<string, string | undefined>): SamlSettings | undefined {
-  const names = Object.keys(SAML_SETTINGS) as SamlSettingName[];
-  if (!raw.samlIdpSsoUrl) {
-    const stray = names.find((name) => raw[name] !== undefined);
-    if (stray) throw new SamlSettingError(`${where(stray)}: needs --saml-idp-sso-url (CAIRN_SAML_IDP_SSO_URL) too`);
-    return undefined;
-  }
-  const parsed = schema.safeParse(Object.fromEntries(names.map((name) => [name, raw[name]])));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new SamlSettingError(`${where(issue.path[0] as SamlSettingName)}: ${issue.message}`);
-  }
-  const s = parsed.data;
+  const s = readFlagGroup(SAML_SETTINGS, 'samlIdpSsoUrl', raw, schema, (message) => new SamlSettingError(message));
+  if (!s) return undefined;
   if (s.samlDefaultRole === 'refuse' && s.samlRoleMap.length === 0) {
     throw new SamlSettingError(`${where('samlDefaultRole')}: refuse needs --saml-role-map (CAIRN_SAML_ROLE_MAP), or nobody could sign in`);
   }
@@ -121,4 +111,4 @@ export function samlSettingsFrom(raw: Record<string, string | undefined>): SamlS
   };
 }
 
-export const where = (name: SamlSettingName) => `${SAML_SETTINGS[name].flag} (${SAML_SETTINGS[name].env})`;
+export const where = (name: SamlSettingName) => flagName(SAML_SETTINGS, name);

@@ -79,3 +79,35 @@ export const roleMapFlag = pairs('role').transform((list, ctx) => {
 export const teamMapFlag = pairs('team').transform((list): TeamRule[] => list.map(({ value, target }) => ({ value, team: target })));
 
 export const defaultRoleFlag = z.enum(['viewer', 'operator', 'refuse'], { message: 'expected viewer, operator or refuse' }).default('viewer');
+
+/** A group of sign-in flags as core/config.ts lists them: each setting's flag and environment variable. */
+type FlagGroup<N extends string> = Record<N, { flag: string; env: string }>;
+
+/** A setting named as a person sets it: its flag and its environment variable. */
+export const flagName = <N extends string>(group: FlagGroup<N>, name: N): string => `${group[name].flag} (${group[name].env})`;
+
+/**
+ * Reads a group of flags switched on by one of them (`on`): undefined while that one is unset, and
+ * then any other flag of the group given is an error naming it; else the group parsed by `schema`,
+ * its first fault naming its flag. `fault` makes the group's own error.
+ */
+export function readFlagGroup<N extends string, T>(
+  group: FlagGroup<N>,
+  on: N,
+  raw: Record<string, string | undefined>,
+  schema: z.ZodType<T>,
+  fault: (message: string) => Error,
+): T | undefined {
+  const names = Object.keys(group) as N[];
+  if (!raw[on]) {
+    const stray = names.find((name) => raw[name] !== undefined);
+    if (stray) throw fault(`${flagName(group, stray)}: needs ${flagName(group, on)} too`);
+    return undefined;
+  }
+  const parsed = schema.safeParse(Object.fromEntries(names.map((name) => [name, raw[name]])));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw fault(`${flagName(group, issue.path[0] as N)}: ${issue.message}`);
+  }
+  return parsed.data;
+}
