@@ -57,21 +57,19 @@ export function federationRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('keys', keys, keys.length, 0);
   });
 
-  router.post('/v1/federation/keys/rotate', async (ctx) => {
-    requireRole(ctx, 'admin');
-    configured();
-    const keys = await rotateKeys(server, originOf(ctx));
-    ctx.status = 201;
-    ctx.body = listEnvelope('keys', keys, keys.length, 0);
-  });
-
-  router.post('/v1/federation/keys/rotate/emergency', async (ctx) => {
-    requireRole(ctx, 'admin');
-    configured();
-    const keys = await rotateKeysInEmergency(server, originOf(ctx));
-    ctx.status = 201;
-    ctx.body = listEnvelope('keys', keys, keys.length, 0);
-  });
+  // A normal rotation and an emergency one answer alike: the keys as they stand after it.
+  for (const [path, rotate] of [
+    ['/v1/federation/keys/rotate', rotateKeys],
+    ['/v1/federation/keys/rotate/emergency', rotateKeysInEmergency],
+  ] as const) {
+    router.post(path, async (ctx) => {
+      requireRole(ctx, 'admin');
+      configured();
+      const keys = await rotate(server, originOf(ctx));
+      ctx.status = 201;
+      ctx.body = listEnvelope('keys', keys, keys.length, 0);
+    });
+  }
 
   return router;
 }
