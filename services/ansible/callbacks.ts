@@ -1,6 +1,4 @@
 import { callbackKeyContext } from '../../core/credentials/seal-contexts';
-import { createHash } from 'node:crypto';
-import type { InventoryFormat, InventoryHost } from '../../core/ansible/inventory';
 import { callbackRunLimit, hostsAt, keysMatch, limitSelects, newHostConfigKey, readCallbackFields, type CallbackHost } from '../../core/ansible/callbacks';
 import { DomainError, badRequest, conflict, forbidden, notFound, statusOf } from '../../core/errors';
 import { encryptionKeyRequired, sealedValueFault } from '../../core/runs/run-secrets';
@@ -15,8 +13,8 @@ import {
   settleCallbackClaim,
 } from '../../store/callbacks';
 import { getInventory } from '../../store/inventories';
-import { InventoryError, resolveHostAddresses, type InventoryLayout } from '../../core/ansible/inventory';
-import { inventoryLayout, resolveContent } from './inventories';
+import { InventoryError, type InventoryLayout } from '../../core/ansible/inventory';
+import { cachedInventoryReading, resolveContent } from './inventories';
 import { claimHit, type RateLimit } from '../../store/rate-limits';
 import { getTemplate, getTemplateForUpdate, type Template } from '../../store/templates';
 import { actorKindOf, type Caller } from '../../store/tokens';
@@ -101,35 +99,12 @@ export interface CallbackInventory {
   content: string;
 }
 
-/**
- * The few contents read last, by hash, so callbacks from many hosts of one inventory (a fleet
- * booting) read it once; a content that cannot be read is not kept. An answer is shared: it is
- * not to be changed.
- */
-const READING_CACHE_SIZE = 4;
-const readingCache = new Map<string, Promise<Readonly<{ layout: InventoryLayout; hosts: readonly Readonly<InventoryHost>[] }>>>();
-
-function cachedReading(ctx: ServerContext, format: InventoryFormat, content: string) {
-  const key = createHash('sha256').update(format).update('\0').update(content).digest('base64');
-  let reading = readingCache.get(key);
-  if (reading) {
-    // The most recently used last.
-    readingCache.delete(key);
-  } else {
-    reading = inventoryLayout(ctx, format, content).then((layout) => ({ layout, hosts: resolveHostAddresses(layout) }));
-    reading.catch(() => readingCache.delete(key));
-    if (readingCache.size >= READING_CACHE_SIZE) readingCache.delete(readingCache.keys().next().value!);
-  }
-  readingCache.set(key, reading);
-  return reading;
-}
-
 /** A smart or constructed inventory is resolved at run start: it answers `resolvedAtStart` (a 409 of spec part B 7.5). */
 async function storedInventoryHosts(ctx: ServerContext, inventoryId: string): Promise<CallbackInventory | { resolvedAtStart: 'smart' | 'constructed' } | undefined> {
   const inventory = await getInventory(ctx.sql, inventoryId);
   if (!inventory) return undefined;
   if (inventory.kind !== 'static') return { resolvedAtStart: inventory.kind };
-  const { layout, hosts } = await cachedReading(ctx, inventory.format, inventory.content);
+  const { layout, hosts } = await cachedInventoryReading(ctx, inventory.format, inventory.content);
   return {
     layout,
     hosts: hosts.map((h) => ({ name: h.name, addresses: [h.ansible_host, h.ansible_ssh_host].filter((a): a is string => a !== undefined) })),

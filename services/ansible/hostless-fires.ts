@@ -3,7 +3,7 @@ import { patternInventory, selectedHosts } from '../../core/ansible/host-pattern
 import { getInventory } from '../../store/inventories';
 import type { Template } from '../../store/templates';
 import type { ServerContext } from '../context';
-import { inventoryLayout, resolveContent } from './inventories';
+import { cachedInventoryReading, resolveContent } from './inventories';
 
 /** What an unattended fire would run its ansible against: a stored inventory and a limit on it. */
 export interface FireHosts {
@@ -39,7 +39,7 @@ export async function hostlessFireReason(ctx: ServerContext, fire: FireHosts): P
   const limit = fire.limit?.trim();
   if (!limit) return undefined;
   try {
-    let selected = selectedHosts(limit, patternInventory(await inventoryLayout(ctx, inventory.format, inventory.content)))?.size;
+    let selected = selectedHosts(limit, patternInventory((await cachedInventoryReading(ctx, inventory.format, inventory.content)).layout))?.size;
     selected ??= (await resolveContent(ctx, inventory.format, inventory.content, limit)).hosts.length;
     return selected === 0 ? `the limit ${JSON.stringify(limit)} matches no host of inventory ${inventory.name}` : undefined;
   } catch (err) {

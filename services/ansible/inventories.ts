@@ -1,6 +1,7 @@
 import { DomainError, badRequest, conflict, notFound } from '../../core/errors';
 import { newId } from '../../core/ids';
-import { detectFormat, iniHosts, iniLayout, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, type InventoryFormat, type InventoryLayout } from '../../core/ansible/inventory';
+import { createHash } from 'node:crypto';
+import { detectFormat, iniHosts, iniLayout, InventoryError, keepMaskedSourceVars, maskInventory, maskSourceVars, resolveHostAddresses, type InventoryFormat, type InventoryHost, type InventoryLayout } from '../../core/ansible/inventory';
 import { deleteGrantsOn } from '../../store/access';
 import { isUniqueViolation, type Db } from '../../store/db';
 import {
@@ -88,6 +89,30 @@ export async function inventoryHostNames(ctx: ServerContext, format: InventoryFo
 export async function inventoryLayout(ctx: ServerContext, format: InventoryFormat, content: string): Promise<InventoryLayout> {
   if (format === 'ini') return iniLayout(content);
   return yamlLayout(await inventoryJob(() => withPayload(ctx, content, (payload) => runJob(ctx, 'inventoryHostsJob', { payload, format, layout: true }))));
+}
+
+/**
+ * An inventory's layout and each host's addresses, for the few contents read last, by hash: so
+ * callbacks from many hosts of one inventory (a fleet booting), or a schedule firing every
+ * minute, read it once. A content that cannot be read is not kept. An answer is shared: it is not
+ * to be changed.
+ */
+const READING_CACHE_SIZE = 4;
+const readingCache = new Map<string, Promise<Readonly<{ layout: InventoryLayout; hosts: readonly Readonly<InventoryHost>[] }>>>();
+
+export function cachedInventoryReading(ctx: ServerContext, format: InventoryFormat, content: string) {
+  const key = createHash('sha256').update(format).update('\0').update(content).digest('base64');
+  let reading = readingCache.get(key);
+  if (reading) {
+    // The most recently used last.
+    readingCache.delete(key);
+  } else {
+    reading = inventoryLayout(ctx, format, content).then((layout) => ({ layout, hosts: resolveHostAddresses(layout) }));
+    reading.catch(() => readingCache.delete(key));
+    if (readingCache.size >= READING_CACHE_SIZE) readingCache.delete(readingCache.keys().next().value!);
+  }
+  readingCache.set(key, reading);
+  return reading;
 }
 
 /**

@@ -18,7 +18,7 @@ import {
   type ScheduleFields,
   type ScheduleSubmission,
 } from '../../store/schedules';
-import { getTemplate } from '../../store/templates';
+import { getTemplate, type Template } from '../../store/templates';
 import { oweEffects } from '../../store/outbox';
 import type { Db } from '../../store/db';
 import { actorKindOf, type Caller } from '../../store/tokens';
@@ -387,7 +387,9 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
     return 'skipped';
   }
 
-  const hostless = await hostlessFire(ctx, schedule);
+  // Read once: what the fire is judged by for hosts is what it launches.
+  const template = schedule.template_id !== null ? await getTemplate(ctx.sql, schedule.template_id) : undefined;
+  const hostless = await hostlessFire(ctx, schedule, template);
   if (hostless) {
     await recordHostlessSkip(ctx, schedule, fireAt, hostless);
     ctx.logger.info({ scheduleId, fireAt, reason: hostless.reason }, 'schedule fire skipped: its inventory matches no hosts');
@@ -396,7 +398,7 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
 
   try {
     const owner = await firingOwner(ctx.sql, schedule.owner_account_id, 'the account that saved this schedule', 'saving it again makes it fire as the saver');
-    const run = await launch(ctx, schedule, owner, key);
+    const run = await launch(ctx, schedule, template, owner, key);
     if (ctx.faults.fire('schedule-fire-after-submit')) throw new Error('injected fault: the fire was lost after its run was submitted');
     await recordFire(ctx.sql, scheduleId, fireAt, { kind: 'started', runId: run.id });
     ctx.logger.info({ scheduleId, runId: run.id, fireAt, lateMs: Date.now() - fireAtMs }, 'schedule fired');
@@ -430,11 +432,10 @@ interface HostlessFire {
 }
 
 /** Whether the fire would find no host to act on (services/ansible/hostless-fires.ts); undefined when it has some or cannot know. */
-async function hostlessFire(ctx: ServerContext, schedule: Schedule): Promise<HostlessFire | undefined> {
+async function hostlessFire(ctx: ServerContext, schedule: Schedule, template: Template | undefined): Promise<HostlessFire | undefined> {
   let hosts: FireHosts | undefined;
   let projectId: string | null = null;
   if (schedule.template_id !== null) {
-    const template = await getTemplate(ctx.sql, schedule.template_id);
     hosts = template ? templateFireHosts(template) : undefined;
     projectId = template?.project_id ?? null;
   } else {
@@ -473,12 +474,11 @@ async function recordHostlessSkip(ctx: ServerContext, schedule: Schedule, fireAt
   if (notice) await handOffSkippedFireNotice(ctx, notice);
 }
 
-/** Submits the fire's run as the schedule's owner, with the fire's Idempotency-Key. */
-async function launch(ctx: ServerContext, schedule: Schedule, owner: UnattendedFire['owner'], key: string) {
+/** Submits the fire's run as the schedule's owner, with the fire's Idempotency-Key; `template` is the one the schedule fires, as read for this fire. */
+async function launch(ctx: ServerContext, schedule: Schedule, template: Template | undefined, owner: UnattendedFire['owner'], key: string) {
   const fire: UnattendedFire = { kind: 'schedule', id: schedule.id, name: schedule.name, owner, actorKind: schedule.owner_actor_kind };
   const origin = serviceOrigin('SCHEDULE', `/schedules/${schedule.id}/fire`);
   if (schedule.template_id !== null) {
-    const template = await getTemplate(ctx.sql, schedule.template_id);
     if (!template) throw new DomainError('conflict', `template ${schedule.template_id}, which this schedule fires, no longer exists`);
     return (await launchUnattended(ctx, origin, template, fire, { idempotencyKey: key })).run;
   }
