@@ -15,6 +15,9 @@ export interface SystemAccount {
 
 export class SystemAccountError extends Error {}
 
+/** The lock every Cairn process takes to create a system account (flock(1), util-linux). */
+const ACCOUNTS_LOCK = '/run/lock/cairn-accounts.lock';
+
 /** True when this process runs as root, and so may act as other accounts. */
 export const runningAsRoot = (): boolean => process.getuid?.() === 0;
 
@@ -31,13 +34,20 @@ export async function systemAccount(name: string, log: (line: string) => void): 
     return await ids();
   } catch {
     log(`creating the system account ${name}`);
-    try {
-      await execFileAsync('useradd', ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', name], SYSTEM_PATH);
-    } catch (err) {
-      throw new SystemAccountError(`could not create the system account ${name}: ${(err as Error).message.split('\n')[0]}`);
-    }
-    return ids();
   }
+  // Several processes may start at once on a fresh machine (jest workers, a server and its
+  // workers), and useradd run side by side can write one name twice with two ids: take a
+  // machine-wide lock, and create the account under it only if it is still missing.
+  try {
+    await execFileAsync(
+      'flock',
+      [ACCOUNTS_LOCK, 'sh', '-c', 'id -u "$1" >/dev/null 2>&1 || exec useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$1"', 'sh', name],
+      SYSTEM_PATH,
+    );
+  } catch (err) {
+    throw new SystemAccountError(`could not create the system account ${name}: ${(err as Error).message.split('\n')[0]}`);
+  }
+  return ids();
 }
 
 /** Whether the account can pass into the directory: it and every directory above it must let it through. */
