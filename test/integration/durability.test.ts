@@ -9,8 +9,9 @@ import { Faults } from '../../services/context';
 import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 
+/** Whether the process is this test's own child; one that ended meanwhile (another file's launcher) is not. */
 function isChildOfThisProcess(pid: string): boolean {
-  return execFileSync('ps', ['-o', 'ppid=', '-p', pid]).toString().trim() === String(process.pid);
+  return execFileSync('sh', ['-c', `ps -o ppid= -p ${Number(pid)} || true`]).toString().trim() === String(process.pid);
 }
 
 /** Pids whose command line matches; the pattern is a regex, written so it does not match itself. */
