@@ -47,7 +47,11 @@ async function serveEmbedded(dataDir: string) {
   }
 });
 
-test('serve on embedded defaults prints the admin token once, runs work, and a restart keeps everything', async () => {
+// One install's life on embedded defaults, in two starts (each start of the embedded services costs
+// seconds): the first prints the admin token once and runs work; kill -9 leaves its services
+// running; the next start adopts them, keeps every run and log, prints no token, and a clean stop
+// takes the services down with it.
+test('serve on embedded defaults prints the admin token once; after kill -9 the next serve adopts the leftover services, keeps everything, and stops them with itself', async () => {
   const dataDir = tempDir('cairn-quickstart');
   const first = await serveEmbedded(dataDir);
   let second: Awaited<ReturnType<typeof serveEmbedded>> | undefined;
@@ -60,50 +64,33 @@ test('serve on embedded defaults prints the admin token once, runs work, and a r
     const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo embedded' });
     expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
 
-    first.serve.child.kill('SIGTERM');
-    expect(await first.serve.exited).toBe(0);
-    // A clean stop takes the embedded services down with it.
-    expect(await portAnswers(Number(new URL(uiUrl).port))).toBe(false);
+    const statePort = (service: string) => JSON.parse(readFileSync(path.join(dataDir, `${service}.state.json`), 'utf8')).port as number;
+    first.serve.child.kill('SIGKILL');
+    await first.serve.exited;
+    // The embedded services outlive a killed server.
+    expect(await portAnswers(statePort('postgres'))).toBe(true);
+    expect(await portAnswers(statePort('temporal'))).toBe(true);
 
     second = await serveEmbedded(dataDir);
     expect(second.serve.output()).not.toMatch(/admin token:/);
-    const again = apiClient(second.url, tokens[0]);
-    const listed = await again.get('/v1/runs');
-    expect(listed.body.runs.map((r: any) => r.id)).toContain(run.id);
-    expect((await again.get(`/v1/runs/${run.id}/logs`)).text).toBe('embedded\n');
-  } finally {
-    await first.serve.stop();
-    await second?.serve.stop();
-  }
-});
-
-test('after kill -9 on embedded defaults the next serve adopts the leftover services and stops them with itself', async () => {
-  const dataDir = tempDir('cairn-adopt');
-  const first = await serveEmbedded(dataDir);
-  const [, token] = first.serve.output().match(/admin token: (\S+)/)!;
-  const [, uiUrl] = first.serve.output().match(/Temporal UI: (http:\/\/\S+)/)!;
-  const statePort = (service: string) => JSON.parse(readFileSync(path.join(dataDir, `${service}.state.json`), 'utf8')).port as number;
-  first.serve.child.kill('SIGKILL');
-  await first.serve.exited;
-  // The embedded services outlive a killed server.
-  expect(await portAnswers(statePort('postgres'))).toBe(true);
-  expect(await portAnswers(statePort('temporal'))).toBe(true);
-
-  const second = await serveEmbedded(dataDir);
-  try {
     const owner = (service: string) => JSON.parse(readFileSync(path.join(dataDir, `${service}.state.json`), 'utf8')).ownerPid;
     expect(owner('postgres')).toBe(second.serve.child.pid);
     expect(owner('temporal')).toBe(second.serve.child.pid);
     expect(second.serve.output()).toMatch(new RegExp(`Temporal UI: ${uiUrl}`));
-    const api = apiClient(second.url, token);
-    const { body: run } = await api.post('/v1/runs', { tool: 'bash', command: 'echo adopted' });
-    expect((await waitForRunEnd(api, run.id)).status).toBe('succeeded');
+    const again = apiClient(second.url, tokens[0]);
+    expect((await again.get('/v1/runs')).body.runs.map((r: any) => r.id)).toContain(run.id);
+    expect((await again.get(`/v1/runs/${run.id}/logs`)).text).toBe('embedded\n');
+    const { body: adopted } = await again.post('/v1/runs', { tool: 'bash', command: 'echo adopted' });
+    expect((await waitForRunEnd(again, adopted.id)).status).toBe('succeeded');
+
     second.serve.child.kill('SIGTERM');
     expect(await second.serve.exited).toBe(0);
+    // A clean stop takes the embedded services down with it.
     expect(await portAnswers(statePort('postgres'))).toBe(false);
-    expect(await portAnswers(statePort('temporal'))).toBe(false);
+    expect(await portAnswers(Number(new URL(uiUrl).port))).toBe(false);
   } finally {
-    await second.serve.stop();
+    await first.serve.stop();
+    await second?.serve.stop();
   }
 });
 

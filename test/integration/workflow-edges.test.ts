@@ -41,15 +41,14 @@ test('a run workflow for a run that does not exist ends at once, without retries
 });
 
 test('an execution lost on every attempt is requeued until its timeout, then ends failed, once', async () => {
-  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo attempt $CAIRN_RUN_ATTEMPT; sleep 300', timeout: 75 });
-  // The first six attempts' tool launchers are killed as soon as their tool runs: each attempt
-  // fails and the run is requeued (spec part A 3.1), past the five a count would have allowed;
-  // the seventh is left to run into the run's timeout, which ends it. Six losses fit in the
-  // timeout: about 25 s of retry backoff, and a new tool launcher and sandbox per attempt.
+  const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'echo attempt $CAIRN_RUN_ATTEMPT; sleep 300', timeout: 15 });
+  // Every attempt's tool launcher is killed as soon as its tool runs: each attempt fails and the
+  // run is requeued (spec part A 3.1) until the run's timeout ends it. That a requeue has no count
+  // to run out of (past five attempts) is durability.test.ts's to show.
   let killed = 0;
   for (;;) {
     const now = (await t.api.get(`/v1/runs/${run.id}`)).body;
-    if (now.finished_at || now.attempts > 6) break;
+    if (now.finished_at) break;
     // Killed once this attempt's own tool has written (the log keeps earlier attempts' lines), and
     // counted only when a launcher of this test's server was there to kill.
     if (now.status === 'running' && now.attempts > killed && (await t.api.get(`/v1/runs/${run.id}/logs`)).text.includes(`attempt ${now.attempts}\n`)) {
@@ -64,12 +63,13 @@ test('an execution lost on every attempt is requeued until its timeout, then end
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  const ended = await waitForRunEnd(t.api, run.id, 120_000);
-  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 75 s' });
-  expect(ended.attempts).toBeGreaterThan(5);
+  const ended = await waitForRunEnd(t.api, run.id, 60_000);
+  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 15 s' });
+  expect(ended.attempts).toBeGreaterThan(1);
+  expect(killed).toBeGreaterThan(1);
   expect(await endsOnChain(run.id)).toBe(1);
   expect(await finishedEvents(run.id)).toBe(1);
-}, 220_000);
+}, 120_000);
 
 test("a store that refuses a run's end does not run the tool again: the end is recorded once it is back", async () => {
   const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command: 'sleep 2; echo ran once' });
