@@ -47,5 +47,6 @@ module.exports = {
   // share one Temporal dev server and one PostgreSQL. A third on two cores was tried: it slowed
   // the tests that start a launcher and a sandbox per attempt past their bounds.
   maxWorkers: Math.min(8, Math.max(2, os.availableParallelism())),
+  testSequencer: '<rootDir>/test/support/sequencer.js',
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
 };
