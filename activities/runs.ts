@@ -4,34 +4,18 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
-import { runView } from '../core/runs/run-view';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
-import { moveRun, recordRunEnd, unexplainedRelease } from '../services/runs/run-lifecycle';
-import { getTool } from '../tools/registry';
-import type { ToolInputs } from '../tools/types';
-import type { Injection } from '../core/credentials/credential-kinds';
-import { ansibleToolCredentials, scriptToolInjection } from '../tools/credential-injection';
-import { CredentialOpenError, openRunCredentials } from '../services/credentials';
+import { recordRunEnd } from '../services/runs/run-lifecycle';
+import { prepareExecution } from '../services/runs/run-preparation';
 import { recordToolResults } from './run-results';
-import { RunInputError } from '../core/runs/run-outcome';
-import { runToolInputs } from '../services/runs/run-inputs';
-import { LogSink } from '../runtime/log-sink';
-import { MaskedOutput } from '../runtime/masked-output';
-import { createMasker } from '../core/masker';
-import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/runs/run-secrets';
 import type { Sealer } from '../core/credentials/seal';
-import { LauncherStopped, type ToolLauncher } from '../runtime/launcher';
-import { exitOutcome, killLeftoverProcess, type SpawnedTool } from '../runtime/process';
-import { toolPath } from '../tools/registry';
+import type { ToolLauncher } from '../runtime/launcher';
+import { killLeftoverProcess } from '../runtime/process';
 import type { Run } from '../core/runs/run';
-import { checkoutDir, GitError } from '../core/project-paths';
-import { extractCommit } from '../runtime/git';
-import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from '../runtime/work-dir';
+import { GitError } from '../core/project-paths';
+import { executeTool, projectFromCache } from '../runtime/tool-execution';
 import type { JobSandbox } from '../runtime/sandboxed-job';
-
-/** How long unpacking a project's commit into a run's work dir may take. */
-const PROJECT_COPY_TIMEOUT_MS = 300_000;
 
 export interface RunActivityDeps {
   sql: Sql;
@@ -70,53 +54,8 @@ interface LeaseDetails {
 export const renewalPeriodMs = (leaseSeconds: number) => (leaseSeconds * 1000) / 3;
 const heartbeatEveryMs = (leaseSeconds: number) => Math.min(1000, renewalPeriodMs(leaseSeconds));
 
-/** The environment a tool sees: none of the server's own (it holds database and key material). */
-function toolEnvironment(run: Run, workDir: string, extra: Record<string, string>): Record<string, string> {
-  return {
-    ...extra,
-    PATH: toolPath(),
-    HOME: workDir,
-    LANG: 'C.UTF-8',
-    TMPDIR: workDir,
-    CAIRN_RUN_ID: run.id,
-    // A requeued run starts again from the top: a tool may use this to pick up where it was.
-    CAIRN_RUN_ATTEMPT: String(run.attempts),
-  };
-}
-
-/** A shard learns which slice of the work is its own. */
-function shardEnvironment(run: Run): Record<string, string> {
-  const shard = run.spec.shard;
-  return shard ? { CAIRN_SHARD_INDEX: String(shard.index), CAIRN_SHARD_COUNT: String(shard.count) } : {};
-}
-
 export function createRunActivities(deps: RunActivityDeps) {
   const { sql, logger } = deps;
-
-  /** Claims the run for this attempt: pending or requeued becomes running, with its event, in one write. */
-  async function claim(runId: string): Promise<{ run: Run; previous: Run } | 'finished' | 'canceled'> {
-    const result = await moveRun<'finished' | 'canceled'>(sql, runId, 'claim it', (previous) => {
-      if (!previous) throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
-      if (previous.finished_at) return { settled: 'finished' as const };
-      if (previous.cancel_requested_at) return { settled: 'canceled' as const };
-      return {
-        changes: { status: 'running' as const, started_at: previous.started_at ?? new Date(), attempts: previous.attempts + 1, exec_host: HOST },
-        event:
-          previous.status === 'pending'
-            ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next, 'preview') }) }
-            : {
-                kind: 'run.requeued',
-                body: (next: Run) => ({
-                  attempt: next.attempts,
-                  previous_host: previous.exec_host,
-                  reason: 'the worker executing the run stopped renewing its lease',
-                }),
-              },
-        guard: { notCanceled: true },
-      };
-    });
-    return 'settled' in result ? result.settled : { run: result.moved, previous: result.previous };
-  }
 
   /**
    * Executes the run's tool for this attempt and records how it ended. A cancel (by a person or the
@@ -148,122 +87,65 @@ export function createRunActivities(deps: RunActivityDeps) {
 
   async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped'> {
     const ctx = Context.current();
-    const refusal = await unexplainedRelease(sql, runId);
-    if (refusal) {
-      logger.error({ runId }, `${refusal}; the run is ended without executing`);
-      return { kind: 'refused', message: refusal };
+    const prepared = await prepareExecution(sql, deps, runId, HOST, (run) => path.join(deps.site.workRoot, `${runId}-${run.attempts}`));
+    if (prepared.kind === 'missing') throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
+    if (prepared.kind === 'skipped') return 'skipped';
+    if (prepared.kind === 'ended') {
+      if (prepared.outcome.kind === 'refused') logger.error({ runId }, `${prepared.outcome.message}; the run is ended without executing`);
+      return prepared.outcome;
     }
-    const claimed = await claim(runId);
-    if (claimed === 'finished') return 'skipped';
-    if (claimed === 'canceled') return { kind: 'canceled' };
-    const { run, previous } = claimed;
-    const definition = getTool(run.tool);
-    if (!definition) return { kind: 'spawn_failed', message: `the ${run.tool} tool is not available on this server` };
-    // The run's sealed secrets, opened only here: they join its extra vars and its masker's known values.
-    let secrets: Record<string, string>;
-    try {
-      secrets = openRunSecrets(deps.sealer, run);
-    } catch (err) {
-      if (err instanceof RunSecretsError) return { kind: 'spawn_failed', message: err.message };
-      throw err;
-    }
-    // Its credentials, opened only here too: injected into the tool, every secret joining the masker.
-    const workDir = path.join(deps.site.workRoot, `${runId}-${run.attempts}`);
-    let injection: Injection;
-    // The ansible tool takes a machine credential its own way (tools/ansible.ts): user and key file
-    // as extra vars, the passwords and the key's passphrase through its inputs.
-    let machine: ToolInputs['machine'];
-    try {
-      const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer);
-      if (run.tool === 'ansible') {
-        const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
-        injection = rest;
-        machine = { sshKeyFile, sshKeyPassphrase, password, becomePassword };
-      } else {
-        injection = scriptToolInjection(opened, workDir);
-      }
-    } catch (err) {
-      if (err instanceof CredentialOpenError) return { kind: 'spawn_failed', message: err.message };
-      throw err;
-    }
-
-    const sink = new LogSink(
-      (data) => appendLog(sql, runId, data),
-      (err) => logger.warn({ runId, err: (err as Error).message }, 'storing run output failed; will retry'),
-    );
+    const { run, previous } = prepared;
+    let preface: string | undefined;
     if (previous.status === 'running') {
       // The lost attempt's heartbeats named its host and tool pid: end that tool if it is here and alive.
       const lost = ctx.info.heartbeatDetails as LeaseDetails | undefined;
       if (lost?.host === HOST && lost.pid) await killLeftoverProcess(lost.pid, runId);
-      sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
+      preface = `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`;
     }
-
-    // Everything the tool writes passes the secret masker, which knows this run's secret values
-    // and the server's own, before it is stored.
-    const output = new MaskedOutput(createMasker([...knownSecretValues(secrets), ...knownSecretValues(Object.fromEntries(injection.secrets.entries())), ...deps.serverSecrets]), (data) => sink.write(data));
-
-    // What the tool needs resolved now (an ansible run's stored inventory, as it is at this start).
-    let inputs: ToolInputs;
-    try {
-      inputs = { ...(await runToolInputs(sql, run)), ...(machine && { machine }) };
-    } catch (err) {
-      if (err instanceof RunInputError) return { kind: 'spawn_failed', message: err.message };
-      throw err;
-    }
-    const injectedVars = { ...injection.extraVars, ...secrets };
-    const invocation = definition.invocation(
-      Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec,
-      inputs,
-    );
     try {
       if (run.spec.project) await deps.ensureCommit(run.spec.project.id, run.spec.project.commit);
-      await prepareWorkDir(deps.site, workDir, { ...invocation.files, ...injection.files }, run.spec.project);
     } catch (err) {
-      // Nothing of the run is left behind, its credential files least of all, whatever failed.
-      await removeWorkDir(workDir);
       if (err instanceof GitError) return { kind: 'spawn_failed', message: `the project's tree could not be placed in the run's work dir: ${err.message}` };
-      if (err instanceof WorkDirError) return { kind: 'spawn_failed', message: err.message };
       throw err;
     }
 
-    deps.onExecutionChange?.(1);
     let lease: LeaseDetails = { host: HOST };
     const heartbeat = setInterval(() => ctx.heartbeat(lease), heartbeatEveryMs(ctx.info.heartbeatTimeoutMs! / 1000));
     try {
-      let tool: SpawnedTool;
-      try {
-        tool = await deps.launcher.launch(invocation.argv, {
-          cwd: workDir,
-          env: toolEnvironment(run, workDir, { ...invocation.env, ...injection.env, ...shardEnvironment(run) }),
-          onOutput: (chunk) => output.write(chunk),
-        });
-      } catch (err) {
-        if (err instanceof LauncherStopped) throw err;
-        return { kind: 'spawn_failed', message: `could not start ${definition.binary}: ${(err as Error).message}` };
-      }
-      // Carried from the next heartbeat on; a run that ends within the second sends none at all.
-      lease = { host: HOST, pid: tool.pid };
-      const onCancel = () => tool.kill();
-      ctx.cancellationSignal.addEventListener('abort', onCancel);
-      // A cancel that arrived while the tool was starting has already fired its event.
-      if (ctx.cancellationSignal.aborted) onCancel();
-      let exit;
-      try {
-        // A launcher that dies takes the execution with it: the error fails this attempt, which is retried.
-        exit = await tool.exited;
-      } finally {
-        ctx.cancellationSignal.removeEventListener('abort', onCancel);
-        output.end();
-        await sink.close();
-      }
-      // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
-      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
-      // An ansible run's per-host and per-task results are stored now, before its work dir goes.
-      return await recordToolResults(sql, run, workDir, exitOutcome(exit));
+      return await executeTool(
+        deps.site,
+        deps.launcher,
+        {
+          runId,
+          attempt: run.attempts,
+          workDir: path.join(deps.site.workRoot, `${runId}-${run.attempts}`),
+          binary: prepared.binary,
+          argv: prepared.argv,
+          env: prepared.env,
+          files: prepared.files,
+          // Everything the tool writes passes the secret masker, which knows this run's secret
+          // values and the server's own, before it is stored.
+          maskValues: [...prepared.maskValues, ...deps.serverSecrets],
+          preface,
+        },
+        {
+          placeProject: run.spec.project && projectFromCache(deps.site, run.spec.project),
+          storeLog: (data) => appendLog(sql, runId, data),
+          onLogError: (err) => logger.warn({ runId, err: (err as Error).message }, 'storing run output failed; will retry'),
+          // Carried from the next heartbeat on; a run that ends within the second sends none at all.
+          onStarted: (pid) => (lease = { host: HOST, pid }),
+          cancelSignal: ctx.cancellationSignal,
+          onExecutionChange: deps.onExecutionChange,
+          afterExit: async (workDir, outcome) => {
+            // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
+            if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+            // An ansible run's per-host and per-task results are stored now, before its work dir goes.
+            return recordToolResults(sql, run, workDir, outcome);
+          },
+        },
+      );
     } finally {
       clearInterval(heartbeat);
-      deps.onExecutionChange?.(-1);
-      await removeWorkDir(workDir);
     }
   }
 
@@ -278,20 +160,3 @@ export function createRunActivities(deps: RunActivityDeps) {
 
 export type RunActivities = ReturnType<typeof createRunActivities>;
 
-/**
- * A fresh work dir for the run (runtime/work-dir.ts): the tool's files written first, by the
- * server into a dir nothing else has touched; then the dir handed to the account the tool runs
- * as; then a project's tree at the run's commit unpacked into it in the sandbox, as that account,
- * refusing to replace any of the tool's files (runtime/git.ts).
- */
-async function prepareWorkDir(
-  where: JobSandbox,
-  workDir: string,
-  files: Record<string, string>,
-  project?: { id: string; commit: string },
-): Promise<void> {
-  await createWorkDir(workDir);
-  await writeWorkFiles(workDir, files, where.sandbox?.user);
-  await handOverWorkDir(workDir, where.sandbox?.user);
-  if (project) await extractCommit(where, checkoutDir(where.projectsDir, project.id), project.commit, workDir, PROJECT_COPY_TIMEOUT_MS);
-}
