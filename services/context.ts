@@ -9,6 +9,7 @@ import type { InstallIdentity } from './audit/install-identity';
 import type { Licensing } from './access/licensing';
 import type { Metrics } from './metrics';
 import type { RunActivityHub } from './runs/run-activity-hub';
+import type { RelayDispatch } from './relay/relay';
 
 /** What request handlers, activities, the outbox dispatcher and the sweeper share: the stores, the Temporal client and settings. */
 export interface ServerContext {
@@ -38,6 +39,8 @@ export interface ServerContext {
   execution: ExecutionFacts;
   /** Attention alert thresholds: the defaults with --attention-file over them (services/attention-file.ts), read at start. */
   attention: AttentionSettings;
+  /** Set when the server serves the worker relay (--worker-token): takes named queues' attempts for relay workers. */
+  relay?: RelayDispatch;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
 }

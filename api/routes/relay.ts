@@ -1,0 +1,176 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import { DomainError, unauthorized } from '../../core/errors';
+import type { ExecutionOutcome } from '../../core/runs/run-outcome';
+import { runView } from '../../core/runs/run-view';
+import type { ServerContext } from '../../services/context';
+import {
+  appendRelayEvents,
+  appendRelayLog,
+  claimRun,
+  endAttempt,
+  heldLease,
+  MAX_CLAIM_WAIT_SECONDS,
+  MAX_REPORT_ITEMS,
+  renewLease,
+  startRun,
+  workerTokenMatches,
+  type RelayWorker,
+} from '../../services/relay/relay';
+import { getRun } from '../../store/runs';
+import { listPolicies } from '../../store/policies';
+import { fitsBytes } from '../schemas/common';
+import { parseInput } from '../validate';
+import { policyView } from './policies';
+
+/** The header a report call presents its per-claim capability in. */
+export const CAPABILITY_HEADER = 'cairn-capability';
+
+const workerInput = z.strictObject({
+  id: z.string().regex(/^wrk_[A-Za-z0-9_-]{1,64}$/, 'worker.id is wrk_ followed by letters, digits, - or _'),
+  queue: z.string().min(1).refine(fitsBytes(255), 'worker.queue is at most 255 bytes'),
+  host: z.string().min(1).max(255),
+  pid: z.number().int().min(0).max(2 ** 31 - 1),
+  version: z.string().min(1).max(64),
+});
+
+const claimInput = z.strictObject({
+  worker: workerInput,
+  wait_seconds: z.number().min(0).max(MAX_CLAIM_WAIT_SECONDS).default(20),
+});
+
+const heartbeatInput = z.strictObject({ run_id: z.string().min(1).max(64), worker: workerInput });
+
+const startInput = z.strictObject({
+  worker: workerInput,
+  work_root: z.string().regex(/^\/[^\0]*$/, 'work_root is an absolute path').max(1024),
+});
+
+const logInput = z.strictObject({
+  // Masked output, base64; the 1 MiB body bound keeps one call at most about 750 KiB of output.
+  data: z.base64('data is base64'),
+});
+
+const eventsInput = z.strictObject({
+  events: z
+    .array(
+      z.strictObject({
+        kind: z.string().regex(/^worker\.[a-z][a-z0-9_.]{0,62}$/, 'events[].kind is worker.<name>: a worker reports its own kinds only'),
+        body: z.record(z.string(), z.unknown()).default({}),
+      }),
+    )
+    .max(MAX_REPORT_ITEMS, `at most ${MAX_REPORT_ITEMS} events a call`),
+});
+
+const outcomeInput = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('exited'), exit_code: z.number().int().nullable(), signal: z.string().max(32).nullable().default(null) }),
+  z.strictObject({ kind: z.literal('spawn_failed'), message: z.string().min(1).max(2000) }),
+  z.strictObject({
+    kind: z.literal('bound_exceeded'),
+    exit_code: z.number().int().nullable(),
+    bound: z.enum(['memory', 'process', 'disk']),
+    flag: z.string().max(32),
+    limit: z.string().max(64),
+  }),
+  z.strictObject({ kind: z.literal('canceled') }),
+]);
+
+const saveInput = z.strictObject({ outcome: outcomeInput });
+
+function outcomeOf(input: z.output<typeof outcomeInput>): ExecutionOutcome {
+  switch (input.kind) {
+    case 'exited':
+      return { kind: 'exited', exitCode: input.exit_code, signal: input.signal };
+    case 'bound_exceeded':
+      return { kind: 'bound_exceeded', exitCode: input.exit_code, bound: input.bound, flag: input.flag, limit: input.limit };
+    default:
+      return input;
+  }
+}
+
+/**
+ * The worker relay (spec part A 4.18, part B 5.1): served only with --worker-token. Every call
+ * presents the worker token as its bearer; every call about a run presents the per-claim
+ * capability its claim returned (the `Cairn-Capability` header), so a worker reaches only the run
+ * it holds. The relay is where an untrusted worker meets the records, so it takes only what a
+ * worker may say of its own run.
+ */
+export function relayRoutes(server: ServerContext): Router {
+  const router = new Router({ prefix: '/relay/v1' });
+  const hashes = server.config.workerToken ?? [];
+  router.use(async (ctx, next) => {
+    const match = /^Bearer\s+(\S+)$/i.exec(ctx.get('authorization'));
+    if (!match || !workerTokenMatches(hashes, match[1])) throw unauthorized('the relay needs Authorization: Bearer <worker token> with a token this server was started with (--worker-token)');
+    await next();
+  });
+  const held = (ctx: Context, runId?: string) => heldLease(server, runId, ctx.get(CAPABILITY_HEADER) || undefined);
+  const worker = (input: RelayWorker) => input;
+
+  router.get('/policies', async (ctx) => {
+    ctx.body = { policies: (await listPolicies(server.sql)).map(policyView) };
+  });
+
+  router.post('/claim', async (ctx) => {
+    const input = parseInput(claimInput, ctx.request.body);
+    let open = true;
+    ctx.req.once('close', () => (open = ctx.res.writableEnded));
+    const claimed = await claimRun(server, worker(input.worker), input.wait_seconds, () => open);
+    if (!claimed) {
+      ctx.status = 204;
+      return;
+    }
+    ctx.body = claimed;
+  });
+
+  router.post('/heartbeat', async (ctx) => {
+    const input = parseInput(heartbeatInput, ctx.request.body);
+    const lease = await held(ctx, input.run_id);
+    ctx.body = { action: await renewLease(server, lease, worker(input.worker)) };
+  });
+
+  router.post('/runs/:id/start', async (ctx) => {
+    const input = parseInput(startInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    const answer = await startRun(server, lease, worker(input.worker), input.work_root);
+    ctx.body = answer.state === 'running' ? { ...answer, run: runView(answer.run) } : answer;
+  });
+
+  router.get('/runs/:id', async (ctx) => {
+    await held(ctx, ctx.params.id);
+    const run = await getRun(server.sql, ctx.params.id);
+    if (!run) throw new DomainError('not_found', `run ${ctx.params.id} does not exist`);
+    ctx.body = runView(run);
+  });
+
+  router.post('/runs/:id/save', async (ctx) => {
+    const input = parseInput(saveInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    const run = await endAttempt(server, lease, outcomeOf(input.outcome));
+    ctx.body = { status: run?.status ?? null };
+  });
+
+  router.post('/runs/:id/log', async (ctx) => {
+    const input = parseInput(logInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    await appendRelayLog(server, lease, Buffer.from(input.data, 'base64'));
+    ctx.status = 204;
+  });
+
+  router.post('/runs/:id/events', async (ctx) => {
+    const input = parseInput(eventsInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    await appendRelayEvents(server, lease, input.events);
+    ctx.status = 204;
+  });
+
+  // Reports this server's tools do not produce: a worker's call is refused naming why, after the
+  // same checks as every report call.
+  for (const report of ['propose-apply', 'drift-plan', 'host-summary', 'host-facts', 'task-summary']) {
+    router.post(`/runs/:id/${report}`, async (ctx) => {
+      await held(ctx, ctx.params.id);
+      throw new DomainError('unprocessable', `${report} reports are not taken through the relay by this server yet: a relay worker runs script tools`, { report });
+    });
+  }
+  return router;
+}

@@ -1,0 +1,224 @@
+import { ActivityCancelledError, ActivityNotFoundError } from '@temporalio/client';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { DomainError } from '../../core/errors';
+import { featureRefusal, tierAllows } from '../../core/access/license';
+import type { ExecutionOutcome } from '../../core/runs/run-outcome';
+import { sha256 } from '../../core/sha256';
+import type { Run } from '../../core/runs/run';
+import { appendEvent } from '../../store/events';
+import { appendLog } from '../../store/logs';
+import { getRun } from '../../store/runs';
+import {
+  deleteRelayLease,
+  leaseByCapability,
+  recordRelayWorkerContact,
+  renewRelayLease,
+  takeWaitingLease,
+  type RelayLease,
+} from '../../store/relay';
+import { executionTaskQueue } from '../../workflows/ids';
+import type { ServerContext } from '../context';
+import { recordRunEnd } from '../runs/run-lifecycle';
+import { prepareExecution, type PreparedExecution } from '../runs/run-preparation';
+
+/** What a server serving the relay provides beside the API: a Temporal worker taking the queue's attempts (workers/relay-dispatch.ts). */
+export interface RelayDispatch {
+  /** Starts taking the named queue's execution attempts for relay workers, if this server does not yet. */
+  serveQueue(queue: string): Promise<void>;
+}
+
+/** Items one report call may carry (spec part B 8: a few thousand). */
+export const MAX_REPORT_ITEMS = 2000;
+/** The longest a claim waits for a run before answering that none waits. */
+export const MAX_CLAIM_WAIT_SECONDS = 30;
+/** How often a waiting claim looks again. */
+const CLAIM_POLL_MS = 200;
+
+/** A relay worker as it describes itself on each call; untrusted, used only for the fleet view and the run's exec host. */
+export interface RelayWorker {
+  id: string;
+  queue: string;
+  host: string;
+  pid: number;
+  version: string;
+}
+
+/** Whether the presented bearer matches one of the configured worker tokens (kept as SHA-256 digests). */
+export function workerTokenMatches(hashes: readonly Buffer[], presented: string): boolean {
+  const digest = sha256(presented);
+  let found = false;
+  for (const hash of hashes) if (hash.length === digest.length && timingSafeEqual(hash, digest)) found = true;
+  return found;
+}
+
+async function noteContact(server: ServerContext, worker: RelayWorker): Promise<void> {
+  await recordRelayWorkerContact(server.sql, {
+    ...worker,
+    task_queue: executionTaskQueue(server.config.poolQueue, worker.queue),
+    renew_seconds: server.config.leaseSeconds / 3,
+  });
+}
+
+/** Every relay worker is Team (spec part A 1.2), checked at each claim so a lapsed license stops new work. */
+function requireTeam(server: ServerContext): void {
+  if (!tierAllows(server.licensing.tier, 'named_queue')) throw new DomainError('forbidden', featureRefusal('worker', server.licensing.tier));
+}
+
+export interface Claimed {
+  run_id: string;
+  /** The per-claim capability: shown once, kept only as its SHA-256. */
+  capability: string;
+  attempt: number;
+  lease_seconds: number;
+  heartbeat_seconds: number;
+}
+
+/**
+ * Leases the oldest attempt of the worker's queue waiting for a relay worker, waiting up to
+ * `waitSeconds` for one. The attempt is checked alive with Temporal first (a heartbeat): one
+ * Temporal no longer knows is dropped, one asked to cancel is reported canceled, and the next is
+ * taken. Undefined when none came in time.
+ */
+export async function claimRun(server: ServerContext, worker: RelayWorker, waitSeconds: number, stillWanted: () => boolean): Promise<Claimed | undefined> {
+  requireTeam(server);
+  if (!worker.queue) throw new DomainError('invalid', 'a relay worker serves a named queue: send worker.queue', { field: 'worker.queue' });
+  await server.relay!.serveQueue(worker.queue);
+  const deadline = Date.now() + waitSeconds * 1000;
+  let contacted = 0;
+  for (;;) {
+    if (Date.now() - contacted >= (server.config.leaseSeconds * 1000) / 3) {
+      await noteContact(server, worker);
+      contacted = Date.now();
+    }
+    const capability = `cairn_cap_${randomBytes(32).toString('base64url')}`;
+    const lease = await takeWaitingLease(server.sql, worker.queue, worker.id, sha256(capability));
+    if (lease) {
+      if (await attemptAlive(server, lease, { worker: worker.id, host: worker.host })) {
+        return {
+          run_id: lease.run_id,
+          capability,
+          attempt: lease.attempt,
+          lease_seconds: server.config.leaseSeconds,
+          heartbeat_seconds: server.config.leaseSeconds / 3,
+        };
+      }
+      continue;
+    }
+    if (Date.now() >= deadline || !stillWanted()) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, CLAIM_POLL_MS));
+  }
+}
+
+/**
+ * Heartbeats the attempt's activity. False when it is over: Temporal no longer knows it (its row
+ * dropped) or it was asked to cancel before any worker started it (reported canceled, so the
+ * workflow records the cancel).
+ */
+export async function attemptAlive(server: ServerContext, lease: RelayLease, details: Record<string, unknown>): Promise<boolean> {
+  try {
+    await server.temporal.activity.heartbeat(lease.task_token, details);
+    return true;
+  } catch (err) {
+    if (err instanceof ActivityCancelledError) {
+      await server.temporal.activity.reportCancellation(lease.task_token).catch(() => undefined);
+    } else if (!(err instanceof ActivityNotFoundError)) {
+      throw err;
+    }
+    await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
+    return false;
+  }
+}
+
+/**
+ * The lease a capability holds on the run: 403 when it holds none (forged, another run's, or
+ * stale: its attempt was lost and requeued, so the lost holder writes nothing any more).
+ */
+export async function heldLease(server: ServerContext, runId: string | undefined, capability: string | undefined): Promise<RelayLease> {
+  const lease = capability ? await leaseByCapability(server.sql, sha256(capability)) : undefined;
+  if (!lease || (runId !== undefined && lease.run_id !== runId)) {
+    throw new DomainError('forbidden', 'the Cairn-Capability header does not hold a lease on this run (unknown, another run\'s, or its lease was lost)');
+  }
+  return lease;
+}
+
+/**
+ * Renews the lease: the attempt's activity heartbeat. `cancel` when the run was asked to stop
+ * (a cancel, its timeout): the worker stops its tool and reports the end. 409 when the attempt is
+ * gone (its lease was lost): the worker stops its tool and reports nothing.
+ */
+export async function renewLease(server: ServerContext, lease: RelayLease, worker: RelayWorker): Promise<'continue' | 'cancel'> {
+  await noteContact(server, worker);
+  try {
+    await server.temporal.activity.heartbeat(lease.task_token, { host: worker.host, worker: worker.id });
+  } catch (err) {
+    if (err instanceof ActivityCancelledError) return 'cancel';
+    if (err instanceof ActivityNotFoundError) {
+      await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
+      throw new DomainError('conflict', 'this attempt is over: its lease was lost and the run requeued; stop its tool', { lease: 'lost' });
+    }
+    throw err;
+  }
+  await renewRelayLease(server.sql, lease.run_id, lease.attempt);
+  return 'continue';
+}
+
+export type StartAnswer =
+  | { state: 'ended'; status: string | null }
+  | { state: 'running'; run: Run; attempt: number; work_dir: string; execution: Omit<PreparedExecution, 'kind' | 'run' | 'previous'>; preface?: string };
+
+/**
+ * Fences the held run from pending (or a lost attempt's running) to running, and answers what its
+ * tool needs: the argv, environment, files (credential files among them) and the values to mask,
+ * resolved here so the worker holds no key. An end found now is recorded and the attempt completed.
+ */
+export async function startRun(server: ServerContext, lease: RelayLease, worker: RelayWorker, workRoot: string): Promise<StartAnswer> {
+  const prepared = await prepareExecution(server.sql, { sealer: server.sealer, federationIssuer: server.config.federationIssuer }, lease.run_id, worker.host, (run) => `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`);
+  if (prepared.kind === 'ready') {
+    const { kind: _kind, run, previous, ...execution } = prepared;
+    return {
+      state: 'running',
+      run,
+      attempt: run.attempts,
+      work_dir: `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`,
+      execution,
+      preface: previous.status === 'running' ? `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n` : undefined,
+    };
+  }
+  if (prepared.kind === 'ended') await endAttempt(server, lease, prepared.outcome);
+  else await completeAttempt(server, lease);
+  return { state: 'ended', status: (await getRun(server.sql, lease.run_id))?.status ?? null };
+}
+
+/** The worker's end report: the run's end recorded once, then the attempt's activity completed (or reported canceled). */
+export async function endAttempt(server: ServerContext, lease: RelayLease, outcome: ExecutionOutcome): Promise<Run | undefined> {
+  const run = await getRun(server.sql, lease.run_id);
+  if (outcome.kind === 'canceled' || run?.cancel_requested_at) {
+    // The workflow records a canceled or timed-out end itself, as for a pool worker's cancellation.
+    await server.temporal.activity.reportCancellation(lease.task_token).catch(ignoreGone);
+    await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
+    return getRun(server.sql, lease.run_id);
+  }
+  const ended = await recordRunEnd(server.sql, lease.run_id, outcome);
+  if (ended) server.metrics.runsFinished.inc({ status: ended.status, tool: ended.tool });
+  await completeAttempt(server, lease);
+  return ended ?? getRun(server.sql, lease.run_id);
+}
+
+async function completeAttempt(server: ServerContext, lease: RelayLease): Promise<void> {
+  await server.temporal.activity.complete(lease.task_token, undefined).catch(ignoreGone);
+  await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
+}
+
+function ignoreGone(err: unknown): void {
+  if (!(err instanceof ActivityNotFoundError)) throw err;
+}
+
+/** Appends captured output (already masked by the worker) to the held run's log. */
+export async function appendRelayLog(server: ServerContext, lease: RelayLease, data: Buffer): Promise<void> {
+  if (data.length) await appendLog(server.sql, lease.run_id, data);
+}
+
+/** Appends the worker's structured events; their kinds are the worker's own (`worker.*`), so none can pose as a lifecycle event. */
+export async function appendRelayEvents(server: ServerContext, lease: RelayLease, events: { kind: string; body: Record<string, unknown> }[]): Promise<void> {
+  for (const event of events) await appendEvent(server.sql, lease.run_id, event.kind, { ...event.body, attempt: lease.attempt });
+}

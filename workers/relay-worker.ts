@@ -1,0 +1,200 @@
+import os from 'node:os';
+import type { Logger } from 'pino';
+import { newId } from '../core/ids';
+import type { ExecutionOutcome } from '../core/runs/run-outcome';
+import { LauncherStopped, ToolLauncher } from '../runtime/launcher';
+import { jobSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
+import { executeTool } from '../runtime/tool-execution';
+
+/** This worker's release, as it reports it to the fleet view. */
+export const RELAY_WORKER_VERSION = '0.1.0';
+
+export interface RelayWorkerOptions {
+  /** The server's base URL (https, or http on loopback or with --allow-insecure-relay). */
+  serverUrl: string;
+  /** The worker token the server was started with (--worker-token). */
+  token: string;
+  queue: string;
+  /** Runs executed at once (--pool-size). */
+  slots: number;
+  /** The same sandbox and bounds as the pool (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
+  isolation: RunIsolationSettings;
+  logger: Logger;
+  /** How long a claim waits on the server for a run (seconds); shorter in tests. */
+  claimWaitSeconds?: number;
+}
+
+export class RelayCallError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    path: string,
+  ) {
+    super(`${path} answered ${status}: ${typeof body === 'object' && body && 'error' in body ? String((body as { error: unknown }).error) : ''}`);
+  }
+}
+
+interface Claimed {
+  run_id: string;
+  capability: string;
+  attempt: number;
+  lease_seconds: number;
+  heartbeat_seconds: number;
+}
+
+interface Started {
+  state: 'running' | 'ended';
+  attempt: number;
+  work_dir: string;
+  preface?: string;
+  execution: { binary: string; argv: string[]; env: Record<string, string>; files: Record<string, string>; maskValues: string[]; project?: { id: string; commit: string } };
+}
+
+/**
+ * An outbound worker of the relay (`cairn worker --server URL --worker-token T --queue Q`): no
+ * database, no Temporal, only HTTPS calls to a server's /relay/v1. Each of its slots claims a run
+ * of its queue by long poll, fences it to running, runs its tool exactly as the pool does
+ * (runtime/tool-execution.ts: the same work dir, sandbox, launcher, bounds and masker), streams
+ * its masked output, renews its lease by heartbeat (the answer `cancel` stops the tool) and
+ * reports its end. A lease it finds lost (403 or 409) stops the tool and reports nothing: the run
+ * has been requeued and another attempt owns it.
+ */
+export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ id: string; stop(): Promise<void> }> {
+  const { logger } = options;
+  const site = await jobSandbox(options.isolation, (line) => logger.info(line));
+  const launcher = new ToolLauncher(site.sandbox);
+  const worker = { id: newId('wrk'), queue: options.queue, host: os.hostname(), pid: process.pid, version: RELAY_WORKER_VERSION };
+  const base = options.serverUrl.replace(/\/+$/, '');
+  const stopping = new AbortController();
+  const executions = new Set<AbortController>();
+
+  async function call<T>(method: string, path: string, body?: unknown, capability?: string): Promise<T | undefined> {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${options.token}`,
+        ...(body !== undefined && { 'content-type': 'application/json' }),
+        ...(capability && { 'cairn-capability': capability }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: path === '/relay/v1/claim' ? stopping.signal : undefined,
+    });
+    if (response.status === 204) return undefined;
+    const text = await response.text();
+    const parsed = text ? (JSON.parse(text) as unknown) : undefined;
+    if (!response.ok) throw new RelayCallError(response.status, parsed, path);
+    return parsed as T;
+  }
+
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  async function execute(claimed: Claimed): Promise<void> {
+    const { run_id: runId, capability } = claimed;
+    const runPath = `/relay/v1/runs/${runId}`;
+    const started = await call<Started>('POST', `${runPath}/start`, { worker, work_root: site.workRoot }, capability);
+    if (!started || started.state !== 'running') return;
+    const cancel = new AbortController();
+    executions.add(cancel);
+    let lost = false;
+    let beating: Promise<void> | undefined;
+    // A cancel reaches the tool on the next heartbeat: every second at most, as on the pool.
+    const heartbeat = setInterval(() => {
+      if (beating) return;
+      beating = call<{ action: string }>('POST', '/relay/v1/heartbeat', { run_id: runId, worker }, capability)
+        .then((answer) => {
+          if (answer?.action === 'cancel') cancel.abort();
+        })
+        .catch((err) => {
+          if (err instanceof RelayCallError && (err.status === 403 || err.status === 409)) {
+            lost = true;
+            cancel.abort();
+          } else {
+            logger.warn({ runId, err: (err as Error).message }, 'renewing the lease failed; trying again');
+          }
+        })
+        .finally(() => (beating = undefined));
+    }, Math.min(1000, claimed.heartbeat_seconds * 1000));
+    let outcome: ExecutionOutcome;
+    try {
+      const { execution } = started;
+      outcome = execution.project
+        ? { kind: 'spawn_failed', message: 'a project-backed run cannot run on a relay worker yet: its tree is not fetched through the relay' }
+        : await executeTool(
+            site,
+            launcher,
+            { runId, attempt: started.attempt, workDir: started.work_dir, ...execution, preface: started.preface },
+            {
+              storeLog: async (data) => {
+                await call('POST', `${runPath}/log`, { data: data.toString('base64') }, capability);
+              },
+              onLogError: (err) => logger.warn({ runId, err: (err as Error).message }, 'sending run output failed; will retry'),
+              cancelSignal: cancel.signal,
+              afterExit: async (_workDir, exited) => (cancel.signal.aborted ? { kind: 'canceled' } : exited),
+            },
+          );
+    } finally {
+      clearInterval(heartbeat);
+      await beating;
+      executions.delete(cancel);
+    }
+    if (lost || stopping.signal.aborted) {
+      logger.warn({ runId }, 'the lease on this run was lost; its end is not reported');
+      return;
+    }
+    // The end is reported however long the server refuses; a lost lease ends the trying.
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        const reportable = outcome.kind === 'exited'
+          ? { kind: 'exited', exit_code: outcome.exitCode, signal: outcome.signal }
+          : outcome.kind === 'bound_exceeded'
+            ? { kind: 'bound_exceeded', exit_code: outcome.exitCode, bound: outcome.bound, flag: outcome.flag, limit: outcome.limit }
+            : outcome.kind === 'spawn_failed'
+              ? outcome
+              : { kind: 'canceled' };
+        await call('POST', `${runPath}/save`, { outcome: reportable }, capability);
+        return;
+      } catch (err) {
+        if (err instanceof RelayCallError && err.status >= 400 && err.status < 500) {
+          logger.error({ runId, err: err.message }, "the run's end was refused");
+          return;
+        }
+        logger.warn({ runId, err: (err as Error).message }, "reporting the run's end failed; trying again");
+        await pause(wait);
+      }
+    }
+  }
+
+  async function slot(): Promise<void> {
+    while (!stopping.signal.aborted) {
+      let claimed: Claimed | undefined;
+      try {
+        claimed = await call<Claimed>('POST', '/relay/v1/claim', { worker, wait_seconds: options.claimWaitSeconds ?? 20 });
+      } catch (err) {
+        if (stopping.signal.aborted) return;
+        logger.warn({ err: (err as Error).message }, 'claiming a run failed; trying again');
+        await pause(1000);
+        continue;
+      }
+      if (!claimed) continue;
+      try {
+        await execute(claimed);
+      } catch (err) {
+        if (err instanceof LauncherStopped) return;
+        logger.error({ runId: claimed.run_id, err: (err as Error).message }, 'executing the run failed; its lease will lapse and it will be requeued');
+      }
+    }
+  }
+
+  const slots = Array.from({ length: options.slots }, () => slot());
+  logger.info({ queue: options.queue, server: base, workerId: worker.id }, 'relay worker polling');
+  return {
+    id: worker.id,
+    async stop() {
+      stopping.abort();
+      // Runs still executing are stopped unreported: their leases lapse and they are requeued elsewhere.
+      for (const execution of executions) execution.abort();
+      await Promise.allSettled(slots);
+      await launcher.stop();
+    },
+  };
+}
