@@ -1,0 +1,174 @@
+import { startTsScript, type ChildHandle } from '../support/processes';
+import { testLicense } from '../support/license';
+import { apiClient, type ApiClient } from '../support/http';
+import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { tempDir } from '../support/temp';
+
+/** Three renewals of a one-second period: a relay worker silent this long has lost its run. */
+const LEASE_SECONDS = '3';
+const WORKER_TOKEN = 'relay-test-token-0123456789abcdef';
+
+let t: TestServer;
+let license: { file: string; publicJwk: object };
+let relay: ApiClient;
+const workers: ChildHandle[] = [];
+
+beforeAll(async () => {
+  license = await testLicense('team');
+  t = await startTestServer(
+    { CAIRN_LICENSE_FILE: license.file, CAIRN_LEASE_SECONDS: LEASE_SECONDS, CAIRN_WORKER_TOKEN: WORKER_TOKEN },
+    { licenseKeys: [license.publicJwk] },
+  );
+  relay = apiClient(t.url, WORKER_TOKEN);
+});
+afterAll(async () => {
+  for (const worker of workers) await worker.stop('SIGKILL');
+  await t?.stop();
+});
+
+/**
+ * A real `cairn worker --server URL --worker-token T --queue Q` process in a data dir of its own,
+ * given no database URL and no Temporal address: the relay is all it can reach.
+ */
+async function startRelayWorkerProcess(queue: string): Promise<ChildHandle> {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    CAIRN_DATA_DIR: tempDir('cairn-relay-worker'),
+    CAIRN_LEASE_SECONDS: LEASE_SECONDS,
+    CAIRN_LOG_LEVEL: 'info',
+  };
+  const worker = startTsScript('test/support/worker-process.ts', [JSON.stringify(license.publicJwk), '--server', t.url, '--worker-token', WORKER_TOKEN, '--queue', queue], env);
+  workers.push(worker);
+  await worker.waitFor(/relay worker polling/);
+  return worker;
+}
+
+async function submit(body: Record<string, unknown>): Promise<any> {
+  const { status, body: run } = await t.api.post('/v1/runs', { tool: 'bash', ...body });
+  if (status !== 201) throw new Error(`submit: ${status} ${JSON.stringify(run)}`);
+  return run;
+}
+
+async function eventKinds(runId: string): Promise<string[]> {
+  const { body } = await t.api.get(`/v1/runs/${runId}/events?limit=1000`);
+  return body.events.map((e: any) => e.event);
+}
+
+async function waitForLog(runId: string, pattern: RegExp, timeoutMs = 20_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const log = (await t.api.get(`/v1/runs/${runId}/logs`)).text;
+    if (pattern.test(log)) return log;
+    if (Date.now() > deadline) throw new Error(`log of ${runId} never matched ${pattern}: ${JSON.stringify(log)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const worker = (queue: string) => ({ id: 'wrk_by_hand', queue, host: 'test-host', pid: 1, version: 'test' });
+
+test('a relay worker with only a URL and a token runs a named queue’s bash run end to end: log, exit, and the fleet view', async () => {
+  await startRelayWorkerProcess('edge');
+  const run = await submit({ command: 'echo "from the edge $CAIRN_RUN_ATTEMPT"; echo to stderr >&2; exit 3', queue: 'edge' });
+  const ended = await waitForRunEnd(t.api, run.id, 30_000);
+  expect(ended).toMatchObject({ status: 'failed', exit_code: 3, attempts: 1 });
+  const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(log).toContain('from the edge 1\n');
+  expect(log).toContain('to stderr\n');
+  const kinds = await eventKinds(run.id);
+  expect(kinds.filter((k) => k === 'run.started')).toHaveLength(1);
+  expect(kinds.filter((k) => k === 'run.finished')).toHaveLength(1);
+
+  const listed = (await t.api.get('/v1/workers')).body.workers.find((w: any) => w.kind === 'relay' && w.queue === 'edge');
+  expect(listed).toMatchObject({ kind: 'relay', queue: 'edge', lease: 'fresh', runs_held: 0 });
+  expect(typeof listed.version).toBe('string');
+  expect(Date.parse(listed.last_contact)).toBeGreaterThan(Date.now() - 10_000);
+
+  // The Temporal history shows the attempt like any other: scheduled on the queue's task queue.
+  const history = await t.server.context.temporal.workflow.getHandle(run.id).fetchHistory();
+  expect(history.events?.some((e) => e.activityTaskCompletedEventAttributes)).toBe(true);
+});
+
+test('the relay refuses a wrong worker token (401), another run’s capability (403), and takes the holder’s end report', async () => {
+  expect((await apiClient(t.url, 'not-the-worker-token-at-all').post('/relay/v1/claim', { worker: worker('by-hand') })).status).toBe(401);
+  expect((await apiClient(t.url).get('/relay/v1/policies')).status).toBe(401);
+  expect((await relay.get('/relay/v1/policies')).status).toBe(200);
+  const bad = await relay.post('/relay/v1/claim', { worker: { ...worker('by-hand'), id: 'nope' } });
+  expect(bad.status).toBe(400);
+  expect(bad.body.field).toBe('worker.id');
+
+  const first = await submit({ command: 'echo first', queue: 'by-hand' });
+  const second = await submit({ command: 'echo second', queue: 'by-hand' });
+  const claimA = await relay.post('/relay/v1/claim', { worker: worker('by-hand'), wait_seconds: 15 });
+  expect(claimA.status).toBe(200);
+  // The oldest waiting run is claimed first.
+  expect(claimA.body.run_id).toBe(first.id);
+  const capA = { 'cairn-capability': claimA.body.capability };
+
+  // A's capability opens nothing of B, and no capability opens nothing at all.
+  const foreign = await relay.request('POST', `/relay/v1/runs/${second.id}/log`, { body: { data: Buffer.from('forged').toString('base64') }, headers: capA });
+  expect(foreign.status).toBe(403);
+  expect((await relay.request('GET', `/relay/v1/runs/${second.id}`, { headers: capA })).status).toBe(403);
+  expect((await relay.post(`/relay/v1/runs/${claimA.body.run_id}/save`, { outcome: { kind: 'exited', exit_code: 0 } })).status).toBe(403);
+  // A worker may not pose as the lifecycle.
+  const posing = await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/events`, { body: { events: [{ kind: 'run.finished', body: {} }] }, headers: capA });
+  expect(posing.status).toBe(400);
+
+  // The holder starts, logs and ends its run.
+  const started = await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/start`, { body: { worker: worker('by-hand'), work_root: '/tmp/nowhere' }, headers: capA });
+  expect(started.status).toBe(200);
+  expect(started.body).toMatchObject({ state: 'running', attempt: 1, execution: { binary: 'bash' } });
+  expect((await relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimA.body.run_id, worker: worker('by-hand') }, headers: capA })).body).toEqual({ action: 'continue' });
+  expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/log`, { body: { data: Buffer.from('by hand\n').toString('base64') }, headers: capA })).status).toBe(204);
+  expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/events`, { body: { events: [{ kind: 'worker.note', body: { said: 'hi' } }] }, headers: capA })).status).toBe(204);
+  const saved = await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: capA });
+  expect(saved.status).toBe(200);
+  const endedA = await waitForRunEnd(t.api, claimA.body.run_id);
+  expect(endedA.status).toBe('succeeded');
+  expect((await t.api.get(`/v1/runs/${claimA.body.run_id}/logs`)).text).toBe('by hand\n');
+  // Its capability is spent with its attempt.
+  expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/log`, { body: { data: '' }, headers: capA })).status).toBe(403);
+
+  // B is canceled while its holder runs it: the holder's next heartbeat is told to cancel.
+  const claimB = await relay.post('/relay/v1/claim', { worker: worker('by-hand'), wait_seconds: 15 });
+  expect(claimB.body.run_id).toBe(second.id);
+  const capB = { 'cairn-capability': claimB.body.capability };
+  await relay.request('POST', `/relay/v1/runs/${claimB.body.run_id}/start`, { body: { worker: worker('by-hand'), work_root: '/tmp/nowhere' }, headers: capB });
+  expect((await t.api.post(`/v1/runs/${claimB.body.run_id}/cancel`, {})).status).toBeLessThan(300);
+  let action = '';
+  for (let i = 0; i < 50 && action !== 'cancel'; i++) {
+    action = (await relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimB.body.run_id, worker: worker('by-hand') }, headers: capB })).body.action;
+    if (action !== 'cancel') await new Promise((r) => setTimeout(r, 100));
+  }
+  expect(action).toBe('cancel');
+  await relay.request('POST', `/relay/v1/runs/${claimB.body.run_id}/save`, { body: { outcome: { kind: 'canceled' } }, headers: capB });
+  expect((await waitForRunEnd(t.api, claimB.body.run_id)).status).toBe('canceled');
+});
+
+test('cancel reaches the remote worker on its next call and stops the tool', async () => {
+  await startRelayWorkerProcess('cancel-edge');
+  const run = await submit({ command: 'echo begun; sleep 60; echo never', queue: 'cancel-edge' });
+  await waitForLog(run.id, /begun/);
+  const asked = Date.now();
+  await t.api.post(`/v1/runs/${run.id}/cancel`, {});
+  const ended = await waitForRunEnd(t.api, run.id, 15_000);
+  expect(ended.status).toBe('canceled');
+  expect(Date.now() - asked).toBeLessThan(10_000);
+  expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).not.toContain('never');
+});
+
+test('a relay worker killed mid-run loses its lease: the run is requeued to another worker and ends once', async () => {
+  const first = await startRelayWorkerProcess('lossy');
+  const run = await submit({ command: 'echo "attempt $CAIRN_RUN_ATTEMPT"; sleep 3; echo "done $CAIRN_RUN_ATTEMPT"', queue: 'lossy' });
+  await waitForLog(run.id, /attempt 1/);
+  await first.stop('SIGKILL');
+  await startRelayWorkerProcess('lossy');
+  const ended = await waitForRunEnd(t.api, run.id, 30_000);
+  expect(ended).toMatchObject({ status: 'succeeded', attempts: 2 });
+  const log = (await t.api.get(`/v1/runs/${run.id}/logs`)).text;
+  expect(log).toMatch(/^attempt 1\n\n\[cairn\] the worker running this run was lost; running it again \(attempt 2\)\nattempt 2\ndone 2\n$/);
+  const kinds = await eventKinds(run.id);
+  expect(kinds.filter((k) => k === 'run.requeued')).toHaveLength(1);
+  expect(kinds.filter((k) => k === 'run.finished')).toHaveLength(1);
+  await waitForRun(t.api, run.id, (r) => r.finished_at);
+});
