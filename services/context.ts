@@ -9,7 +9,6 @@ import type { InstallIdentity } from './audit/install-identity';
 import type { Licensing } from './access/licensing';
 import type { Metrics } from './metrics';
 import type { RunActivityHub } from './runs/run-activity-hub';
-import type { RelayDispatch } from './relay/relay';
 
 /** What request handlers, activities, the outbox dispatcher and the sweeper share: the stores, the Temporal client and settings. */
 export interface ServerContext {
@@ -43,6 +42,12 @@ export interface ServerContext {
   relay?: RelayDispatch;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
+}
+
+/** What a server serving the relay provides beside the API: a Temporal worker taking a named queue's attempts (workers/relay-dispatch.ts). */
+export interface RelayDispatch {
+  /** Starts taking the named queue's execution attempts for relay workers, if this server does not yet. */
+  serveQueue(queue: string): Promise<void>;
 }
 
 /**

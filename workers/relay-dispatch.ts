@@ -2,8 +2,8 @@ import { Context, CompleteAsyncError } from '@temporalio/activity';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { attemptAlive, type RelayDispatch } from '../services/relay/relay';
-import type { ServerContext } from '../services/context';
+import { attemptAlive } from '../services/relay/relay';
+import type { RelayDispatch, ServerContext } from '../services/context';
 import { recordRelayDispatch, waitingRelayLeases } from '../store/relay';
 import { executionTaskQueue } from '../workflows/ids';
 

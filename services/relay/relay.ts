@@ -21,12 +21,6 @@ import type { ServerContext } from '../context';
 import { recordRunEnd } from '../runs/run-lifecycle';
 import { prepareExecution, type PreparedExecution } from '../runs/run-preparation';
 
-/** What a server serving the relay provides beside the API: a Temporal worker taking the queue's attempts (workers/relay-dispatch.ts). */
-export interface RelayDispatch {
-  /** Starts taking the named queue's execution attempts for relay workers, if this server does not yet. */
-  serveQueue(queue: string): Promise<void>;
-}
-
 /** Items one report call may carry (spec part B 8: a few thousand). */
 export const MAX_REPORT_ITEMS = 2000;
 /** The longest a claim waits for a run before answering that none waits. */
