@@ -4,7 +4,11 @@ import { newId } from '../core/ids';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import { LauncherStopped, ToolLauncher } from '../runtime/launcher';
 import { jobSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
-import { executeTool } from '../runtime/tool-execution';
+import { executeTool, PROJECT_COPY_TIMEOUT_MS } from '../runtime/tool-execution';
+import { extractArchive } from '../runtime/git';
+import { GitError } from '../core/project-paths';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 
 /** This worker's release, as it reports it to the fleet view. */
 export const RELAY_WORKER_VERSION = '0.1.0';
@@ -117,13 +121,23 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
     let outcome: ExecutionOutcome;
     try {
       const { execution } = started;
-      outcome = execution.project
-        ? { kind: 'spawn_failed', message: 'a project-backed run cannot run on a relay worker yet: its tree is not fetched through the relay' }
-        : await executeTool(
+      outcome = await executeTool(
             site,
             launcher,
             { runId, attempt: started.attempt, workDir: started.work_dir, ...execution, preface: started.preface },
             {
+              // The project's tree comes through the relay as a tar archive, unpacked as the pool unpacks a commit.
+              placeProject: execution.project && (async (workDir) => {
+                const response = await fetch(`${base}${runPath}`, { headers: { authorization: `Bearer ${options.token}`, 'cairn-capability': capability, accept: 'application/x-tar' } });
+                if (!response.ok) throw new GitError(`the project's tree could not be fetched through the relay (${response.status}): ${(await response.text()).slice(0, 500)}`);
+                const archive = path.join(site.workRoot, `${runId}-${started.attempt}.tar`);
+                await fs.writeFile(archive, Buffer.from(await response.arrayBuffer()), { mode: 0o644 });
+                try {
+                  await extractArchive(site, archive, workDir, PROJECT_COPY_TIMEOUT_MS);
+                } finally {
+                  await fs.rm(archive, { force: true });
+                }
+              }),
               storeLog: async (data) => {
                 await call('POST', `${runPath}/log`, { data: data.toString('base64') }, capability);
               },

@@ -13,6 +13,7 @@ import {
   heldLease,
   MAX_CLAIM_WAIT_SECONDS,
   MAX_REPORT_ITEMS,
+  projectArchive,
   renewLease,
   startRun,
   workerTokenMatches,
@@ -137,7 +138,15 @@ export function relayRoutes(server: ServerContext): Router {
   });
 
   router.get('/runs/:id', async (ctx) => {
-    await held(ctx, ctx.params.id);
+    const lease = await held(ctx, ctx.params.id);
+    // The run's project tree, for a worker with no shared projects directory.
+    if (ctx.accepts('application/json', 'application/x-tar') === 'application/x-tar' && ctx.get('accept').includes('application/x-tar')) {
+      const archive = await projectArchive(server, lease);
+      if (!archive) throw new DomainError('not_found', `run ${ctx.params.id} has no project`);
+      ctx.type = 'application/x-tar';
+      ctx.body = archive;
+      return;
+    }
     const run = await getRun(server.sql, ctx.params.id);
     if (!run) throw new DomainError('not_found', `run ${ctx.params.id} does not exist`);
     ctx.body = runView(run);

@@ -19,6 +19,7 @@ import {
 import { executionTaskQueue } from '../../workflows/ids';
 import type { ServerContext } from '../context';
 import { recordRunEnd } from '../runs/run-lifecycle';
+import { JobRefused, runJob } from '../jobs';
 import { prepareExecution, type PreparedExecution } from '../runs/run-preparation';
 
 /** Items one report call may carry (spec part B 8: a few thousand). */
@@ -205,6 +206,22 @@ async function completeAttempt(server: ServerContext, lease: RelayLease): Promis
 
 function ignoreGone(err: unknown): void {
   if (!(err instanceof ActivityNotFoundError)) throw err;
+}
+
+/**
+ * The held run's project tree at its commit, as a tar archive: made by a job on the pool (the
+ * server itself runs no git), from the project's cache there. Undefined for a run without a project.
+ */
+export async function projectArchive(server: ServerContext, lease: RelayLease): Promise<Buffer | undefined> {
+  const run = await getRun(server.sql, lease.run_id);
+  const project = run?.spec.project;
+  if (!project) return undefined;
+  try {
+    return Buffer.from(await runJob(server, 'projectArchiveJob', { projectId: project.id, commit: project.commit }), 'base64');
+  } catch (err) {
+    if (err instanceof JobRefused) throw new DomainError('conflict', `the project's tree at ${project.commit} could not be read: ${err.message}`);
+    throw err;
+  }
 }
 
 /** Appends captured output (already masked by the worker) to the held run's log. */

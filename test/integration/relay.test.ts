@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { startTsScript, type ChildHandle } from '../support/processes';
 import { testLicense } from '../support/license';
 import { apiClient, type ApiClient } from '../support/http';
@@ -13,10 +16,15 @@ let license: { file: string; publicJwk: object };
 let relay: ApiClient;
 const workers: ChildHandle[] = [];
 
+let gitRoot: string;
+
 beforeAll(async () => {
   license = await testLicense('team');
+  gitRoot = tempDir('cairn-relay-git');
+  // The run account reads the repository in its sandbox.
+  chmodSync(gitRoot, 0o755);
   t = await startTestServer(
-    { CAIRN_LICENSE_FILE: license.file, CAIRN_LEASE_SECONDS: LEASE_SECONDS, CAIRN_WORKER_TOKEN: WORKER_TOKEN },
+    { CAIRN_LICENSE_FILE: license.file, CAIRN_LEASE_SECONDS: LEASE_SECONDS, CAIRN_WORKER_TOKEN: WORKER_TOKEN, CAIRN_PROJECT_LOCAL_ROOTS: gitRoot },
     { licenseKeys: [license.publicJwk] },
   );
   relay = apiClient(t.url, WORKER_TOKEN);
@@ -87,6 +95,34 @@ test('a relay worker with only a URL and a token runs a named queue’s bash run
   // The Temporal history shows the attempt like any other: scheduled on the queue's task queue.
   const history = await t.server.context.temporal.workflow.getHandle(run.id).fetchHistory();
   expect(history.events?.some((e) => e.activityTaskCompletedEventAttributes)).toBe(true);
+});
+
+test('a project-backed run on a relay worker gets its tree through the relay, with no shared projects directory', async () => {
+  const bare = path.join(gitRoot, 'site.git');
+  const work = path.join(gitRoot, 'work');
+  const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8' }).trim();
+  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
+  execFileSync('git', ['init', '-q', '-b', 'main', work]);
+  git(work, 'config', 'user.email', 't@example.com');
+  git(work, 'config', 'user.name', 't');
+  writeFileSync(path.join(work, 'hello.txt'), 'hello from the project\n');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-q', '-m', 'first');
+  git(work, 'push', '-q', bare, 'HEAD:main');
+  const project = await t.api.post('/v1/projects', { name: 'relay site', url: bare });
+  expect(project.status).toBe(201);
+  const deadline = Date.now() + 20_000;
+  while ((await t.api.get(`/v1/projects/${project.body.id}`)).body.status !== 'successful') {
+    if (Date.now() > deadline) throw new Error('the project did not update');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const template = await t.api.post('/v1/templates', { name: 'relay from git', tool: 'bash', command: 'cat hello.txt', project_id: project.body.id, queue: 'edge' });
+  expect(template.status).toBe(201);
+  const launched = await t.api.post(`/v1/templates/${template.body.id}/launch`, {});
+  expect(launched.status).toBe(201);
+  const ended = await waitForRunEnd(t.api, launched.body.id, 30_000);
+  expect(ended.status).toBe('succeeded');
+  expect((await t.api.get(`/v1/runs/${launched.body.id}/logs`)).text).toBe('hello from the project\n');
 });
 
 test('the relay refuses a wrong worker token (401), another run’s capability (403), and takes the holder’s end report', async () => {
