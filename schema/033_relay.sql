@@ -25,3 +25,16 @@ CREATE INDEX relay_leases_waiting ON relay_leases (queue, dispatched_at) WHERE w
 ALTER TABLE workers
   ADD COLUMN kind text NOT NULL DEFAULT 'direct' CHECK (kind IN ('direct', 'relay')),
   ADD COLUMN version text;
+
+-- What a relay worker reports of an ansible run before its end (host-summary, task-summary,
+-- host-facts, in bounded batches): kept per attempt until the end report stores them as the
+-- pool's worker would, in one go; a new attempt starts with none.
+CREATE TABLE relay_reports (
+  id      bigserial PRIMARY KEY,
+  run_id  text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt integer NOT NULL,
+  -- host, task, facts, supplied, ended
+  kind    text NOT NULL,
+  item    jsonb NOT NULL
+);
+CREATE INDEX relay_reports_run ON relay_reports (run_id, attempt, kind);

@@ -16,6 +16,7 @@ const COLUMNS = ['run_id', 'queue', 'attempt', 'task_token', 'dispatched_at', 'w
 
 /** Records an attempt waiting for a relay worker; a later attempt of the same run replaces the earlier one and its holder. */
 export async function recordRelayDispatch(db: Db, lease: { run_id: string; queue: string; attempt: number; task_token: Buffer }): Promise<void> {
+  await db`DELETE FROM relay_reports WHERE run_id = ${lease.run_id} AND attempt <> ${lease.attempt}`;
   await db`
     INSERT INTO relay_leases (run_id, queue, attempt, task_token)
     VALUES (${lease.run_id}, ${lease.queue}, ${lease.attempt}, ${lease.task_token})
@@ -65,4 +66,31 @@ export async function recordRelayWorkerContact(
     VALUES (${worker.id}, ${worker.queue}, ${worker.task_queue}, ${worker.host}, ${worker.pid}, ${worker.renew_seconds}, 'relay', ${worker.version})
     ON CONFLICT (id) DO UPDATE SET renewed_at = now(), host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version
     WHERE workers.kind = 'relay'`;
+}
+
+export type RelayReportKind = 'host' | 'task' | 'facts' | 'supplied' | 'ended';
+
+/** Keeps a batch of an attempt's reported items until its end report. */
+export async function stageRelayReports(db: Db, runId: string, attempt: number, kind: RelayReportKind, items: unknown[]): Promise<void> {
+  if (!items.length) return;
+  const rows = items.map((item) => ({ run_id: runId, attempt, kind, item: db.json(item as never) }));
+  await db`INSERT INTO relay_reports ${db(rows)}`;
+}
+
+/** An attempt's staged items of one kind, in the order they came. */
+export async function stagedRelayReports<T>(db: Db, runId: string, attempt: number, kind: RelayReportKind): Promise<T[]> {
+  const rows = await db<{ item: T }[]>`SELECT item FROM relay_reports WHERE run_id = ${runId} AND attempt = ${attempt} AND kind = ${kind} ORDER BY id`;
+  return rows.map((r) => r.item);
+}
+
+/** The hosts an attempt has reported results for, among those asked. */
+export async function reportedHosts(db: Db, runId: string, attempt: number, hosts: string[]): Promise<Set<string>> {
+  const rows = await db<{ host: string }[]>`
+    SELECT DISTINCT item->>'host' AS host FROM relay_reports
+    WHERE run_id = ${runId} AND attempt = ${attempt} AND kind = 'host' AND item->>'host' = ANY(${hosts})`;
+  return new Set(rows.map((r) => r.host));
+}
+
+export async function dropRelayReports(db: Db, runId: string): Promise<void> {
+  await db`DELETE FROM relay_reports WHERE run_id = ${runId}`;
 }

@@ -6,6 +6,8 @@ import { LauncherStopped, ToolLauncher } from '../runtime/launcher';
 import { jobSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
 import { executeTool, PROJECT_COPY_TIMEOUT_MS } from '../runtime/tool-execution';
 import { extractArchive } from '../runtime/git';
+import { readToolResults, type ToolResults } from '../activities/run-results';
+import type { ResultsWanted } from '../core/ansible/ansible-results';
 import { GitError } from '../core/project-paths';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -38,6 +40,11 @@ export class RelayCallError extends Error {
   }
 }
 
+/** Items a report call carries at most (spec part B 8: a few thousand). */
+const REPORT_BATCH = 2000;
+/** The JSON a facts call carries at most, under the relay's 8 MiB bound for it. */
+const FACTS_CALL_BYTES = 6 * 1024 * 1024;
+
 interface Claimed {
   run_id: string;
   capability: string;
@@ -51,6 +58,7 @@ interface Started {
   attempt: number;
   work_dir: string;
   preface?: string;
+  results: ResultsWanted;
   execution: { binary: string; argv: string[]; env: Record<string, string>; files: Record<string, string>; maskValues: string[]; project?: { id: string; commit: string } };
 }
 
@@ -91,6 +99,44 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
   }
 
   const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /** Per-host and per-task results, then facts, each in calls of at most MAX_REPORT_ITEMS items (and facts of at most a few MiB). */
+  async function sendResults(runPath: string, capability: string, read: ToolResults): Promise<void> {
+    const { results, facts } = read;
+    if (results) {
+      const hosts = results.hosts;
+      for (let i = 0; i === 0 || i < hosts.length; i += REPORT_BATCH) {
+        const last = i + REPORT_BATCH >= hosts.length;
+        await call('POST', `${runPath}/host-summary`, { hosts: hosts.slice(i, i + REPORT_BATCH), ended: last && results.ended }, capability);
+      }
+      for (let i = 0; i < results.tasks.length; i += REPORT_BATCH) {
+        const tasks = results.tasks.slice(i, i + REPORT_BATCH).map((t) => ({ ...t, started_at: t.started_at?.toISOString() ?? null, finished_at: t.finished_at?.toISOString() ?? null }));
+        await call('POST', `${runPath}/task-summary`, { tasks }, capability);
+      }
+    }
+    if (facts && facts.documents.length) {
+      let batch: typeof facts.documents = [];
+      let bytes = 0;
+      const flush = async (supplied: Record<string, string>) => {
+        if (batch.length) await call('POST', `${runPath}/host-facts`, { facts: batch, supplied }, capability);
+        batch = [];
+        bytes = 0;
+      };
+      let first = true;
+      for (const document of facts.documents) {
+        const size = JSON.stringify(document).length;
+        // One host's facts too large for a call even alone are sent by size only, as facts too large to keep.
+        const item = size > FACTS_CALL_BYTES ? { host: document.host, size: document.size } : document;
+        if (batch.length >= REPORT_BATCH || bytes + Math.min(size, FACTS_CALL_BYTES) > FACTS_CALL_BYTES) {
+          await flush(first ? facts.supplied : {});
+          first = false;
+        }
+        batch.push(item);
+        bytes += Math.min(size, FACTS_CALL_BYTES);
+      }
+      await flush(first ? facts.supplied : {});
+    }
+  }
 
   async function execute(claimed: Claimed): Promise<void> {
     const { run_id: runId, capability } = claimed;
@@ -143,7 +189,12 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
               },
               onLogError: (err) => logger.warn({ runId, err: (err as Error).message }, 'sending run output failed; will retry'),
               cancelSignal: cancel.signal,
-              afterExit: async (_workDir, exited) => (cancel.signal.aborted ? { kind: 'canceled' } : exited),
+              afterExit: async (workDir, exited) => {
+                if (cancel.signal.aborted) return { kind: 'canceled' };
+                // An ansible run's results and facts are read now, before its work dir goes, and sent in bounded batches.
+                await sendResults(runPath, capability, await readToolResults(started.results, workDir, exited));
+                return exited;
+              },
             },
           );
     } finally {

@@ -14,12 +14,17 @@ import {
   MAX_CLAIM_WAIT_SECONDS,
   MAX_REPORT_ITEMS,
   projectArchive,
+  reportFacts,
+  reportHosts,
+  reportTasks,
   renewLease,
   startRun,
   workerTokenMatches,
   type RelayWorker,
 } from '../../services/relay/relay';
 import { getRun } from '../../store/runs';
+import { HOST_VERDICTS, RESULT_KINDS } from '../../core/ansible/ansible-results';
+import { MAX_FACTS_BYTES } from '../../core/ansible/facts';
 import { listPolicies } from '../../store/policies';
 import { fitsBytes } from '../schemas/common';
 import { parseInput } from '../validate';
@@ -62,6 +67,42 @@ const eventsInput = z.strictObject({
       }),
     )
     .max(MAX_REPORT_ITEMS, `at most ${MAX_REPORT_ITEMS} events a call`),
+});
+
+const hostName = z.string().min(1).max(1024);
+const kindCounts = z.strictObject(Object.fromEntries(RESULT_KINDS.map((k) => [k, z.number().int().min(0).max(1e9)])) as Record<(typeof RESULT_KINDS)[number], z.ZodNumber>);
+
+const hostSummaryInput = z.strictObject({
+  hosts: z
+    .array(z.strictObject({ host: hostName, status: z.enum(HOST_VERDICTS), counts: kindCounts }))
+    .max(MAX_REPORT_ITEMS, `at most ${MAX_REPORT_ITEMS} hosts a call: send the rest in further calls`),
+  // The playbook reached its end (the callback plugin wrote its stats).
+  ended: z.boolean().default(false),
+});
+
+const taskSummaryInput = z.strictObject({
+  tasks: z
+    .array(
+      z.strictObject({
+        seq: z.number().int().min(0),
+        play: z.string().max(1024).nullable(),
+        task: z.string().min(1).max(1024),
+        counts: kindCounts.partial(),
+        hosts: z.record(hostName, z.string().max(32)).refine((hosts) => Object.keys(hosts).length <= 100_000, 'at most 100000 hosts a task'),
+        started_at: z.iso.datetime({ offset: true }).nullable(),
+        finished_at: z.iso.datetime({ offset: true }).nullable(),
+        duration_ms: z.number().int().min(0).nullable(),
+      }),
+    )
+    .max(MAX_REPORT_ITEMS, `at most ${MAX_REPORT_ITEMS} tasks a call: send the rest in further calls`),
+});
+
+const hostFactsInput = z.strictObject({
+  facts: z
+    .array(z.strictObject({ host: hostName, size: z.number().int().min(0), text: z.string().max(MAX_FACTS_BYTES).optional() }))
+    .max(MAX_REPORT_ITEMS, `at most ${MAX_REPORT_ITEMS} hosts' facts a call: send the rest in further calls`),
+  // The digests of the facts the run was given (its manifest), so facts it did not gather again are not stored twice.
+  supplied: z.record(hostName, z.string().regex(/^[0-9a-f]{64}$/)).default({}),
 });
 
 const outcomeInput = z.discriminatedUnion('kind', [
@@ -173,9 +214,30 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
-  // Reports this server's tools do not produce: a worker's call is refused naming why, after the
-  // same checks as every report call.
-  for (const report of ['propose-apply', 'drift-plan', 'host-summary', 'host-facts', 'task-summary']) {
+  router.post('/runs/:id/host-summary', async (ctx) => {
+    const input = parseInput(hostSummaryInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    await reportHosts(server, lease, input.hosts, input.ended);
+    ctx.status = 204;
+  });
+
+  router.post('/runs/:id/task-summary', async (ctx) => {
+    const input = parseInput(taskSummaryInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    await reportTasks(server, lease, input.tasks);
+    ctx.status = 204;
+  });
+
+  router.post('/runs/:id/host-facts', async (ctx) => {
+    const input = parseInput(hostFactsInput, ctx.request.body);
+    const lease = await held(ctx, ctx.params.id);
+    await reportFacts(server, lease, input.facts, input.supplied);
+    ctx.status = 204;
+  });
+
+  // Reports of plan-capable tools, which this release does not run on relay workers: a worker's
+  // call is refused naming why, after the same checks as every report call.
+  for (const report of ['propose-apply', 'drift-plan']) {
     router.post(`/runs/:id/${report}`, async (ctx) => {
       await held(ctx, ctx.params.id);
       throw new DomainError('unprocessable', `${report} reports are not taken through the relay by this server yet: a relay worker runs script tools`, { report });

@@ -8,7 +8,14 @@ import type { Run } from '../../core/runs/run';
 import { appendEvent } from '../../store/events';
 import { appendLog } from '../../store/logs';
 import { getRun } from '../../store/runs';
+import { MAX_RESULT_HOSTS, MAX_RESULT_TASKS, resultsWanted, type ResultsWanted, type AnsibleResults, type HostResult, type TaskResult } from '../../core/ansible/ansible-results';
+import { storeGatheredFacts, type FactsDocument } from '../ansible/facts';
+import { storeAnsibleResults } from '../ansible/host-results';
 import {
+  dropRelayReports,
+  reportedHosts,
+  stagedRelayReports,
+  stageRelayReports,
   deleteRelayLease,
   leaseByCapability,
   recordRelayWorkerContact,
@@ -159,7 +166,7 @@ export async function renewLease(server: ServerContext, lease: RelayLease, worke
 
 export type StartAnswer =
   | { state: 'ended'; status: string | null }
-  | { state: 'running'; run: Run; attempt: number; work_dir: string; execution: Omit<PreparedExecution, 'kind' | 'run' | 'previous'>; preface?: string };
+  | { state: 'running'; run: Run; attempt: number; work_dir: string; execution: Omit<PreparedExecution, 'kind' | 'run' | 'previous'>; preface?: string; results: ResultsWanted };
 
 /**
  * Fences the held run from pending (or a lost attempt's running) to running, and answers what its
@@ -176,6 +183,7 @@ export async function startRun(server: ServerContext, lease: RelayLease, worker:
       attempt: run.attempts,
       work_dir: `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`,
       execution,
+      results: resultsWanted(run),
       preface: previous.status === 'running' ? `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n` : undefined,
     };
   }
@@ -193,7 +201,10 @@ export async function endAttempt(server: ServerContext, lease: RelayLease, outco
     await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
     return getRun(server.sql, lease.run_id);
   }
-  const ended = await recordRunEnd(server.sql, lease.run_id, outcome);
+  let final: ExecutionOutcome = outcome;
+  if (run && run.tool === 'ansible' && outcome.kind === 'exited') final = await storeReportedResults(server, run, lease, outcome);
+  await dropRelayReports(server.sql, lease.run_id);
+  const ended = await recordRunEnd(server.sql, lease.run_id, final);
   if (ended) server.metrics.runsFinished.inc({ status: ended.status, tool: ended.tool });
   await completeAttempt(server, lease);
   return ended ?? getRun(server.sql, lease.run_id);
@@ -222,6 +233,53 @@ export async function projectArchive(server: ServerContext, lease: RelayLease): 
     if (err instanceof JobRefused) throw new DomainError('conflict', `the project's tree at ${project.commit} could not be read: ${err.message}`);
     throw err;
   }
+}
+
+/** A host's summary as a worker reports it (core/ansible/ansible-results.ts HostResult). */
+export type ReportedHost = HostResult;
+/** A task's summary as a worker reports it: its times as RFC 3339 text. */
+export type ReportedTask = Omit<TaskResult, 'started_at' | 'finished_at'> & { started_at: string | null; finished_at: string | null };
+
+export async function reportHosts(server: ServerContext, lease: RelayLease, hosts: ReportedHost[], ended: boolean): Promise<void> {
+  await stageRelayReports(server.sql, lease.run_id, lease.attempt, 'host', hosts);
+  // Marks that results were reported at all (an empty results file is still results), and whether the playbook reached its end.
+  await stageRelayReports(server.sql, lease.run_id, lease.attempt, 'ended', [ended]);
+}
+
+export async function reportTasks(server: ServerContext, lease: RelayLease, tasks: ReportedTask[]): Promise<void> {
+  await stageRelayReports(server.sql, lease.run_id, lease.attempt, 'task', tasks);
+}
+
+/** Facts gathered per host: only for hosts the attempt has already reported results for (a 400 naming the first other). */
+export async function reportFacts(server: ServerContext, lease: RelayLease, facts: FactsDocument[], supplied: Record<string, string>): Promise<void> {
+  const known = await reportedHosts(server.sql, lease.run_id, lease.attempt, facts.map((f) => f.host));
+  const index = facts.findIndex((f) => !known.has(f.host));
+  if (index >= 0) throw new DomainError('invalid', `facts for host ${JSON.stringify(facts[index].host)}, which this run has reported no result for (send host-summary first)`, { field: `facts[${index}].host` });
+  await stageRelayReports(server.sql, lease.run_id, lease.attempt, 'facts', facts);
+  if (Object.keys(supplied).length) await stageRelayReports(server.sql, lease.run_id, lease.attempt, 'supplied', [supplied]);
+}
+
+/** The attempt's reported results and facts, stored as the pool stores them at an ansible run's exit. */
+async function storeReportedResults(server: ServerContext, run: Run, lease: RelayLease, outcome: Extract<ExecutionOutcome, { kind: 'exited' }>): Promise<ExecutionOutcome> {
+  const { sql } = server;
+  const hosts = await stagedRelayReports<ReportedHost>(sql, run.id, lease.attempt, 'host');
+  const tasks = await stagedRelayReports<ReportedTask>(sql, run.id, lease.attempt, 'task');
+  const marks = await stagedRelayReports<boolean>(sql, run.id, lease.attempt, 'ended');
+  if (run.spec.fact_cache && run.spec.inventory_id) {
+    const facts = await stagedRelayReports<FactsDocument>(sql, run.id, lease.attempt, 'facts');
+    const supplied = Object.assign({}, ...(await stagedRelayReports<Record<string, string>>(sql, run.id, lease.attempt, 'supplied'))) as Record<string, string>;
+    if (facts.length) await storeGatheredFacts(sql, run, facts, supplied);
+  }
+  // No host-summary call: the run left no results (as a pool run without its results file).
+  if (!marks.length) return outcome;
+  const ended = marks.some(Boolean);
+  const time = (value: string | null) => (value ? new Date(value) : null);
+  const results: AnsibleResults = {
+    hosts: hosts.slice(0, MAX_RESULT_HOSTS),
+    tasks: tasks.slice(0, MAX_RESULT_TASKS).map((t) => ({ ...t, started_at: time(t.started_at), finished_at: time(t.finished_at) })),
+    ended,
+  };
+  return storeAnsibleResults(sql, run, results, outcome);
 }
 
 /** Appends captured output (already masked by the worker) to the held run's log. */

@@ -125,6 +125,29 @@ test('a project-backed run on a relay worker gets its tree through the relay, wi
   expect((await t.api.get(`/v1/runs/${launched.body.id}/logs`)).text).toBe('hello from the project\n');
 });
 
+test('an ansible run on a relay worker: per-host and per-task results and gathered facts come through the relay', async () => {
+  const inventory = await t.api.post('/v1/inventories', {
+    name: 'relay two',
+    content: '[web]\nh1 ansible_connection=local ansible_python_interpreter=/usr/bin/python3\nh2 ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n',
+  });
+  expect(inventory.status).toBe(201);
+  const playbook = '- hosts: all\n  tasks:\n    - name: system\n      ansible.builtin.debug:\n        msg: "system is {{ ansible_system }}"\n    - name: fail on h2\n      ansible.builtin.fail:\n        msg: h2 is broken\n      when: inventory_hostname == \'h2\'\n';
+  const template = await t.api.post('/v1/templates', { name: 'relay play', tool: 'ansible', command: playbook, inventory_id: inventory.body.id, use_fact_cache: true, queue: 'edge' });
+  expect(template.status).toBe(201);
+  const launched = await t.api.post(`/v1/templates/${template.body.id}/launch`, {});
+  expect(launched.status).toBe(201);
+  const ended = await waitForRunEnd(t.api, launched.body.id, 120_000);
+  expect(ended.status).toBe('failed');
+  const doc = (await t.api.get(`/v1/runs/${launched.body.id}/evidence?format=json`)).body;
+  expect(Object.fromEntries(doc.hosts.map((h: any) => [h.host, h.status]))).toEqual({ h1: 'ok', h2: 'failed' });
+  expect(doc.tasks.map((task: any) => task.task)).toEqual(expect.arrayContaining(['system', 'fail on h2']));
+  const facts = await t.api.get(`/v1/inventories/${inventory.body.id}/facts`);
+  expect(facts.body.hosts.map((h: any) => [h.host, h.run_id])).toEqual([
+    ['h1', launched.body.id],
+    ['h2', launched.body.id],
+  ]);
+}, 150_000);
+
 test('the relay refuses a wrong worker token (401), another run’s capability (403), and takes the holder’s end report', async () => {
   expect((await apiClient(t.url, 'not-the-worker-token-at-all').post('/relay/v1/claim', { worker: worker('by-hand') })).status).toBe(401);
   expect((await apiClient(t.url).get('/relay/v1/policies')).status).toBe(401);
