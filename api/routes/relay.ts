@@ -155,8 +155,9 @@ export function relayRoutes(server: ServerContext): Router {
 
   router.post('/claim', async (ctx) => {
     const input = parseInput(claimInput, ctx.request.body);
+    // A worker that hangs up stops the wait (the response closes before it is written).
     let open = true;
-    ctx.req.once('close', () => (open = ctx.res.writableEnded));
+    ctx.res.once('close', () => (open = false));
     const claimed = await claimRun(server, worker(input.worker), input.wait_seconds, () => open);
     if (!claimed) {
       ctx.status = 204;

@@ -156,6 +156,11 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   expect(bad.status).toBe(400);
   expect(bad.body.field).toBe('worker.id');
 
+  // A claim with nothing waiting holds for its wait, then answers 204.
+  const asked = Date.now();
+  expect((await relay.post('/relay/v1/claim', { worker: worker('by-hand'), wait_seconds: 1 })).status).toBe(204);
+  expect(Date.now() - asked).toBeGreaterThanOrEqual(900);
+
   const first = await submit({ command: 'echo first', queue: 'by-hand' });
   const second = await submit({ command: 'echo second', queue: 'by-hand' });
   const claimA = await relay.post('/relay/v1/claim', { worker: worker('by-hand'), wait_seconds: 15 });
