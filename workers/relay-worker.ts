@@ -236,8 +236,11 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
         claimed = await call<Claimed>('POST', '/relay/v1/claim', { worker, wait_seconds: options.claimWaitSeconds ?? 20 });
       } catch (err) {
         if (stopping.signal.aborted) return;
-        logger.warn({ err: (err as Error).message }, 'claiming a run failed; trying again');
-        await pause(1000);
+        // A refused token or license will not mend itself within the second: say so plainly and wait longer.
+        const refused = err instanceof RelayCallError && (err.status === 401 || err.status === 403);
+        if (refused) logger.error({ err: (err as Error).message }, 'the server refused this worker; trying again in 10 s');
+        else logger.warn({ err: (err as Error).message }, 'claiming a run failed; trying again');
+        await pause(refused ? 10_000 : 1000);
         continue;
       }
       if (!claimed) continue;
