@@ -98,7 +98,15 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
     return parsed as T;
   }
 
-  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** Waits, or less when the worker is stopping. */
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      stopping.signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve();
+      }, { once: true });
+    });
 
   /** Per-host and per-task results, then facts, each in calls of at most MAX_REPORT_ITEMS items (and facts of at most a few MiB). */
   async function sendResults(runPath: string, capability: string, read: ToolResults): Promise<void> {
