@@ -101,11 +101,13 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
   /** Waits, or less when the worker is stopping. */
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      stopping.signal.addEventListener('abort', () => {
+      const done = () => {
         clearTimeout(timer);
+        stopping.signal.removeEventListener('abort', done);
         resolve();
-      }, { once: true });
+      };
+      const timer = setTimeout(done, ms);
+      stopping.signal.addEventListener('abort', done);
     });
 
   /** Per-host and per-task results, then facts, each in calls of at most MAX_REPORT_ITEMS items (and facts of at most a few MiB). */
