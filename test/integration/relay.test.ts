@@ -209,6 +209,34 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   expect((await waitForRunEnd(t.api, claimB.body.run_id)).status).toBe('canceled');
 });
 
+test('a holder silent past its lease has a stale capability: refused, and the next claim gets the run as a new attempt', async () => {
+  const run = await submit({ command: 'true', queue: 'stale' });
+  const first = await relay.post('/relay/v1/claim', { worker: worker('stale'), wait_seconds: 15 });
+  expect(first.body.run_id).toBe(run.id);
+  const stale = { 'cairn-capability': first.body.capability };
+  await relay.request('POST', `/relay/v1/runs/${run.id}/start`, { body: { worker: worker('stale'), work_root: '/tmp/nowhere' }, headers: stale });
+  // No heartbeat: after three renewal periods Temporal times the attempt out and retries it, and
+  // the retry replaces the lease (reading the run renews nothing).
+  const deadline = Date.now() + 20_000;
+  while ((await relay.request('GET', `/relay/v1/runs/${run.id}`, { headers: stale })).status === 200) {
+    if (Date.now() > deadline) throw new Error('the silent holder kept its lease');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  expect((await relay.request('POST', '/relay/v1/heartbeat', { body: { run_id: run.id, worker: worker('stale') }, headers: stale })).status).toBe(403);
+  expect((await relay.request('POST', `/relay/v1/runs/${run.id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0 } }, headers: stale })).status).toBe(403);
+
+  const second = await relay.post('/relay/v1/claim', { worker: worker('stale'), wait_seconds: 15 });
+  expect(second.body).toMatchObject({ run_id: run.id });
+  expect(second.body.attempt).toBeGreaterThan(first.body.attempt);
+  const fresh = { 'cairn-capability': second.body.capability };
+  const started = await relay.request('POST', `/relay/v1/runs/${run.id}/start`, { body: { worker: worker('stale'), work_root: '/tmp/nowhere' }, headers: fresh });
+  expect(started.body).toMatchObject({ state: 'running', attempt: 2 });
+  expect(started.body.preface).toContain('running it again (attempt 2)');
+  await relay.request('POST', `/relay/v1/runs/${run.id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: fresh });
+  expect(await waitForRunEnd(t.api, run.id)).toMatchObject({ status: 'succeeded', attempts: 2 });
+  expect((await eventKinds(run.id)).filter((k) => k === 'run.requeued')).toHaveLength(1);
+});
+
 test('cancel reaches the remote worker on its next call and stops the tool', async () => {
   await startRelayWorkerProcess('cancel-edge');
   const run = await submit({ command: 'echo begun; sleep 60; echo never', queue: 'cancel-edge' });
