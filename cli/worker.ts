@@ -160,7 +160,8 @@ export async function runWorkerCommand(args: string[], harness: WorkerHarness = 
   const server = takeFlag(args, '--server');
   const token = takeFlag(server.rest, '--worker-token');
   const insecure = takeFlag(token.rest, '--allow-insecure-relay', true);
-  const { values, rest: unparsed } = parseFlags(insecure.rest);
+  const deliveryKey = takeFlag(insecure.rest, '--delivery-key');
+  const { values, rest: unparsed } = parseFlags(deliveryKey.rest);
   const { queue, rest } = takeQueueFlag(unparsed);
   if (rest.length) throw new ConfigError(`unknown argument ${rest[0]}`);
   const serverUrl = server.value ?? process.env.CAIRN_SERVER_URL;
@@ -173,11 +174,11 @@ export async function runWorkerCommand(args: string[], harness: WorkerHarness = 
     // The worker's own token is not a server setting here: keep loadConfig from hashing it.
     const config = loadConfig(values, { ...process.env, CAIRN_WORKER_TOKEN: undefined });
     const logger = createLogger(config);
-    const worker = await startRelayWorker({ serverUrl, token: workerToken, queue, slots: config.poolSize, isolation: config, logger });
+    const worker = await startRelayWorker({ serverUrl, token: workerToken, queue, slots: config.poolSize, isolation: config, logger, deliveryKeyFile: deliveryKey.value });
     stopOnSignal(logger, 'worker shutting down', worker.stop);
     return;
   }
-  if (token.value) throw new ConfigError('--worker-token on a worker goes with --server URL (a relay worker)');
+  if (token.value || deliveryKey.value) throw new ConfigError('--worker-token and --delivery-key on a worker go with --server URL (a relay worker)');
   const config = loadConfig(values);
   const logger = createLogger(config);
   const worker = await startWorkerProcess(config, queue, logger, harness);

@@ -11,6 +11,8 @@ import type { ResultsWanted } from '../core/ansible/ansible-results';
 import { GitError } from '../core/project-paths';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { createPrivateKey, createPublicKey } from 'node:crypto';
+import { loadJose } from '../core/jose';
 
 /** This worker's release, as it reports it to the fleet view. */
 export const RELAY_WORKER_VERSION = '0.1.0';
@@ -26,6 +28,11 @@ export interface RelayWorkerOptions {
   /** The same sandbox and bounds as the pool (--run-isolation, --run-network, --run-user, the run bounds, --data-dir). */
   isolation: RunIsolationSettings;
   logger: Logger;
+  /**
+   * A PEM private key (EC P-256/P-384/P-521 or X25519) the worker registers the public half of at
+   * each start: the run's execution is then answered sealed to it, and only this worker opens it.
+   */
+  deliveryKeyFile?: string;
   /** How long a claim waits on the server for a run (seconds); shorter in tests. */
   claimWaitSeconds?: number;
 }
@@ -77,6 +84,7 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
   const launcher = new ToolLauncher(site.sandbox);
   const worker = { id: newId('wrk'), queue: options.queue, host: os.hostname(), pid: process.pid, version: RELAY_WORKER_VERSION };
   const base = options.serverUrl.replace(/\/+$/, '');
+  const delivery = options.deliveryKeyFile ? await loadDeliveryKey(options.deliveryKeyFile) : undefined;
   const stopping = new AbortController();
   const executions = new Set<AbortController>();
 
@@ -151,8 +159,14 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
   async function execute(claimed: Claimed): Promise<void> {
     const { run_id: runId, capability } = claimed;
     const runPath = `/relay/v1/runs/${runId}`;
-    const started = await call<Started>('POST', `${runPath}/start`, { worker, work_root: site.workRoot }, capability);
-    if (!started || started.state !== 'running') return;
+    const answer = await call<Started & { execution_sealed?: string }>(
+      'POST',
+      `${runPath}/start`,
+      { worker, work_root: site.workRoot, ...(delivery && { delivery_key: delivery.publicJwk }) },
+      capability,
+    );
+    if (!answer || answer.state !== 'running') return;
+    const started: Started = answer.execution_sealed ? { ...answer, execution: await delivery!.open(answer.execution_sealed) } : answer;
     const cancel = new AbortController();
     executions.add(cancel);
     let lost = false;
@@ -273,6 +287,20 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
       for (const execution of executions) execution.abort();
       await Promise.allSettled(slots);
       await launcher.stop();
+    },
+  };
+}
+
+/** The worker's delivery key: its public half as a JWK to register, and the opener of what is sealed to it. */
+async function loadDeliveryKey(file: string): Promise<{ publicJwk: Record<string, unknown>; open(sealed: string): Promise<Started['execution']> }> {
+  const privateKey = createPrivateKey(await fs.readFile(file));
+  const publicJwk = createPublicKey(privateKey).export({ format: 'jwk' }) as Record<string, unknown>;
+  return {
+    publicJwk,
+    async open(sealed) {
+      const jose = await loadJose();
+      const { plaintext } = await jose.compactDecrypt(sealed, privateKey);
+      return JSON.parse(new TextDecoder().decode(plaintext)) as Started['execution'];
     },
   };
 }

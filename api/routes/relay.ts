@@ -50,6 +50,13 @@ const heartbeatInput = z.strictObject({ run_id: z.string().min(1).max(64), worke
 
 const startInput = z.strictObject({
   worker: workerInput,
+  // The public half of the worker's delivery key (a JWK): the execution is then answered sealed to it.
+  delivery_key: z
+    .record(z.string(), z.unknown())
+    .refine((jwk) => jwk.kty === 'EC' || jwk.kty === 'OKP', 'delivery_key is an EC or OKP public JWK')
+    .refine((jwk) => !('d' in jwk), 'delivery_key must be the public half only: never send the private key')
+    .refine((jwk) => JSON.stringify(jwk).length <= 2048, 'delivery_key is at most 2 KiB')
+    .optional(),
   work_root: z.string().regex(/^\/[^\0]*$/, 'work_root is an absolute path').max(1024),
 });
 
@@ -175,7 +182,7 @@ export function relayRoutes(server: ServerContext): Router {
   router.post('/runs/:id/start', async (ctx) => {
     const input = parseInput(startInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
-    const answer = await startRun(server, lease, worker(input.worker), input.work_root);
+    const answer = await startRun(server, lease, worker(input.worker), input.work_root, input.delivery_key);
     ctx.body = answer.state === 'running' ? { ...answer, run: runView(answer.run) } : answer;
   });
 

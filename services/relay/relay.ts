@@ -4,6 +4,7 @@ import { DomainError } from '../../core/errors';
 import { featureRefusal, tierAllows } from '../../core/access/license';
 import type { ExecutionOutcome } from '../../core/runs/run-outcome';
 import { sha256 } from '../../core/sha256';
+import { loadJose } from '../../core/jose';
 import type { Run } from '../../core/runs/run';
 import { appendEvent } from '../../store/events';
 import { appendLog } from '../../store/logs';
@@ -164,16 +165,42 @@ export async function renewLease(server: ServerContext, lease: RelayLease, worke
   return 'continue';
 }
 
+type Execution = Omit<PreparedExecution, 'kind' | 'run' | 'previous'>;
+
 export type StartAnswer =
   | { state: 'ended'; status: string | null }
-  | { state: 'running'; run: Run; attempt: number; work_dir: string; execution: Omit<PreparedExecution, 'kind' | 'run' | 'previous'>; preface?: string; results: ResultsWanted };
+  | ({ state: 'running'; run: Run; attempt: number; work_dir: string; preface?: string; results: ResultsWanted } & (
+      | { execution: Execution }
+      | { execution_sealed: string }
+    ));
+
+/** The worker's delivery key, checked before anything moves: a 400 naming `delivery_key` when it is no ECDH-ES public key. */
+async function importDeliveryKey(deliveryKey: Record<string, unknown>): Promise<CryptoKey | Uint8Array> {
+  const jose = await loadJose();
+  try {
+    return (await jose.importJWK(deliveryKey as never, 'ECDH-ES')) as CryptoKey | Uint8Array;
+  } catch (err) {
+    throw new DomainError('invalid', `delivery_key is not a public key for ECDH-ES (P-256, P-384, P-521 or X25519): ${(err as Error).message}`, { field: 'delivery_key' });
+  }
+}
+
+/**
+ * The execution (argv, environment, files: the run's opened secrets and credentials among them)
+ * sealed to the worker's delivery key as a compact JWE (ECDH-ES, A256GCM): only the holder of the
+ * private half opens it, whatever carries or logs the answer on the way.
+ */
+async function sealExecution(execution: Execution, key: CryptoKey | Uint8Array): Promise<string> {
+  const jose = await loadJose();
+  return new jose.CompactEncrypt(new TextEncoder().encode(JSON.stringify(execution))).setProtectedHeader({ alg: 'ECDH-ES', enc: 'A256GCM' }).encrypt(key);
+}
 
 /**
  * Fences the held run from pending (or a lost attempt's running) to running, and answers what its
  * tool needs: the argv, environment, files (credential files among them) and the values to mask,
  * resolved here so the worker holds no key. An end found now is recorded and the attempt completed.
  */
-export async function startRun(server: ServerContext, lease: RelayLease, worker: RelayWorker, workRoot: string): Promise<StartAnswer> {
+export async function startRun(server: ServerContext, lease: RelayLease, worker: RelayWorker, workRoot: string, deliveryKey?: Record<string, unknown>): Promise<StartAnswer> {
+  const sealTo = deliveryKey && (await importDeliveryKey(deliveryKey));
   const prepared = await prepareExecution(server.sql, { sealer: server.sealer, federationIssuer: server.config.federationIssuer }, lease.run_id, worker.host, (run) => `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`);
   if (prepared.kind === 'ready') {
     const { kind: _kind, run, previous, ...execution } = prepared;
@@ -182,7 +209,7 @@ export async function startRun(server: ServerContext, lease: RelayLease, worker:
       run,
       attempt: run.attempts,
       work_dir: `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`,
-      execution,
+      ...(sealTo ? { execution_sealed: await sealExecution(execution, sealTo) } : { execution }),
       results: resultsWanted(run),
       preface: previous.status === 'running' ? `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n` : undefined,
     };

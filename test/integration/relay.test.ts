@@ -38,7 +38,7 @@ afterAll(async () => {
  * A real `cairn worker --server URL --worker-token T --queue Q` process in a data dir of its own,
  * given no database URL and no Temporal address: the relay is all it can reach.
  */
-async function startRelayWorkerProcess(queue: string): Promise<ChildHandle> {
+async function startRelayWorkerProcess(queue: string, extra: string[] = []): Promise<ChildHandle> {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -46,7 +46,7 @@ async function startRelayWorkerProcess(queue: string): Promise<ChildHandle> {
     CAIRN_LEASE_SECONDS: LEASE_SECONDS,
     CAIRN_LOG_LEVEL: 'info',
   };
-  const worker = startTsScript('test/support/worker-process.ts', [JSON.stringify(license.publicJwk), '--server', t.url, '--worker-token', WORKER_TOKEN, '--queue', queue], env);
+  const worker = startTsScript('test/support/worker-process.ts', [JSON.stringify(license.publicJwk), '--server', t.url, '--worker-token', WORKER_TOKEN, '--queue', queue, ...extra], env);
   workers.push(worker);
   await worker.waitFor(/relay worker polling/);
   return worker;
@@ -235,6 +235,46 @@ test('a holder silent past its lease has a stale capability: refused, and the ne
   await relay.request('POST', `/relay/v1/runs/${run.id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: fresh });
   expect(await waitForRunEnd(t.api, run.id)).toMatchObject({ status: 'succeeded', attempts: 2 });
   expect((await eventKinds(run.id)).filter((k) => k === 'run.requeued')).toHaveLength(1);
+});
+
+test('with a delivery key the execution travels sealed to it: only the holder of the private half opens it', async () => {
+  const { generateKeyPairSync } = await import('node:crypto');
+  const jose = await import('jose');
+  const mine = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const other = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const publicJwk = mine.publicKey.export({ format: 'jwk' });
+
+  const run = await submit({ command: 'echo sealed', queue: 'sealed' });
+  const claim = await relay.post('/relay/v1/claim', { worker: worker('sealed'), wait_seconds: 15 });
+  expect(claim.body.run_id).toBe(run.id);
+  const cap = { 'cairn-capability': claim.body.capability };
+  const privateSent = await relay.request('POST', `/relay/v1/runs/${run.id}/start`, {
+    body: { worker: worker('sealed'), work_root: '/tmp/nowhere', delivery_key: mine.privateKey.export({ format: 'jwk' }) },
+    headers: cap,
+  });
+  expect(privateSent.status).toBe(400);
+  expect(privateSent.body.field).toBe('delivery_key');
+  expect((await t.api.get(`/v1/runs/${run.id}`)).body.status).toBe('pending');
+
+  const started = await relay.request('POST', `/relay/v1/runs/${run.id}/start`, { body: { worker: worker('sealed'), work_root: '/tmp/nowhere', delivery_key: publicJwk }, headers: cap });
+  expect(started.status).toBe(200);
+  expect(started.body).not.toHaveProperty('execution');
+  // The run's record is its own to show; what the tool is given (argv, environment, files) is sealed.
+  expect(started.text).not.toContain('"argv"');
+  const opened = JSON.parse(new TextDecoder().decode((await jose.compactDecrypt(started.body.execution_sealed, mine.privateKey)).plaintext));
+  expect(opened).toMatchObject({ binary: 'bash', argv: ['bash', 'script.sh'] });
+  expect(Object.values(opened.files).join('\n')).toContain('echo sealed');
+  await expect(jose.compactDecrypt(started.body.execution_sealed, other.privateKey)).rejects.toThrow();
+  await relay.request('POST', `/relay/v1/runs/${run.id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: cap });
+  expect((await waitForRunEnd(t.api, run.id)).status).toBe('succeeded');
+
+  // A real worker with --delivery-key opens what is sealed to it and runs the run.
+  const keyFile = path.join(tempDir('cairn-relay-key'), 'delivery.pem');
+  writeFileSync(keyFile, mine.privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+  await startRelayWorkerProcess('sealed-edge', ['--delivery-key', keyFile]);
+  const remote = await submit({ command: 'echo "opened on the worker"', queue: 'sealed-edge' });
+  expect(await waitForRunEnd(t.api, remote.id, 30_000)).toMatchObject({ status: 'succeeded' });
+  expect((await t.api.get(`/v1/runs/${remote.id}/logs`)).text).toBe('opened on the worker\n');
 });
 
 test('cancel reaches the remote worker on its next call and stops the tool', async () => {
