@@ -70,12 +70,12 @@ test('a viewer or an operator may not import; an unknown or unbuilt format is re
     expect((await t.api.post('/v1/import/tmplauto', fixture('awx-export.json'), who.token)).status).toBe(403);
   }
   const unknown = await t.api.post('/v1/import/awx', {});
-  expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner', 'cookbook', 'manifest']]);
+  expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner', 'cookbook', 'manifest', 'jobsched']]);
   const badQuery = await t.api.post('/v1/import/tmplauto?apply=yes', {});
   expect([badQuery.status, badQuery.body.field]).toEqual([400, 'apply']);
-  const unbuilt = await t.api.post('/v1/import/jobsched', {});
+  const unbuilt = await t.api.post('/v1/import/ciserver', {});
   expect(unbuilt.status).toBe(400);
-  expect(unbuilt.body.error).toContain('jobsched is not supported');
+  expect(unbuilt.body.error).toContain('ciserver is not supported');
   // A body in a format not read is refused for its format, not for not being JSON.
   const xml = await t.api.request('POST', '/v1/import/ciserver', { rawBody: '<?xml version="1.1" encoding="UTF-8"?><project><builders/></project>', headers: { 'content-type': 'application/xml' } });
   expect([xml.status, xml.body.field]).toEqual([400, 'format']);

@@ -1,4 +1,7 @@
 import { readCookbook } from '../../core/imports/cookbook';
+import { jenkinsTimerCrons, quartzToCron } from '../../core/imports/job-schedules';
+import { readJobsched } from '../../core/imports/jobsched';
+import { bashScript, durationSeconds } from '../../core/imports/script';
 import { readManifest } from '../../core/imports/manifest';
 import { readProjrunner } from '../../core/imports/projrunner';
 import { readTmplauto } from '../../core/imports/tmplauto';
@@ -130,4 +133,85 @@ test('a Chef fleet: a single node object is read alone; its inventory is named b
   expect(content).toContain('"env_dev":');
   expect(content).toContain('"role_web":');
   expect(readManifest([{ certname: 'p1' }], { name: 'Puppet' }).objects[0].name).toBe('Puppet');
+});
+
+const rundeck = (text: string) => readJobsched({ archive: false, files: [{ path: 'body', text }] }, {});
+
+test('Quartz expressions as cron: seconds dropped, Sunday-first day numbers shifted, start/step as a range, a year refused', () => {
+  expect(quartzToCron('0 30 2 ? * MON-FRI *')).toEqual({ cron: '30 2 ? * MON-FRI', notes: [] });
+  expect(quartzToCron('0 15 3 ? * 1,7 *')).toEqual({ cron: '15 3 ? * 0,6', notes: [] });
+  expect(quartzToCron('0 0 9 ? * 2-6')).toEqual({ cron: '0 9 ? * 1-5', notes: [] });
+  expect(quartzToCron('0 0/20 * ? * * *')).toEqual({ cron: '0-59/20 * ? * *', notes: [] });
+  expect(quartzToCron('30 0 12 * * ? *')).toMatchObject({ cron: '0 12 * * ?', notes: [expect.stringContaining('seconds field 30')] });
+  expect(quartzToCron('0 0 1 31 12 ? 2027')).toEqual({ problem: expect.stringContaining('year 2027') });
+  expect(quartzToCron('0 0 1')).toEqual({ problem: expect.stringContaining('3 fields') });
+  expect(quartzToCron('0 0 99 * * ?')).toEqual({ problem: expect.stringContaining('is not one Cairn reads') });
+});
+
+test('Jenkins timer specs: aliases, H hashed from the job name (stable), ranges and steps, TZ and comments', () => {
+  const spec = '# nightly\nTZ=Europe/Paris\nH 2 * * 1-5\nH/15 * * * *\n@midnight\nH(0-29) H(8-17) * * *\n';
+  const { timezone, crons } = jenkinsTimerCrons(spec, 'folder/job');
+  expect(timezone).toBe('Europe/Paris');
+  expect(crons).toHaveLength(4);
+  const [nightly, quarter, midnight, office] = crons.map((c) => ('cron' in c ? c.cron.split(' ') : []));
+  expect(Number(nightly[0])).toBeLessThan(60);
+  expect(nightly.slice(1)).toEqual(['2', '*', '*', '1-5']);
+  expect(quarter[0]).toMatch(/^\d+-59\/15$/);
+  expect(Number(midnight[1])).toBeLessThanOrEqual(2);
+  expect(Number(office[0])).toBeLessThan(30);
+  expect(Number(office[1])).toBeGreaterThanOrEqual(8);
+  expect(jenkinsTimerCrons(spec, 'folder/job')).toEqual({ timezone, crons });
+  expect(jenkinsTimerCrons('* * *', 'j').crons[0]).toEqual({ problem: expect.stringContaining('3 fields') });
+});
+
+test('durations and the script a sequence becomes', () => {
+  expect([durationSeconds('90'), durationSeconds('30m'), durationSeconds('1h30m'), durationSeconds('2d'), durationSeconds('${option.t}')]).toEqual([90, 1800, 5400, 172800, null]);
+  const script = bashScript(['job'], [], [{ label: 'a', kind: 'script', text: 'echo hi\nCAIRN_STEP_1\n', args: 'x "y"', interpreter: 'sudo -u app', quoted: true }], false);
+  // A script holding the heredoc's delimiter gets a longer one.
+  expect(script).toContain("<<'CAIRN_STEP_1_'");
+  expect(script).toContain('sudo -u app "\\"$cairn_step\\" x \\"y\\""');
+});
+
+test('Rundeck jobs: options to a survey, step tokens to Rundeck variables, a job reference or plugin step leaves the job out', () => {
+  const plan = rundeck(`<joblist>
+    <job><uuid>a</uuid><name>one</name><context><options>
+      <option name="app.name" value="web" values="web,db" enforcedvalues="true" required="true"><description>which</description></option>
+      <option name="pw" secure="true" value="x"/>
+      <option name="upload" type="file"/>
+      <option name="look" regex="(?=a)b"/>
+    </options></context>
+    <sequence><command><exec>deploy \${option.app.name} on \${node.name}</exec></command></sequence></job>
+    <job><uuid>b</uuid><name>two</name><sequence><command><step-plugin type="export-var"/></command></sequence></job>
+    <job><uuid>c</uuid><name>three</name><sequence><command><scriptfile>/opt/x.sh</scriptfile></command></sequence></job>
+    <job><uuid>a</uuid><name>again</name><sequence><command><exec>true</exec></command></sequence></job>
+  </joblist>`);
+  const one = plan.objects[0] as PlannedTemplate;
+  expect(one.draft.survey).toEqual([
+    { var: 'app_name', type: 'choice', required: true, help: 'which', choices: ['web', 'db'], default: 'web' },
+    { var: 'pw', type: 'secret', required: false },
+    { var: 'look', type: 'text', required: false },
+  ]);
+  expect(one.draft.command).toContain('export RD_OPTION_APP_NAME="${app_name-}"');
+  expect(one.draft.command).toContain('deploy ${RD_OPTION_APP_NAME} on ${node.name}');
+  expect(one.notes.join('\n')).toMatch(/secure default is not carried[\s\S]*file option[\s\S]*regex uses Java syntax[\s\S]*\$\{node\.name\} are not set/);
+  expect(plan.left_out.map((l) => [l.name, l.reason])).toEqual([
+    ['two', expect.stringContaining('export-var plugin step')],
+    ['three', expect.stringContaining('/opt/x.sh')],
+    ['again', expect.stringContaining('appears twice')],
+  ]);
+});
+
+test('Rundeck YAML: older option maps, the simple schedule form, and a malformed document named', () => {
+  const plan = rundeck(`- name: j
+  uuid: u
+  options:
+    level: { value: '3', required: true }
+  schedule: { time: { hour: '4', minute: '5' }, weekday: { day: '*' }, month: '*' }
+  sequence: { commands: [ { exec: 'echo $RD_OPTION_LEVEL' } ] }
+`);
+  expect((plan.objects[0] as PlannedTemplate).draft.survey).toEqual([{ var: 'level', type: 'text', required: true, default: '3' }]);
+  expect(plan.objects[1]).toMatchObject({ kind: 'schedule', draft: { cron: '5 4 ? * *' } });
+  expect(() => rundeck('- [1, 2]')).toThrow(expect.objectContaining({ details: { field: '[0]' } }));
+  expect(() => rundeck('a: [')).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+  expect(() => readJobsched({ archive: true, files: [{ path: 'x.txt', text: '' }] }, {})).toThrow(/not a Rundeck project archive/);
 });
