@@ -1,6 +1,7 @@
 import type postgres from 'postgres';
 import { badRequest, DomainError } from '../core/errors';
 import { refKey, requireCleanText, type ImportPlan, type ImportRef, type PlannedObject, type PlannedProject, type PlannedTemplate } from '../core/imports/plan';
+import { JENKINS_JOB_FILE, readCiserver } from '../core/imports/ciserver';
 import { readCookbook } from '../core/imports/cookbook';
 import type { ExportFiles } from '../core/imports/export-files';
 import { readJobsched } from '../core/imports/jobsched';
@@ -52,6 +53,7 @@ const READERS: Record<string, Reader> = {
   cookbook: { body: 'json', read: readCookbook },
   manifest: { body: 'json', read: readManifest },
   jobsched: { body: 'files', read: readJobsched, wanted: (path) => /^rundeck-[^/]+\/jobs\/job-[^/]+\.xml$/.test(path) },
+  ciserver: { body: 'files', read: readCiserver, wanted: (path) => JENKINS_JOB_FILE.test(path) },
 };
 
 /** The formats that bring a fleet as one inventory (spec part A 4.14 rule 2), named by `name`. */

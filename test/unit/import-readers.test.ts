@@ -1,3 +1,4 @@
+import { JENKINS_JOB_FILE, readCiserver } from '../../core/imports/ciserver';
 import { readCookbook } from '../../core/imports/cookbook';
 import { jenkinsTimerCrons, quartzToCron } from '../../core/imports/job-schedules';
 import { readJobsched } from '../../core/imports/jobsched';
@@ -214,4 +215,31 @@ test('Rundeck YAML: older option maps, the simple schedule form, and a malformed
   expect(() => rundeck('- [1, 2]')).toThrow(expect.objectContaining({ details: { field: '[0]' } }));
   expect(() => rundeck('a: [')).toThrow(expect.objectContaining({ details: { field: 'body' } }));
   expect(() => readJobsched({ archive: true, files: [{ path: 'x.txt', text: '' }] }, {})).toThrow(/not a Rundeck project archive/);
+});
+
+const jenkins = (text: string, name = 'job') => readCiserver({ archive: false, files: [{ path: 'body', text }] }, { name });
+
+test('Jenkins jobs: the job files of a jobs directory, parameters to a survey, older choice lists, a builder other than shell leaves the job out', () => {
+  const names = ['jobs/a/config.xml', 'home/jobs/f/jobs/b/config.xml', 'jobs/a/builds/1/config.xml', 'jobs/a/branches/main/config.xml', 'config.xml'].map((p) => JENKINS_JOB_FILE.exec(p)?.[1] ?? null);
+  expect(names).toEqual(['a', 'f/jobs/b', null, null, null]);
+  const plan = jenkins(`<project><properties><hudson.model.ParametersDefinitionProperty><parameterDefinitions>
+    <hudson.model.ChoiceParameterDefinition><name>ENV</name><choices>dev
+prod</choices></hudson.model.ChoiceParameterDefinition>
+    <hudson.model.StringParameterDefinition><name>my-param</name></hudson.model.StringParameterDefinition>
+    <hudson.model.TextParameterDefinition><name>NOTES</name><defaultValue>a
+b</defaultValue></hudson.model.TextParameterDefinition>
+  </parameterDefinitions></hudson.model.ParametersDefinitionProperty></properties>
+  <disabled>true</disabled>
+  <triggers><hudson.triggers.TimerTrigger><spec>@hourly</spec></hudson.triggers.TimerTrigger></triggers>
+  <builders><hudson.tasks.Shell><command>echo $ENV</command></hudson.tasks.Shell></builders></project>`);
+  const template = plan.objects[0] as PlannedTemplate;
+  expect(template.draft.survey).toEqual([
+    { var: 'ENV', type: 'choice', required: false, choices: ['dev', 'prod'], default: 'dev' },
+    { var: 'NOTES', type: 'multiline', required: false, default: 'a\nb' },
+  ]);
+  expect(template.notes.join('\n')).toMatch(/my-param is not a shell variable name[\s\S]*disabled in Jenkins/);
+  expect(plan.objects[1]).toMatchObject({ kind: 'schedule', draft: { enabled: false } });
+  expect(jenkins('<project><builders><hudson.tasks.Maven/></builders></project>').left_out[0].reason).toContain('hudson.tasks.Maven');
+  expect(jenkins('<matrix-project/>').left_out[0].reason).toContain('matrix');
+  expect(() => jenkins('<project>')).toThrow(expect.objectContaining({ details: { field: 'body' } }));
 });
