@@ -91,6 +91,10 @@ export interface ImportReport {
 export function requireImportFormat(format: string): void {
   if (!READERS[format]) {
     const known = (IMPORT_FORMATS as readonly string[]).includes(format);
+    // A crontab imports only from the command line (spec part A 4.14 rule 6).
+    if (format === 'cron') {
+      throw badRequest(`format cron is not an import format: a crontab imports only from the command line, with cairn import cron <file>; supported formats: ${SUPPORTED_IMPORT_FORMATS.join(', ')}`, { field: 'format', supported: SUPPORTED_IMPORT_FORMATS });
+    }
     throw badRequest(
       known
         ? `format ${format} is not supported by this server yet; supported formats: ${SUPPORTED_IMPORT_FORMATS.join(', ')}`

@@ -44,7 +44,8 @@ function quartzDays(field: string): string {
 /** Why Cairn's calendar refuses this cron, or null when it reads it. */
 export function cronProblem(cron: string): string | null {
   try {
-    scheduleCalendar({ cron }, 'Etc/UTC');
+    // A rule with no fire left (`0 0 31 2 *`) is refused by the schedule's create path too.
+    if (!scheduleCalendar({ cron }, 'Etc/UTC').firesAfter(new Date(), 1).length) return `cron ${JSON.stringify(cron)} never fires`;
     return null;
   } catch (err) {
     if (err instanceof CalendarError) return `cron ${JSON.stringify(cron)} is not one Cairn reads: ${err.message.replace(/^cron: /, '')}`;

@@ -71,6 +71,8 @@ test('a viewer or an operator may not import; an unknown format is refused namin
   }
   const unknown = await t.api.post('/v1/import/awx', {});
   expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner', 'cookbook', 'manifest', 'jobsched', 'ciserver']]);
+  const cron = await t.api.request('POST', '/v1/import/cron', { rawBody: '@daily echo hi\n', headers: { 'content-type': 'text/plain' } });
+  expect([cron.status, cron.body.field, cron.body.error]).toEqual([400, 'format', expect.stringContaining('only from the command line, with cairn import cron')]);
   const badQuery = await t.api.post('/v1/import/tmplauto?apply=yes', {});
   expect([badQuery.status, badQuery.body.field]).toEqual([400, 'apply']);
   // A format read from JSON refuses a body that is not, before reading anything.

@@ -1,5 +1,6 @@
 import { JENKINS_JOB_FILE, readCiserver } from '../../core/imports/ciserver';
 import { readCookbook } from '../../core/imports/cookbook';
+import { readCrontab } from '../../core/imports/crontab';
 import { jenkinsTimerCrons, quartzToCron } from '../../core/imports/job-schedules';
 import { readJobsched } from '../../core/imports/jobsched';
 import { bashScript, durationSeconds } from '../../core/imports/script';
@@ -242,4 +243,24 @@ b</defaultValue></hudson.model.TextParameterDefinition>
   expect(jenkins('<project><builders><hudson.tasks.Maven/></builders></project>').left_out[0].reason).toContain('hudson.tasks.Maven');
   expect(jenkins('<matrix-project/>').left_out[0].reason).toContain('matrix');
   expect(() => jenkins('<project>')).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+});
+
+test('a crontab: environment lines apply to the jobs below them, % is input (\\% a percent), nicknames expand, @reboot and bad lines are refused', () => {
+  const { jobs, refused } = readCrontab(['A=1', '0 1 * * * echo $A', "B = 'two words'", 'CRON_TZ=Asia/Tokyo', '@hourly printf 50\\%%x%y', '@reboot boot', '@often x', '1 2 3'].join('\n'));
+  expect(jobs.map((j) => [j.line, j.cron, j.timezone])).toEqual([[2, '0 1 * * *', null], [5, '0 * * * *', 'Asia/Tokyo']]);
+  expect(jobs[0].script).toContain("export A='1'\nexec /bin/sh -c 'echo $A'");
+  expect(jobs[0].script).not.toContain('export B');
+  expect(jobs[1].script).toContain("export B='two words'");
+  expect(jobs[1].script).toContain("exec /bin/sh -c 'printf 50%' <<'CAIRN_CRON_INPUT'\nx\ny\nCAIRN_CRON_INPUT");
+  expect(refused.map((r) => [r.line, r.reason])).toEqual([
+    [6, expect.stringContaining('@reboot')],
+    [7, '@often is not a cron nickname'],
+    [8, expect.stringContaining('five time fields')],
+  ]);
+  // The system format: a user before the command; a line with no command is refused.
+  const system = readCrontab('* * * * * root\n5 * * * * backup echo hi', { system: true });
+  expect(system.refused[0]).toMatchObject({ line: 1, reason: expect.stringContaining('names a user') });
+  expect(system.jobs[0]).toMatchObject({ user: 'backup', command: 'echo hi', notes: [expect.stringContaining('ran as backup')] });
+  // The same line gives the same name, so a re-import finds it.
+  expect(readCrontab('0 1 * * * echo $A').jobs[0].name).toBe(readCrontab('# x\n0 1 * * * echo $A').jobs[0].name);
 });
