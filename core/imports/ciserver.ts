@@ -1,6 +1,7 @@
 import type { ExportFiles } from './export-files';
 import { jenkinsTimerCrons } from './job-schedules';
-import { malformed, ordered, type ImportPlan, type LeftOut, type PlannedObject } from './plan';
+import { JobTargets } from './job-targets';
+import { malformed, ordered, type ImportPlan, type LeftOut, type PlannedAttachment, type PlannedObject } from './plan';
 import { bashScript, type ScriptStep } from './script';
 import { attr, child, childText, elements, parseXml, textOf, type XmlElement } from './xml';
 
@@ -48,6 +49,7 @@ const BUILD_VARIABLES = /\$\{?(BUILD_NUMBER|BUILD_ID|BUILD_URL|BUILD_TAG|BUILD_D
 export function readCiserver(input: ExportFiles, options: { name?: string }): ImportPlan {
   const objects: PlannedObject[] = [];
   const leftOut: LeftOut[] = [];
+  const targets = new JobTargets('a Jenkins job\'s mail recipients');
   if (input.archive) {
     if (options.name !== undefined) throw malformed('name', 'a zip of a jobs directory names its jobs itself; name= is for a single config.xml');
     const jobs = input.files.flatMap((file) => {
@@ -55,17 +57,17 @@ export function readCiserver(input: ExportFiles, options: { name?: string }): Im
       return match ? [{ file, name: match[1].split('/jobs/').join('/') }] : [];
     });
     if (!jobs.length) throw malformed('body', 'is a zip but not a Jenkins jobs directory: it holds no jobs/<name>/config.xml');
-    for (const { file, name } of jobs.sort((a, b) => a.name.localeCompare(b.name))) planJob(parseXml(file.text, file.path), name, file.path, objects, leftOut);
+    for (const { file, name } of jobs.sort((a, b) => a.name.localeCompare(b.name))) planJob(parseXml(file.text, file.path), name, file.path, objects, leftOut, targets);
   } else {
     const file = input.files[0];
     const root = parseXml(file.text, 'body');
     if (options.name === undefined) throw malformed('name', 'a single config.xml does not hold its job\'s name: give it as name=');
-    planJob(root, options.name, 'config.xml', objects, leftOut);
+    planJob(root, options.name, 'config.xml', objects, leftOut, targets);
   }
-  return { format: 'ciserver', objects: ordered(objects), left_out: leftOut };
+  return { format: 'ciserver', objects: ordered([...targets.objects(), ...objects]), left_out: leftOut };
 }
 
-function planJob(root: XmlElement, name: string, source: string, objects: PlannedObject[], leftOut: LeftOut[]): void {
+function planJob(root: XmlElement, name: string, source: string, objects: PlannedObject[], leftOut: LeftOut[], targets: JobTargets): void {
   const type = root.tagName;
   if (type === FOLDER) return void leftOut.push({ kind: 'folder', name, source, reason: 'a folder is not an object in Cairn: its jobs are imported with its name before theirs' });
   if (NOT_CARRIED[type]) return void leftOut.push({ kind: 'template', name, source, reason: `it is ${NOT_CARRIED[type]}` });
@@ -119,7 +121,17 @@ function planJob(root: XmlElement, name: string, source: string, objects: Planne
     const url = childText(child(child(scm, 'userRemoteConfigs'), 'hudson.plugins.git.UserRemoteConfig'), 'url');
     notes.push(`its source checkout (${url ?? scmClass}) is not carried: the steps run in an empty work directory; add a project and a clone step`);
   }
-  const publishers = elements(child(root, 'publishers')).map((p) => p.tagName);
+  // The mailer's recipients become an email target told of failures; other post-build actions are not carried.
+  const notifications: PlannedAttachment[] = [];
+  const publishers: string[] = [];
+  for (const publisher of elements(child(root, 'publishers'))) {
+    const recipients = publisher.tagName === 'hudson.tasks.Mailer' ? childText(publisher, 'recipients') : null;
+    const attachment = recipients ? targets.email(recipients, 'failure', `${source}: publishers.hudson.tasks.Mailer`) : null;
+    if (attachment) {
+      notifications.push(attachment);
+      notes.push('its mail on a broken build goes to an email target told of failures (Jenkins also mails when a build is fixed; Cairn does not)');
+    } else publishers.push(publisher.tagName);
+  }
   if (publishers.length) notes.push(`its post-build actions are not carried: ${publishers.join(', ')}`);
   let timeout: number | null = null;
   for (const wrapper of elements(child(root, 'buildWrappers'))) {
@@ -157,7 +169,7 @@ function planJob(root: XmlElement, name: string, source: string, objects: Planne
     credentials: [],
     step_inventories: {},
     external_job_template_id: null,
-    notifications: [],
+    notifications,
     notes,
   });
 

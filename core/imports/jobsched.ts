@@ -1,7 +1,8 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import type { ExportFile, ExportFiles } from './export-files';
 import { quartzToCron } from './job-schedules';
-import { isObject, malformed, ordered, type ImportPlan, type Json, type LeftOut, type PlannedObject } from './plan';
+import { JobTargets } from './job-targets';
+import { isObject, malformed, ordered, type ImportPlan, type Json, type LeftOut, type PlannedAttachment, type PlannedObject } from './plan';
 import { bashScript, durationSeconds, type ScriptStep } from './script';
 import { attr, child, childText, elements, parseXml, textOf, type XmlElement } from './xml';
 
@@ -63,8 +64,19 @@ interface RdJob {
   timeout: string | null;
   timeZone: string | null;
   retry: string | null;
-  notifies: boolean;
+  notifications: RdNotification[];
 }
+
+/** One trigger's notifications (`onstart`, `onsuccess`, `onfailure`, …). */
+interface RdNotification {
+  trigger: string;
+  emails: string[];
+  urls: string[];
+  plugins: string[];
+}
+
+/** Rundeck's notification triggers as the events Cairn attaches a target for. */
+const TRIGGER_EVENTS: Record<string, 'started' | 'success' | 'failure'> = { onstart: 'started', onsuccess: 'success', onfailure: 'failure' };
 
 const ARCHIVE_JOB = /^rundeck-([^/]+)\/jobs\/job-[^/]+\.xml$/;
 
@@ -82,8 +94,9 @@ export function readJobsched(input: ExportFiles, options: { inventory?: string }
   const objects: PlannedObject[] = [];
   const leftOut: LeftOut[] = [];
   const seen = new Set<string>();
-  for (const job of jobs) planJob(job, objects, leftOut, seen, options.inventory !== undefined);
-  return { format: 'jobsched', objects: ordered(objects), left_out: leftOut };
+  const targets = new JobTargets('a Rundeck job notification');
+  for (const job of jobs) planJob(job, objects, leftOut, seen, options.inventory !== undefined, targets);
+  return { format: 'jobsched', objects: ordered([...targets.objects(), ...objects]), left_out: leftOut };
 }
 
 // ---- XML (Rundeck's job-xml)
@@ -126,7 +139,12 @@ function xmlJobs(file: ExportFile, archiveProject: string | null): RdJob[] {
       timeout: childText(job, 'timeout'),
       timeZone: childText(job, 'timeZone'),
       retry: childText(job, 'retry'),
-      notifies: elements(child(job, 'notification')).length > 0,
+      notifications: elements(child(job, 'notification')).map((trigger) => ({
+        trigger: trigger.tagName,
+        emails: elements(trigger, 'email').map((e) => attr(e, 'recipients') ?? '').filter(Boolean),
+        urls: elements(trigger, 'webhook').flatMap((w) => (attr(w, 'urls') ?? '').split(',')).map((u) => u.trim()).filter(Boolean),
+        plugins: elements(trigger, 'plugin').map((p) => attr(p, 'type') ?? 'a plugin'),
+      })),
     };
   });
 }
@@ -212,7 +230,15 @@ function yamlJobs(file: ExportFile): RdJob[] {
       timeout: str(raw.timeout),
       timeZone: str(raw.timeZone),
       retry,
-      notifies: isObject(raw.notification) && Object.keys(raw.notification).length > 0,
+      notifications: isObject(raw.notification)
+        ? Object.entries(raw.notification).map(([trigger, value]) => {
+            const v = isObject(value) ? value : {};
+            const email = isObject(v.email) ? str(v.email.recipients) : null;
+            const urls = str(v.urls) ?? (isObject(v.webhook) ? str(v.webhook.urls) : null);
+            const plugins = (Array.isArray(v.plugin) ? v.plugin : v.plugin ? [v.plugin] : []).map((p) => (isObject(p) ? (str(p.type) ?? 'a plugin') : 'a plugin'));
+            return { trigger, emails: email ? [email] : [], urls: urls ? urls.split(',').map((u) => u.trim()).filter(Boolean) : [], plugins };
+          })
+        : [],
     };
   });
 }
@@ -300,7 +326,7 @@ const envOf = (name: string) => `RD_OPTION_${name.toUpperCase().replace(/[^A-Z0-
 /** A pattern RE2 cannot run (lookaround, backreferences) is not carried. */
 const RE2_UNSUPPORTED = /\(\?[=!<]|\\[1-9]|\(\?>|[*+?}]\+/;
 
-function planJob(job: RdJob, objects: PlannedObject[], leftOut: LeftOut[], seen: Set<string>, withInventory: boolean): void {
+function planJob(job: RdJob, objects: PlannedObject[], leftOut: LeftOut[], seen: Set<string>, withInventory: boolean, targets: JobTargets): void {
   const name = job.group ? `${job.group}/${job.name}` : job.name;
   const externalId = job.uuid ?? `${job.project ?? ''}/${name}`;
   if (seen.has(externalId)) return void leftOut.push({ kind: 'template', name, source: job.source, reason: `job ${externalId} appears twice in the export; its first is imported` });
@@ -353,7 +379,18 @@ function planJob(job: RdJob, objects: PlannedObject[], leftOut: LeftOut[], seen:
   if (job.strategy === 'parallel') notes.push('its parallel strategy is not carried: the steps run in order');
   if (!job.executionEnabled) notes.push('execution was disabled in Rundeck; the template may be launched');
   if (job.retry && job.retry !== '0') notes.push(`its retry count ${job.retry} is not carried`);
-  if (job.notifies) notes.push('its notifications are not carried: attach notification targets to the template');
+  const notifications: PlannedAttachment[] = [];
+  job.notifications.forEach((n) => {
+    const event = TRIGGER_EVENTS[n.trigger];
+    const what = [...n.emails.map(() => 'mail'), ...n.urls.map(() => 'webhook'), ...n.plugins];
+    if (!event) return void (what.length && notes.push(`its ${n.trigger} notifications are not carried: Cairn has no such event`));
+    for (const recipients of n.emails) {
+      const attachment = targets.email(recipients, event, `${job.source}.notification.${n.trigger}`);
+      if (attachment) notifications.push(attachment);
+    }
+    for (const url of n.urls) notifications.push(targets.webhook(url, event, `${job.source}.notification.${n.trigger}`));
+    for (const plugin of n.plugins) notes.push(`its ${n.trigger} notification by the ${plugin} plugin is not carried: attach a notification target`);
+  });
   let timeout: number | null = null;
   if (job.timeout) {
     timeout = durationSeconds(job.timeout);
@@ -382,7 +419,7 @@ function planJob(job: RdJob, objects: PlannedObject[], leftOut: LeftOut[], seen:
     credentials: [],
     step_inventories: {},
     external_job_template_id: null,
-    notifications: [],
+    notifications,
     notes,
   });
 

@@ -30,13 +30,15 @@ test('a freestyle config.xml: named by the request; shell steps, parameters and 
 
   const preview = await send('?name=site/build', fixtureText('jenkins-freestyle.xml'));
   answered(preview, 200);
-  expect(preview.body.created.map((o: any) => o.kind)).toEqual(['template', 'schedule', 'schedule']);
+  expect(preview.body.created.map((o: any) => `${o.kind}:${o.name}`)).toEqual(['notification_target:email web@example.com', 'template:site/build', expect.stringMatching(/^schedule:site\/build, \d+ 2 \* \* 1-5$/), expect.stringMatching(/^schedule:site\/build, /)]);
   expect(preview.body.skipped).toEqual([expect.objectContaining({ name: 'site/build, hudson.triggers.SCMTrigger', reason: expect.stringContaining('source polling is not carried') })]);
 
   const applied = await send('?name=site/build&apply=true', fixtureText('jenkins-freestyle.xml'));
   answered(applied, 201);
-  const created = applied.body.created[0];
-  expect(created.notes.join('\n')).toMatch(/bundle\.zip[\s\S]*BUILD_NUMBER[\s\S]*source checkout \(https:\/\/github\.com\/example\/site\.git\)[\s\S]*hudson\.tasks\.Mailer/);
+  const created = applied.body.created[1];
+  expect(created.notes.join('\n')).toMatch(/bundle\.zip[\s\S]*BUILD_NUMBER[\s\S]*source checkout \(https:\/\/github\.com\/example\/site\.git\)[\s\S]*email target told of failures/);
+  // The mailer's recipients: an email target attached for failures.
+  expect(created.attachments).toEqual([{ target_id: applied.body.created[0].id, event: 'failure' }]);
   const template = (await t.api.get(`/v1/templates/${created.id}`)).body;
   expect(template).toMatchObject({ name: 'site/build', tool: 'bash', timeout: 2700 });
   expect(template.survey.map((f: any) => [f.var, f.type, f.default])).toEqual([

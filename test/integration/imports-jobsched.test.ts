@@ -31,6 +31,8 @@ test('Rundeck job XML: a preview writes nothing; apply makes bash templates, sur
   const preview = await send('', fixtureText('rundeck-jobs.xml'));
   answered(preview, 200);
   expect(preview.body.created.map((o: any) => `${o.kind}:${o.name}`)).toEqual([
+    'notification_target:email ops@example.com',
+    expect.stringMatching(/^notification_target:webhook hooks\.example\.com \([0-9a-f]{8}\)$/),
     'template:web/deploy/Roll out release',
     'template:maintenance/Rotate logs',
     'template:Year-end archive',
@@ -45,7 +47,8 @@ test('Rundeck job XML: a preview writes nothing; apply makes bash templates, sur
   const auditBefore = (await t.api.get('/v1/audit?limit=1')).body.total;
   const applied = await send('?apply=true', fixtureText('rundeck-jobs.xml'));
   answered(applied, 201);
-  expect((await t.api.get('/v1/audit?limit=1')).body.total - auditBefore).toBe(5);
+  // One chain entry per object and per attachment.
+  expect((await t.api.get('/v1/audit?limit=1')).body.total - auditBefore).toBe(9);
   const id = (name: string) => applied.body.created.find((o: any) => o.name === name).id;
 
   const rollout = (await t.api.get(`/v1/templates/${id('web/deploy/Roll out release')}`)).body;
@@ -60,7 +63,16 @@ test('Rundeck job XML: a preview writes nothing; apply makes bash templates, sur
   expect(rollout.survey[3]).toMatchObject({ default: '2', pattern: '^[0-9]+$' });
   const notes = applied.body.created.find((o: any) => o.name === 'web/deploy/Roll out release').notes.join('\n');
   expect(notes).toContain('node filter "tags: web" is not carried');
-  expect(notes).toContain('notifications are not carried');
+  expect(notes).toContain('onstart notification by the SlackNotification plugin is not carried');
+  // Mail recipients are a ready email target; a webhook's address (it may hold a token) waits.
+  const targetId = (prefix: string) => applied.body.created.find((o: any) => o.name.startsWith(prefix)).id;
+  expect(applied.body.created.find((o: any) => o.name === 'web/deploy/Roll out release').attachments).toEqual([
+    { target_id: targetId('email '), event: 'failure' },
+    { target_id: targetId('webhook '), event: 'success' },
+  ]);
+  expect((await t.api.get(`/v1/notifications/${targetId('email ')}`)).body).toMatchObject({ kind: 'email', to: 'ops@example.com', needs_secret: false });
+  expect((await t.api.get(`/v1/notifications/${targetId('webhook ')}`)).body).toMatchObject({ kind: 'webhook', needs_secret: true });
+  expect(JSON.stringify(applied.body)).not.toContain('abc123');
 
   const schedules = (await t.api.get('/v1/schedules?limit=200')).body.schedules;
   const weekday = schedules.find((s: any) => s.template_id === rollout.id);
@@ -89,7 +101,7 @@ test('Rundeck job XML: a preview writes nothing; apply makes bash templates, sur
   const again = await send('?apply=true', fixtureText('rundeck-jobs.xml'));
   answered(again, 200);
   expect(again.body.created).toEqual([]);
-  expect(again.body.skipped.filter((s: any) => s.reason === 'imported before from this source')).toHaveLength(5);
+  expect(again.body.skipped.filter((s: any) => s.reason === 'imported before from this source')).toHaveLength(7);
 }, 90_000);
 
 test('Rundeck job YAML and a project archive are told apart by content; the inventory named is set on the templates', async () => {
