@@ -264,3 +264,10 @@ test('a crontab: environment lines apply to the jobs below them, % is input (\\%
   // The same line gives the same name, so a re-import finds it.
   expect(readCrontab('0 1 * * * echo $A').jobs[0].name).toBe(readCrontab('# x\n0 1 * * * echo $A').jobs[0].name);
 });
+
+test('XML exports: entities a DTD declares are never expanded (no billion laughs, no external entity)', () => {
+  const laughs = '<?xml version="1.0"?><!DOCTYPE j [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><joblist><job><name>&b;</name></job></joblist>';
+  expect(() => rundeck(laughs)).toThrow(/not well-formed XML: entity not found/);
+  const external = '<?xml version="1.0"?><!DOCTYPE j [<!ENTITY x SYSTEM "file:///etc/passwd">]><project><builders/></project>';
+  expect(() => jenkins(external.replace('<builders/>', '<description>&x;</description>'))).toThrow(/not well-formed XML/);
+});
