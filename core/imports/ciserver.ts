@@ -1,7 +1,7 @@
 import type { ExportFiles } from './export-files';
 import { jenkinsTimerCrons } from './job-schedules';
 import { JobTargets } from './job-targets';
-import { malformed, ordered, type ImportPlan, type LeftOut, type PlannedAttachment, type PlannedObject } from './plan';
+import { malformed, ordered, type ImportPlan, type ImportRef, type LeftOut, type PlannedAttachment, type PlannedObject, type PlannedProject } from './plan';
 import { bashScript, type ScriptStep } from './script';
 import { attr, child, childText, elements, parseXml, textOf, type XmlElement } from './xml';
 
@@ -50,6 +50,7 @@ export function readCiserver(input: ExportFiles, options: { name?: string }): Im
   const objects: PlannedObject[] = [];
   const leftOut: LeftOut[] = [];
   const targets = new JobTargets('a Jenkins job\'s mail recipients');
+  const projects = new JobProjects();
   if (input.archive) {
     if (options.name !== undefined) throw malformed('name', 'a zip of a jobs directory names its jobs itself; name= is for a single config.xml');
     const jobs = input.files.flatMap((file) => {
@@ -57,17 +58,17 @@ export function readCiserver(input: ExportFiles, options: { name?: string }): Im
       return match ? [{ file, name: match[1].split('/jobs/').join('/') }] : [];
     });
     if (!jobs.length) throw malformed('body', 'is a zip but not a Jenkins jobs directory: it holds no jobs/<name>/config.xml');
-    for (const { file, name } of jobs.sort((a, b) => a.name.localeCompare(b.name))) planJob(parseXml(file.text, file.path), name, file.path, objects, leftOut, targets);
+    for (const { file, name } of jobs.sort((a, b) => a.name.localeCompare(b.name))) planJob(parseXml(file.text, file.path), name, file.path, objects, leftOut, targets, projects);
   } else {
     const file = input.files[0];
     const root = parseXml(file.text, 'body');
     if (options.name === undefined) throw malformed('name', 'a single config.xml does not hold its job\'s name: give it as name=');
-    planJob(root, options.name, 'config.xml', objects, leftOut, targets);
+    planJob(root, options.name, 'config.xml', objects, leftOut, targets, projects);
   }
-  return { format: 'ciserver', objects: ordered([...targets.objects(), ...objects]), left_out: leftOut };
+  return { format: 'ciserver', objects: ordered([...projects.objects(), ...targets.objects(), ...objects]), left_out: leftOut };
 }
 
-function planJob(root: XmlElement, name: string, source: string, objects: PlannedObject[], leftOut: LeftOut[], targets: JobTargets): void {
+function planJob(root: XmlElement, name: string, source: string, objects: PlannedObject[], leftOut: LeftOut[], targets: JobTargets, projects: JobProjects): void {
   const type = root.tagName;
   if (type === FOLDER) return void leftOut.push({ kind: 'folder', name, source, reason: 'a folder is not an object in Cairn: its jobs are imported with its name before theirs' });
   if (NOT_CARRIED[type]) return void leftOut.push({ kind: 'template', name, source, reason: `it is ${NOT_CARRIED[type]}` });
@@ -115,11 +116,25 @@ function planJob(root: XmlElement, name: string, source: string, objects: Planne
   for (const step of steps) for (const match of step.text.matchAll(BUILD_VARIABLES)) used.add(match[1]);
   if (used.size) notes.push(`its steps read Jenkins build variables a Cairn run does not set: ${[...used].join(', ')}`);
 
+  // A git checkout becomes a project the template runs in a copy of; another SCM is not carried.
   const scm = child(root, 'scm');
   const scmClass = attr(scm, 'class');
-  if (scmClass && scmClass !== 'hudson.scm.NullSCM') {
-    const url = childText(child(child(scm, 'userRemoteConfigs'), 'hudson.plugins.git.UserRemoteConfig'), 'url');
-    notes.push(`its source checkout (${url ?? scmClass}) is not carried: the steps run in an empty work directory; add a project and a clone step`);
+  let project: ImportRef | null = null;
+  if (scmClass === 'hudson.plugins.git.GitSCM') {
+    const remote = child(child(scm, 'userRemoteConfigs'), 'hudson.plugins.git.UserRemoteConfig');
+    const url = childText(remote, 'url');
+    const spec = childText(child(child(scm, 'branches'), 'hudson.plugins.git.BranchSpec'), 'name');
+    const branch = spec ? spec.replace(/^(\*\/|origin\/|refs\/heads\/)/, '') : null;
+    if (!url) notes.push('its git checkout names no repository and is not carried');
+    else {
+      const exact = branch && !/[*?[\]]/.test(branch) ? branch : null;
+      if (branch && !exact) notes.push(`its branch pattern ${spec} is not carried: the project follows the repository's default branch`);
+      if (childText(remote, 'credentialsId')) notes.push(`its checkout credential ${childText(remote, 'credentialsId')} is not carried: give the project a source-control credential`);
+      project = projects.project(url, exact, `${source}: scm`);
+      notes.push(`its git checkout is the project for ${url}: the steps run in a copy of it, not a clone of their own`);
+    }
+  } else if (scmClass && scmClass !== 'hudson.scm.NullSCM') {
+    notes.push(`its source checkout (${scmClass}) is not carried: the steps run in an empty work directory`);
   }
   // The mailer's recipients become an email target told of failures; other post-build actions are not carried.
   const notifications: PlannedAttachment[] = [];
@@ -165,7 +180,7 @@ function planJob(root: XmlElement, name: string, source: string, objects: Planne
       external_callback: false,
     },
     inventory: null,
-    project: null,
+    project,
     credentials: [],
     step_inventories: {},
     external_job_template_id: null,
@@ -195,6 +210,29 @@ function planJob(root: XmlElement, name: string, source: string, objects: Planne
       });
     });
   });
+}
+
+/**
+ * The git repositories jobs check out, one project per repository and branch (external id
+ * `git:<url>#<branch>`), named by the repository's address without its scheme and `.git`, and the
+ * branch when one is named.
+ */
+class JobProjects {
+  private readonly projects = new Map<string, PlannedProject>();
+
+  project(url: string, branch: string | null, at: string): ImportRef {
+    const externalId = `git:${url}#${branch ?? ''}`;
+    if (!this.projects.has(externalId)) {
+      const base = url.replace(/^[a-z+]+:\/\//i, '').replace(/^[^@/]+@/, '').replace(/\.git$/, '').replace(/:/, '/');
+      const name = `${base.length > 200 ? base.slice(-200) : base}${branch ? ` (${branch})` : ''}`;
+      this.projects.set(externalId, { kind: 'project', external_id: externalId, name, source: at, draft: { name, url, branch }, credential: null, notifications: [], notes: [] });
+    }
+    return { kind: 'project', external_id: externalId };
+  }
+
+  objects(): PlannedObject[] {
+    return [...this.projects.values()];
+  }
 }
 
 const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;

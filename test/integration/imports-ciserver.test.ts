@@ -1,7 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import { tempDir } from '../support/temp';
 import { zipOf } from '../support/zip';
 
 /**
@@ -12,11 +14,28 @@ import { zipOf } from '../support/zip';
  */
 
 let t: TestServer;
+/** A local repository standing in for the one the Jenkins job checks out: the test machine has no network. */
+let repository: string;
+/** A fixture, its repository address pointed at the local repository (the only change made to it). */
+const jenkinsJob = () => fixtureText('jenkins-freestyle.xml').replace('https://github.com/example/site.git', repository);
 const fixtureText = (name: string) => readFileSync(path.join(__dirname, '../fixtures/imports', name), 'utf8');
 const send = (query: string, body: string | Buffer) => t.api.request('POST', `/v1/import/ciserver${query}`, { rawBody: body, headers: { 'content-type': 'application/octet-stream' } });
 
 beforeAll(async () => {
-  t = await startTestServer({ SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'), SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url') });
+  const root = tempDir('cairn-import-jenkins-git');
+  chmodSync(root, 0o755);
+  repository = path.join(root, 'site.git');
+  const work = path.join(root, 'work');
+  const env = { PATH: process.env.PATH, HOME: root, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' };
+  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', repository]);
+  mkdirSync(work);
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: work, env });
+  git('init', '-q', '-b', 'main');
+  writeFileSync(path.join(work, 'VERSION'), '2.1-src\n');
+  git('add', '-A');
+  git('commit', '-q', '-m', 'version');
+  git('push', '-q', repository, 'HEAD:main');
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: root, SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'), SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url') });
 }, 60_000);
 afterAll(() => t?.stop());
 
@@ -25,22 +44,32 @@ function answered(res: { status: number; text: string }, status: number): void {
 }
 
 test('a freestyle config.xml: named by the request; shell steps, parameters and timer triggers carried, polling left out; a launch runs the steps in order and stops at a failure', async () => {
-  const unnamed = await send('', fixtureText('jenkins-freestyle.xml'));
+  const unnamed = await send('', jenkinsJob());
   expect([unnamed.status, unnamed.body.field]).toEqual([400, 'name']);
 
-  const preview = await send('?name=site/build', fixtureText('jenkins-freestyle.xml'));
+  const preview = await send('?name=site/build', jenkinsJob());
   answered(preview, 200);
-  expect(preview.body.created.map((o: any) => `${o.kind}:${o.name}`)).toEqual(['notification_target:email web@example.com', 'template:site/build', expect.stringMatching(/^schedule:site\/build, \d+ 2 \* \* 1-5$/), expect.stringMatching(/^schedule:site\/build, /)]);
+  expect(preview.body.created.map((o: any) => `${o.kind}:${o.name}`)).toEqual([`project:${repository.replace(/\.git$/, '')} (main)`, 'notification_target:email web@example.com', 'template:site/build', expect.stringMatching(/^schedule:site\/build, \d+ 2 \* \* 1-5$/), expect.stringMatching(/^schedule:site\/build, /)]);
   expect(preview.body.skipped).toEqual([expect.objectContaining({ name: 'site/build, hudson.triggers.SCMTrigger', reason: expect.stringContaining('source polling is not carried') })]);
 
-  const applied = await send('?name=site/build&apply=true', fixtureText('jenkins-freestyle.xml'));
+  const applied = await send('?name=site/build&apply=true', jenkinsJob());
   answered(applied, 201);
-  const created = applied.body.created[1];
-  expect(created.notes.join('\n')).toMatch(/bundle\.zip[\s\S]*BUILD_NUMBER[\s\S]*source checkout \(https:\/\/github\.com\/example\/site\.git\)[\s\S]*email target told of failures/);
+  const created = applied.body.created[2];
+  expect(created.notes.join('\n')).toMatch(/bundle\.zip[\s\S]*BUILD_NUMBER[\s\S]*git checkout is the project for [\s\S]*email target told of failures/);
   // The mailer's recipients: an email target attached for failures.
-  expect(created.attachments).toEqual([{ target_id: applied.body.created[0].id, event: 'failure' }]);
+  expect(created.attachments).toEqual([{ target_id: applied.body.created[1].id, event: 'failure' }]);
+  // The git checkout: a project the template runs in a copy of, updated before the launch.
+  const projectId = applied.body.created[0].id;
+  expect((await t.api.get(`/v1/projects/${projectId}`)).body).toMatchObject({ url: repository, branch: 'main' });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const project = (await t.api.get(`/v1/projects/${projectId}`)).body;
+    if (project.status === 'successful' && !project.update_pending) break;
+    if (project.status === 'failed' || Date.now() > deadline) throw new Error(`project did not update: ${JSON.stringify(project)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
   const template = (await t.api.get(`/v1/templates/${created.id}`)).body;
-  expect(template).toMatchObject({ name: 'site/build', tool: 'bash', timeout: 2700 });
+  expect(template).toMatchObject({ name: 'site/build', tool: 'bash', timeout: 2700, project_id: projectId });
   expect(template.survey.map((f: any) => [f.var, f.type, f.default])).toEqual([
     ['RELEASE', 'text', '1.0'],
     ['TARGET', 'choice', 'staging'],
@@ -57,11 +86,12 @@ test('a freestyle config.xml: named by the request; shell steps, parameters and 
   const log = (await t.api.get(`/v1/runs/${launch.body.id}/logs`)).text;
   expect(run.status).toBe('failed');
   expect(log).toContain('building 2.1 for production (dry run: true) in site/build');
+  expect(log).toContain('source at 2.1-src');
   expect(log).toContain('publishing build ? from');
   expect(log).toContain('step 2 failed with exit code 4');
   expect(log).not.toContain('never reached');
 
-  const again = await send('?name=site/build&apply=true', fixtureText('jenkins-freestyle.xml'));
+  const again = await send('?name=site/build&apply=true', jenkinsJob());
   answered(again, 200);
   expect(again.body.created).toEqual([]);
 }, 60_000);
