@@ -1,4 +1,4 @@
-import { registerChanges, registerPeriod } from '../../core/audit/register';
+import { registerChanges, registerPeriod, renderRegister } from '../../core/audit/register';
 
 /** The change register's period and grouping (core/audit/register.ts). */
 
@@ -36,4 +36,29 @@ test('changes: grouped by label, oldest first, unlabelled last, each with its ou
     ['A', 'succeeded', ['r3'], ['alice']],
     [null, 'succeeded', ['r1'], ['alice']],
   ]);
+});
+
+test('the document escapes everything a user wrote, holds no script and links nothing outside itself', () => {
+  const at = new Date('2026-01-01T00:00:00Z');
+  const html = renderRegister({
+    install_id: 'ins_1',
+    generated_at: at,
+    generated_by: 'admin',
+    period: { from: at, to: new Date('2026-01-02T00:00:00Z'), defaulted: false },
+    chain_head: { seq: 3, hash: 'a'.repeat(64) },
+    total_runs: 2,
+    runs: [
+      { id: 'run_1', kind: 'run', tool: 'bash', status: 'failed', change_label: '<script>alert(1)</script>', requested_by: '"><img src=x onerror=alert(2)>', template_id: null, template_name: null, parent_run_id: null, step_name: null, created_at: at, finished_at: at, error: '</td><script>x</script>' },
+    ],
+    decisions: [
+      { id: 'd1', run_id: 'run_1', kind: 'approve', decision_id: null, actor: 'a', actor_kind: 'agent', reason: '<b>ok</b>\u001b[31m', commitment: 'sha256:x', at, redacted_at: null, redacted_by: null, redaction_category: null, seq: 2, redaction_seq: null },
+    ],
+    entries: [],
+  });
+  expect(html).not.toMatch(/<script|<img|onerror=alert\(2\)>/i);
+  expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+  expect(html).toContain('&lt;b&gt;ok&lt;/b&gt;\u241b[31m');
+  expect(html).not.toMatch(/(src|href)=["']?(https?:)?\/\//i);
+  expect(html).toContain('The period holds 2 runs; this register lists the first 1.');
+  expect(html).toContain('Approved by <code>a</code> (agent)');
 });
