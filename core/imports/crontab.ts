@@ -129,8 +129,14 @@ export function readCrontab(text: string, options: { system?: boolean } = {}): {
     if (user && user !== 'root') notes.push(`it ran as ${user}; the template runs as the run account`);
     if (mailto !== null && mailto !== '') notes.push(`its output was mailed to ${mailto}; attach a notification target to the template instead`);
     const digest = createHash('sha256').update(`${user ?? ''}\n${cron}\n${rest}`).digest('hex').slice(0, 8);
-    const label = command.replace(/\s+/g, ' ').trim();
-    let name = `cron: ${label.length > 200 ? `${label.slice(0, 199)}…` : label} (${digest})`;
+    // Names are at most 255 bytes, with room for the schedule's `, <cron>` after them.
+    let label = command.replace(/\s+/g, ' ').trim();
+    const room = 200 - Buffer.byteLength(` (${digest})`) - Buffer.byteLength('cron: ');
+    if (Buffer.byteLength(label) > room) {
+      while (Buffer.byteLength(`${label}…`) > room) label = [...label].slice(0, -1).join('');
+      label = `${label}…`;
+    }
+    let name = `cron: ${label} (${digest})`;
     while (names.has(name)) name = `${name}'`;
     names.add(name);
     let delimiter = 'CAIRN_CRON_INPUT';

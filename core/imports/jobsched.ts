@@ -28,6 +28,8 @@ interface RdOption {
   regex: string | null;
   multivalued: boolean;
   type: string | null;
+  /** A secure option's default from Rundeck's key storage. */
+  storagePath: string | null;
 }
 
 interface RdStep {
@@ -167,6 +169,7 @@ function xmlOption(o: XmlElement, at: string): RdOption {
     regex: attr(o, 'regex'),
     multivalued: attr(o, 'multivalued') === 'true',
     type: attr(o, 'type'),
+    storagePath: attr(o, 'storagePath'),
   };
 }
 
@@ -270,6 +273,7 @@ function yamlOptions(value: unknown, at: string): RdOption[] {
       regex: str(raw.regex),
       multivalued: raw.multivalued === true,
       type: str(raw.type),
+      storagePath: str(raw.storagePath),
     };
   });
 }
@@ -352,6 +356,7 @@ function planJob(job: RdJob, objects: PlannedObject[], leftOut: LeftOut[], seen:
     else if (option.values?.length) notes.push(`option ${option.name}'s ${option.multivalued ? 'multiple values' : 'suggested values'} (${option.values.join(', ')}) are not carried: it is a text field`);
     if (option.value !== null && !option.secure && (field.type !== 'choice' || option.values!.includes(option.value))) field.default = option.value;
     if (option.secure && option.value !== null) notes.push(`option ${option.name}'s secure default is not carried`);
+    if (option.storagePath) notes.push(`option ${option.name}'s default from Rundeck's key storage (${option.storagePath}) is not carried: answer it at launch`);
     if (option.regex && field.type !== 'choice') {
       if (RE2_UNSUPPORTED.test(option.regex)) notes.push(`option ${option.name}'s regex uses Java syntax RE2 does not run and is not carried`);
       else field.pattern = option.regex;

@@ -178,7 +178,7 @@ test('Rundeck jobs: options to a survey, step tokens to Rundeck variables, a job
   const plan = rundeck(`<joblist>
     <job><uuid>a</uuid><name>one</name><context><options>
       <option name="app.name" value="web" values="web,db" enforcedvalues="true" required="true"><description>which</description></option>
-      <option name="pw" secure="true" value="x"/>
+      <option name="pw" secure="true" value="x" storagePath="keys/db/password"/>
       <option name="upload" type="file"/>
       <option name="look" regex="(?=a)b"/>
     </options></context>
@@ -195,7 +195,7 @@ test('Rundeck jobs: options to a survey, step tokens to Rundeck variables, a job
   ]);
   expect(one.draft.command).toContain('export RD_OPTION_APP_NAME="${app_name-}"');
   expect(one.draft.command).toContain('deploy ${RD_OPTION_APP_NAME} on ${node.name}');
-  expect(one.notes.join('\n')).toMatch(/secure default is not carried[\s\S]*file option[\s\S]*regex uses Java syntax[\s\S]*\$\{node\.name\} are not set/);
+  expect(one.notes.join('\n')).toMatch(/secure default is not carried[\s\S]*key storage \(keys\/db\/password\)[\s\S]*file option[\s\S]*regex uses Java syntax[\s\S]*\$\{node\.name\} are not set/);
   expect(plan.left_out.map((l) => [l.name, l.reason])).toEqual([
     ['two', expect.stringContaining('export-var plugin step')],
     ['three', expect.stringContaining('/opt/x.sh')],
@@ -261,6 +261,10 @@ test('a crontab: environment lines apply to the jobs below them, % is input (\\%
   const system = readCrontab('* * * * * root\n5 * * * * backup echo hi', { system: true });
   expect(system.refused[0]).toMatchObject({ line: 1, reason: expect.stringContaining('names a user') });
   expect(system.jobs[0]).toMatchObject({ user: 'backup', command: 'echo hi', notes: [expect.stringContaining('ran as backup')] });
+  // A long command is cut so the name (and the schedule's, which adds the cron) fits 255 bytes.
+  const long = readCrontab(`0 1 * * * echo ${'é'.repeat(400)}`).jobs[0].name;
+  expect(Buffer.byteLength(long)).toBeLessThanOrEqual(200);
+  expect(long).toMatch(/^cron: echo é+… \([0-9a-f]{8}\)$/);
   // The same line gives the same name, so a re-import finds it.
   expect(readCrontab('0 1 * * * echo $A').jobs[0].name).toBe(readCrontab('# x\n0 1 * * * echo $A').jobs[0].name);
 });
