@@ -4,7 +4,7 @@ import { refKey, requireCleanText, type ImportPlan, type ImportRef, type Planned
 import { JENKINS_JOB_FILE, readCiserver } from '../core/imports/ciserver';
 import { readCookbook } from '../core/imports/cookbook';
 import type { ExportFiles } from '../core/imports/export-files';
-import { readJobsched } from '../core/imports/jobsched';
+import { readJobsched, RUNDECK_JOB_FILE } from '../core/imports/jobsched';
 import { readManifest } from '../core/imports/manifest';
 import { readProjrunner } from '../core/imports/projrunner';
 import { readTmplauto } from '../core/imports/tmplauto';
@@ -52,7 +52,7 @@ const READERS: Record<string, Reader> = {
   projrunner: { body: 'json', read: readProjrunner },
   cookbook: { body: 'json', read: readCookbook },
   manifest: { body: 'json', read: readManifest },
-  jobsched: { body: 'files', read: readJobsched, wanted: (path) => /^rundeck-[^/]+\/jobs\/job-[^/]+\.xml$/.test(path) },
+  jobsched: { body: 'files', read: readJobsched, wanted: (path) => RUNDECK_JOB_FILE.test(path) },
   ciserver: { body: 'files', read: readCiserver, wanted: (path) => JENKINS_JOB_FILE.test(path) },
 };
 

@@ -80,14 +80,15 @@ interface RdNotification {
 /** Rundeck's notification triggers as the events Cairn attaches a target for. */
 const TRIGGER_EVENTS: Record<string, 'started' | 'success' | 'failure'> = { onstart: 'started', onsuccess: 'success', onfailure: 'failure' };
 
-const ARCHIVE_JOB = /^rundeck-([^/]+)\/jobs\/job-[^/]+\.xml$/;
+/** The job files of a Rundeck project archive. */
+export const RUNDECK_JOB_FILE = /^rundeck-([^/]+)\/jobs\/job-[^/]+\.xml$/;
 
 export function readJobsched(input: ExportFiles, options: { inventory?: string }): ImportPlan {
   const jobs: RdJob[] = [];
   if (input.archive) {
-    const files = input.files.filter((f) => ARCHIVE_JOB.test(f.path));
+    const files = input.files.filter((f) => RUNDECK_JOB_FILE.test(f.path));
     if (!files.length) throw malformed('body', 'is a zip but not a Rundeck project archive: it holds no rundeck-<project>/jobs/job-*.xml');
-    for (const file of files) jobs.push(...xmlJobs(file, ARCHIVE_JOB.exec(file.path)![1]));
+    for (const file of files) jobs.push(...xmlJobs(file, RUNDECK_JOB_FILE.exec(file.path)![1]));
   } else {
     const file = input.files[0];
     const text = file.text.replace(/^\ufeff/, '').trimStart();
