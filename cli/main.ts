@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, parseFlags, settingsHelp } from '../core/confi
 import { createLogger, openDatabase, startServer } from './serve';
 import { runTokenCommand, runUserCommand } from './accounts';
 import { runAuditCommand } from './audit';
+import { runImportCommand } from './import';
 import { runWorkerCommand } from './worker';
 import { runDemoCommand } from './demo';
 import { runDesktopCommand } from './desktop';
@@ -22,6 +23,10 @@ commands:
                              create an account
   audit verify --seal <seal.json> <file>
                              verify an audit bundle or a run receipt offline against the pinned seal
+  import <format> <file> [--apply] [--name N] [--inventory ID] [--server URL]
+                             preview (or apply) another system's export on a running server (token in CAIRN_TOKEN)
+  import cron <crontab> [--system] [--apply] [--server URL]
+                             a crontab's jobs as templates and schedules, previewed first
 
 flags (each also an environment variable):
 ${settingsHelp()}
@@ -56,6 +61,8 @@ export async function main(argv: string[]): Promise<void> {
       return runUserCommand(args, openDatabase, createLogger, () => readFileSync(0, 'utf8').trim());
     case 'audit':
       return runAuditCommand(args);
+    case 'import':
+      return runImportCommand(args);
     case undefined:
     case 'help':
     case '--help':
