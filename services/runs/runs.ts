@@ -18,6 +18,7 @@ import { storedEntries, withholdEntrySecrets, type EntryInput } from '../notific
 import { actorKindOf, type Caller } from '../../store/tokens';
 import { environmentFault } from '../../tools/extra-vars';
 import { requireRunnableTool } from '../../tools/registry';
+import { canBuildIacBinary, IAC_BINARIES, locateIacBinary } from '../../embedded/iac-binaries';
 import { requireQueueUse, requireRunAccess } from '../access/access';
 import { hostsToRelaunch, limitOf } from '../ansible/host-results';
 import { requireInventoryExists, requireInventoryUse } from '../ansible/inventories';
@@ -122,11 +123,31 @@ function executionsOf(request: RunRequest, children: ChildPlan[]): Execution[] {
 async function requireStartable(executions: Execution[], secrets: Record<string, string> | undefined): Promise<void> {
   for (const execution of executions) {
     const tool = await requireRunnableTool(execution.tool);
+    if (tool.installed === 'built') await requireIacBinary(execution.tool);
     const spec = secrets ? { ...execution.spec, extra_vars: { ...execution.spec.extra_vars, ...secrets } } : execution.spec;
     const invocation = tool.invocation(spec);
     const fault = environmentFault(invocation.env, invocation.argv);
     if (fault) throw badRequest(execution.step ? `step ${execution.step}: ${fault.message}` : fault.message, { field: fault.field });
   }
+}
+
+/**
+ * A terraform or opentofu run needs its binary here or the means to build it (a Go toolchain):
+ * the worker builds it on first use (embedded/iac-binaries.ts). Neither is a 400 naming the tool.
+ */
+async function requireIacBinary(name: string): Promise<void> {
+  const which = IAC_BINARIES[name as keyof typeof IAC_BINARIES];
+  if (!which) return;
+  try {
+    if ((await locateIacBinary(which)) || (await canBuildIacBinary())) return;
+  } catch (err) {
+    throw badRequest(`the ${name} tool is missing on this server: ${(err as Error).message}`, { field: 'tool' });
+  }
+  throw badRequest(
+    `the ${name} tool is missing on this server: ${which.binary} is not installed and there is no Go toolchain to build ${which.title} ${which.version}; ` +
+      `run \`cairn tools install ${name}\` or set ${which.envVar}`,
+    { field: 'tool' },
+  );
 }
 
 /**
