@@ -364,6 +364,9 @@ export function createRunActivities(deps: RunActivityDeps) {
         } else if (gated !== 'done') {
           await closeOutput();
           return gated;
+        } else if (iacInputs.phase === 'apply') {
+          // The approved plan, applied: it is not kept any longer.
+          await markPlanApplied(sql, run.id);
         }
       }
       await closeOutput();

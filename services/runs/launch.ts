@@ -69,6 +69,8 @@ export interface LaunchOptions {
   credentials?: string[];
   /** The change label the run carries (spec part A 2.1, 2.13); absent is none. */
   change?: string;
+  /** A dry run of a job template (a terraform plan, an ansible check): the tool's dry run. */
+  dryRun?: boolean;
 }
 
 /**
@@ -147,6 +149,7 @@ export async function launchTemplate(
           timeout,
           shards: template.shards,
           templateId: template.id,
+          dryRun: options.dryRun,
           ansible: { ...(template.ansible ?? {}), inventory_id: template.inventory_id },
         });
   if (Object.keys(secrets).length) request.secrets = secrets;

@@ -1,0 +1,178 @@
+import { findIacBinary, OPENTOFU } from '../../embedded/iac-binaries';
+import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+
+/**
+ * Terraform-style runs against the real OpenTofu binary (built once into the machine cache from
+ * its Go module, like the Temporal CLI) with the built-in terraform_data resource only, so no
+ * provider is downloaded; go runs with the machine's Go; the powershell refusal.
+ */
+
+let t: TestServer;
+
+beforeAll(async () => {
+  // The first build on a machine takes minutes; later runs find it in the cache at once.
+  await findIacBinary(OPENTOFU, (line) => process.stderr.write(`${line}\n`));
+  t = await startTestServer();
+}, 1_200_000);
+afterAll(async () => {
+  await t?.stop();
+});
+
+const twoResources = `
+resource "terraform_data" "db" {
+  input = "database"
+}
+resource "terraform_data" "web" {
+  input = "web"
+}
+`;
+
+async function template(name: string, command: string): Promise<string> {
+  const created = await t.api.post('/v1/templates', { name, tool: 'opentofu', command });
+  expect(created.status).toBe(201);
+  return created.body.id;
+}
+
+async function setCommand(id: string, name: string, command: string): Promise<void> {
+  const put = await t.api.request('PUT', `/v1/templates/${id}`, { body: { name, tool: 'opentofu', command } });
+  expect(put.status).toBe(200);
+}
+
+async function launch(id: string, body: Record<string, unknown> = {}): Promise<any> {
+  const launched = await t.api.post(`/v1/templates/${id}/launch`, body);
+  if (launched.status !== 201) throw new Error(`launch: ${launched.status} ${launched.text}`);
+  return launched.body;
+}
+
+const logOf = async (runId: string) => (await t.api.get(`/v1/runs/${runId}/logs`)).text;
+
+test('a dry run plans and changes nothing; a real run plans then applies; state persists between runs of a template', async () => {
+  const id = await template('two resources', twoResources);
+  const dry = await waitForRunEnd(t.api, (await launch(id, { dry_run: true })).id, 120_000);
+  expect(dry.status).toBe('succeeded');
+  const dryView = (await t.api.get(`/v1/runs/${dry.id}`)).body;
+  expect(dryView.plan).toMatchObject({ verdict: 'dry_run', classified: true, totals: { create: 2, update: 0, replace: 0, delete: 0 }, applied_at: null });
+  expect(dryView.plan.by_type).toEqual({ terraform_data: { create: 2, update: 0, replace: 0, delete: 0 } });
+  expect(dryView.plan.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+  expect(await logOf(dry.id)).toContain('Plan: 2 to add, 0 to change, 0 to destroy');
+  expect(await logOf(dry.id)).not.toContain('Apply complete');
+
+  // The dry run changed nothing: a real run still creates both.
+  const real = await waitForRunEnd(t.api, (await launch(id)).id, 120_000);
+  expect(real.status).toBe('succeeded');
+  const realLog = await logOf(real.id);
+  expect(realLog).toContain('Plan: 2 to add');
+  expect(realLog).toContain('Apply complete! Resources: 2 added, 0 changed, 0 destroyed.');
+  const realView = (await t.api.get(`/v1/runs/${real.id}`)).body;
+  expect(realView.plan).toMatchObject({ verdict: 'run', kept: false, totals: { create: 2 } });
+  expect(realView.plan.applied_at).not.toBeNull();
+
+  // The template's state persists: the next run finds nothing to change.
+  const again = await waitForRunEnd(t.api, (await launch(id)).id, 120_000);
+  expect(again.status).toBe('succeeded');
+  expect(await logOf(again.id)).toContain('No changes.');
+  expect((await t.api.get(`/v1/runs/${again.id}`)).body.plan).toMatchObject({ changes: false, totals: { create: 0, delete: 0 } });
+}, 300_000);
+
+test('a plan deleting a matched type is held; approval applies exactly the saved plan', async () => {
+  const id = await template('held deletes', twoResources);
+  expect((await waitForRunEnd(t.api, (await launch(id)).id, 120_000)).status).toBe('succeeded');
+  const policy = await t.api.post('/v1/policies', { name: 'no silent deletes', tool: 'opentofu', plan_deletes: ['terraform_data'] });
+  expect(policy.status).toBe(201);
+  expect(policy.body.plan_deletes).toEqual(['terraform_data']);
+  try {
+    // Removing `db` from the configuration plans its delete.
+    await setCommand(id, 'held deletes', 'resource "terraform_data" "web" {\n  input = "web"\n}\n');
+    const launched = await launch(id);
+    // Not held at submission: the policy has a plan condition, judged once there is a plan.
+    expect(launched.status).toBe('pending');
+    const held = await waitForRun(t.api, launched.id, (r) => r.status === 'held', 120_000);
+    expect(held.hold.policies).toEqual([policy.body.id]);
+    expect(held.hold.plan.digest).toMatch(/^sha256:/);
+    expect(held.hold.plan.summary).toContain('1 to delete');
+    const view = (await t.api.get(`/v1/runs/${held.id}`)).body;
+    expect(view.plan).toMatchObject({ verdict: 'hold', kept: true, totals: { delete: 1 }, digest: held.hold.plan.digest });
+    expect(view.plan.resources).toEqual([{ address: 'terraform_data.db', type: 'terraform_data', action: 'delete' }]);
+    expect(await logOf(held.id)).not.toContain('Destroy complete');
+    const attention = await t.api.get('/v1/attention?blocker=approval_needed');
+    expect(JSON.stringify(attention.body)).toContain(held.id);
+
+    // A decision on another plan is refused; on this one it applies it.
+    expect((await t.api.post(`/v1/runs/${held.id}/approve`, { plan_digest: 'sha256:0000' })).status).toBe(409);
+    const approved = await t.api.post(`/v1/runs/${held.id}/approve`, { plan_digest: held.hold.plan.digest, reason: 'db is retired' });
+    expect(approved.status).toBe(200);
+    const done = await waitForRunEnd(t.api, held.id, 120_000);
+    expect(done.status).toBe('succeeded');
+    const log = await logOf(held.id);
+    expect(log).toContain(`applying the saved plan ${held.hold.plan.digest}`);
+    expect(log).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
+    const after = (await t.api.get(`/v1/runs/${held.id}`)).body.plan;
+    expect(after.applied_at).not.toBeNull();
+    expect(after.kept).toBe(false);
+  } finally {
+    await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
+  }
+}, 300_000);
+
+test('a rejected plan is not applied', async () => {
+  const id = await template('rejected deletes', twoResources);
+  expect((await waitForRunEnd(t.api, (await launch(id)).id, 120_000)).status).toBe('succeeded');
+  const policy = await t.api.post('/v1/policies', { name: 'any delete', plan_deletes: ['*'] });
+  expect(policy.status).toBe(201);
+  try {
+    // A run without a project and with no configuration is refused naming command.
+    const empty = await t.api.post('/v1/runs', { tool: 'opentofu', command: '  ' });
+    expect(empty.status).toBe(400);
+    expect(empty.body.field).toBe('command');
+    await setCommand(id, 'rejected deletes', 'resource "terraform_data" "web" {\n  input = "web"\n}\n');
+    const held = await waitForRun(t.api, (await launch(id)).id, (r) => r.status === 'held', 120_000);
+    expect((await t.api.post(`/v1/runs/${held.id}/reject`, {})).status).toBe(200);
+    const done = await waitForRunEnd(t.api, held.id, 30_000);
+    expect(done.status).toBe('rejected');
+    // The state still holds db: a plan of the original configuration changes nothing.
+    await setCommand(id, 'rejected deletes', twoResources);
+    const check = await waitForRunEnd(t.api, (await launch(id, { dry_run: true })).id, 120_000);
+    expect((await t.api.get(`/v1/runs/${check.id}`)).body.plan.changes).toBe(false);
+  } finally {
+    await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
+  }
+}, 300_000);
+
+test('a second concurrent run of a template waits on its state lock', async () => {
+  const slow = `
+resource "terraform_data" "slow" {
+  input = "\${timestamp()}"
+  provisioner "local-exec" {
+    command = "sleep 3"
+  }
+}
+`;
+  const id = await template('locked state', slow);
+  const first = await launch(id);
+  await waitForRun(t.api, first.id, (r) => r.status === 'running', 60_000);
+  const second = await launch(id);
+  const [a, b] = await Promise.all([waitForRunEnd(t.api, first.id, 180_000), waitForRunEnd(t.api, second.id, 180_000)]);
+  expect(a.status).toBe('succeeded');
+  expect(b.status).toBe('succeeded');
+  const logs = [await logOf(first.id), await logOf(second.id)];
+  // One of them waited for the other's lock (which one got it first is up to the workers).
+  expect(logs.filter((l) => l.includes('waiting for the state lock')).length).toBeGreaterThanOrEqual(1);
+  const waited = logs.findIndex((l) => l.includes('waiting for the state lock'));
+  expect(logs[waited]).toContain('state lock taken');
+}, 300_000);
+
+test('a go run runs main.go with go run', async () => {
+  const program = 'package main\n\nimport (\n\t"fmt"\n\t"os"\n)\n\nfunc main() {\n\tfmt.Println("hello from go,", os.Getenv("who"))\n}\n';
+  const created = await t.api.post('/v1/runs', { tool: 'go', command: program, extra_vars: { who: 'cairn' } });
+  expect(created.status).toBe(201);
+  const run = await waitForRunEnd(t.api, created.body.id, 180_000);
+  expect(run.status).toBe('succeeded');
+  expect(await logOf(run.id)).toContain('hello from go, cairn');
+}, 240_000);
+
+test('powershell is refused with 400 naming pwsh when it is not installed', async () => {
+  const refused = await t.api.post('/v1/runs', { tool: 'powershell', command: 'Write-Output hi' });
+  expect(refused.status).toBe(400);
+  expect(refused.body.field).toBe('tool');
+  expect(refused.body.error).toContain('pwsh');
+});
