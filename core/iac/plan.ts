@@ -65,8 +65,9 @@ export function classifyPlan(json: string): PlanClassification {
   } catch {
     return unclassifiedPlan('the plan JSON does not parse');
   }
-  if (!doc || typeof doc !== 'object') return unclassifiedPlan('the plan JSON is not an object');
-  const plan = doc as { resource_changes?: unknown; output_changes?: unknown; terraform_version?: unknown; errored?: unknown };
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) return unclassifiedPlan('the plan JSON is not an object');
+  const plan = doc as { format_version?: unknown; resource_changes?: unknown; output_changes?: unknown; terraform_version?: unknown; errored?: unknown };
+  if (typeof plan.format_version !== 'string') return unclassifiedPlan('the plan JSON names no format_version');
   if (plan.errored === true) return unclassifiedPlan('the plan errored');
   if (plan.resource_changes !== undefined && !Array.isArray(plan.resource_changes)) return unclassifiedPlan('resource_changes is not a list');
   const totals = zero();

@@ -95,7 +95,10 @@ test('a plan deleting a matched type is held; approval applies exactly the saved
     expect(view.plan.resources).toEqual([{ address: 'terraform_data.db', type: 'terraform_data', action: 'delete' }]);
     expect(await logOf(held.id)).not.toContain('Destroy complete');
     const attention = await t.api.get('/v1/attention?blocker=approval_needed');
-    expect(JSON.stringify(attention.body)).toContain(held.id);
+    const item = JSON.stringify(attention.body);
+    expect(item).toContain(held.id);
+    expect(item).toContain('at the plan gate (plan: 0 to create, 0 to update, 0 to replace, 1 to delete (deletes terraform_data ×1))');
+    expect(item).toContain(`applies exactly its saved plan ${held.hold.plan.digest}`);
 
     // A decision on another plan is refused; on this one it applies it.
     expect((await t.api.post(`/v1/runs/${held.id}/approve`, { plan_digest: 'sha256:0000' })).status).toBe(409);
