@@ -1,6 +1,7 @@
 import type { PlanClassification } from '../core/iac/plan';
 import type { Db, Sql } from './db';
 import { LOCKS } from './locks';
+import { runReadableBy } from './access';
 
 /** A run's saved plan as the plan gate recorded it (schema/033_iac.sql). */
 export interface RunPlan {
@@ -80,4 +81,58 @@ export async function tryStateLock(sql: Sql, key: string): Promise<StateLock | u
       }
     },
   };
+}
+
+/** One resource drifting from its template's configuration: what the latest check of the template found. */
+export interface DriftRow {
+  template_id: string;
+  tool: string;
+  /** The check: the dry run whose plan found it. */
+  run_id: string;
+  checked_at: Date;
+  plan_digest: string;
+  plan_kept: boolean;
+  address: string;
+  type: string;
+  action: string;
+}
+
+/**
+ * The latest plan of each template, among checks (dry runs that succeeded) and applied runs: a
+ * template drifts when that latest plan is a check that found changes, and each resource it would
+ * change is one drift row. An apply after the check settles it. With `readerId`, only templates'
+ * runs that account may read (store/access.ts runReadableBy).
+ */
+function latestPlans(db: Db, readerId: string | undefined, templateId: string | undefined) {
+  return db`
+    SELECT DISTINCT ON (r.template_id) r.template_id, r.tool, r.id AS run_id, p.planned_at, p.digest, p.verdict, p.plan IS NOT NULL AS plan_kept, p.classification
+    FROM run_plans p JOIN runs r ON r.id = p.run_id
+    WHERE r.template_id IS NOT NULL AND r.status = 'succeeded'
+      AND (p.verdict = 'dry_run' OR p.applied_at IS NOT NULL)
+      ${templateId !== undefined ? db`AND r.template_id = ${templateId}` : db``}
+      ${readerId !== undefined ? db`AND ${runReadableBy(db, readerId, 'r')}` : db``}
+    ORDER BY r.template_id, p.planned_at DESC, r.id DESC`;
+}
+
+export async function listDrift(db: Db, readerId: string | undefined, page: { limit: number; offset: number; templateId?: string }): Promise<{ rows: DriftRow[]; total: number }> {
+  const drift = db`
+    WITH latest AS (${latestPlans(db, readerId, page.templateId)})
+    SELECT l.template_id, l.tool, l.run_id, l.planned_at AS checked_at, l.digest AS plan_digest, l.plan_kept,
+           res->>'address' AS address, res->>'type' AS type, res->>'action' AS action, res_n
+    FROM latest l, jsonb_array_elements(l.classification->'resources') WITH ORDINALITY AS e(res, res_n)
+    WHERE l.verdict = 'dry_run' AND (l.classification->>'changes')::boolean`;
+  const [rows, [{ n }]] = await Promise.all([
+    db<DriftRow[]>`SELECT template_id, tool, run_id, checked_at, plan_digest, plan_kept, address, type, action FROM (${drift}) d
+                   ORDER BY template_id, res_n LIMIT ${page.limit} OFFSET ${page.offset}`,
+    db<{ n: number }[]>`SELECT count(*)::int AS n FROM (${drift}) d`,
+  ]);
+  return { rows, total: n };
+}
+
+/** The latest check of a template whose plan still holds drift, or undefined when none does (no check, no change, or applied since). */
+export async function latestDriftCheck(db: Db, templateId: string): Promise<{ run_id: string; digest: string; plan_kept: boolean; classification: PlanClassification } | undefined> {
+  const [row] = await db<{ run_id: string; digest: string; verdict: string; plan_kept: boolean; classification: PlanClassification }[]>`
+    ${latestPlans(db, undefined, templateId)}`;
+  if (!row || row.verdict !== 'dry_run' || !row.classification.changes) return undefined;
+  return row;
 }

@@ -206,9 +206,11 @@ export async function decideRun(
     }
     if (!moved) throw new Error(`run ${runId} changed under its row lock`);
     // A run held at the plan gate has a workflow waiting for the decision: it is signalled, whatever the answer.
+    // (A proposal held at its submission, such as a drift reconcile, has no workflow yet: approving starts it.)
+    const waiting = planHeld && run.workflow_started_at !== null;
     const effect: Effect | undefined = step
       ? { effect: 'step.decided', subject: runId }
-      : planHeld
+      : waiting
         ? { effect: 'plan.decided', subject: runId }
         : decision === 'approve'
           ? { effect: 'run.start', subject: runId }
@@ -217,7 +219,7 @@ export async function decideRun(
   });
   const { effects, ...decided } = result;
   if (decided.run.kind === 'approval') await carryOut(ctx, effects, 'telling the workflow of its step decision', () => deliverStepDecision(ctx, decided.run));
-  else if (decided.run.hold?.plan) await carryOut(ctx, effects, 'telling the workflow of its plan decision', () => deliverPlanDecision(ctx, decided.run.id));
+  else if (decided.run.hold?.plan && decided.run.workflow_started_at) await carryOut(ctx, effects, 'telling the workflow of its plan decision', () => deliverPlanDecision(ctx, decided.run.id));
   else await carryOut(ctx, effects, 'starting the run workflow', () => startRunWorkflow(ctx, decided.run));
   return decided;
 }

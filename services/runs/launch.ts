@@ -16,6 +16,7 @@ import { ansibleSpecOf, type AnsibleInput } from '../../core/ansible/ansible-spe
 import { getAccountById, type Account } from '../../store/accounts';
 import type { Db } from '../../store/db';
 import { launchFactCache } from '../ansible/facts';
+import type { Hold } from '../../core/runs/policy-gate';
 
 /** A job as asked for: one tool and command, run once or split into shards. */
 export interface Job {
@@ -71,6 +72,8 @@ export interface LaunchOptions {
   change?: string;
   /** A dry run of a job template (a terraform plan, an ansible check): the tool's dry run. */
   dryRun?: boolean;
+  /** Held for approval whatever the policies say, with this hold (a drift reconcile's proposal). */
+  hold?: Hold;
 }
 
 /**
@@ -161,6 +164,7 @@ export async function launchTemplate(
   // The template's fact cache (services/facts.ts) and the launch's change label (services/changes.ts).
   if (template.kind === 'job') request.spec = { ...request.spec, ...launchFactCache(template) };
   if (options.change !== undefined) request.spec = { ...request.spec, change: options.change };
+  if (options.hold) request.hold = options.hold;
   return submitRun(ctx, caller, origin, request, options.idempotencyKey);
 }
 

@@ -3,7 +3,7 @@ import { DomainError, badRequest, conflict, forbidden, notFound } from '../../co
 import { ansibleSpecOf, hostPatternFault } from '../../core/ansible/ansible-spec';
 import { newId } from '../../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../../core/runs/run-secrets';
-import { combineVerdicts, judgeSubmission, type GateVerdict } from '../../core/runs/policy-gate';
+import { combineVerdicts, judgeSubmission, type GateVerdict, type Hold } from '../../core/runs/policy-gate';
 import type { StepDefinition } from '../../core/runs/workflow-graph';
 import { runView } from '../../core/runs/run-view';
 import { stateDigest } from '../../core/runs/state-digest';
@@ -65,6 +65,11 @@ export interface RunRequest {
   credentials?: string[];
   /** Where `credentials` came from in the request, for a refusal's field (`credentials`, `run.credentials`). */
   credentialsField?: string;
+  /**
+   * Holds the run for approval whatever the policies say (a deny still refuses it): a drift
+   * reconcile's proposal, with the saved plan its approval applies (services/iac/drift.ts).
+   */
+  hold?: Hold;
 }
 
 type ParentKind = 'pipeline' | 'workflow' | 'split';
@@ -272,7 +277,8 @@ export async function submitRun(
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
   }
-  const hold = verdict.verdict === 'hold' ? verdict.hold : null;
+  // A proposal held whatever the policies say (a drift reconcile's saved plan) carries its own hold.
+  const hold = verdict.verdict === 'hold' ? (request.hold ? { ...verdict.hold, plan: request.hold.plan } : verdict.hold) : (request.hold ?? null);
   const timeoutSeconds = request.timeout && request.timeout > 0 ? request.timeout : ctx.config.runTimeout;
   const kind = request.kind ?? 'run';
   const requester = {

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { findIacBinary, OPENTOFU } from '../../embedded/iac-binaries';
+import { testLicense } from '../support/license';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
 /**
@@ -178,4 +180,78 @@ test('powershell is refused with 400 naming pwsh when it is not installed', asyn
   expect(refused.status).toBe(400);
   expect(refused.body.field).toBe('tool');
   expect(refused.body.error).toContain('pwsh');
+});
+
+describe('drift on the Team tier, plans sealed with the install key', () => {
+  let team: TestServer;
+  beforeAll(async () => {
+    const license = await testLicense('team');
+    team = await startTestServer(
+      {
+        CAIRN_LICENSE_FILE: license.file,
+        SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+        SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+      },
+      { licenseKeys: [license.publicJwk] },
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await team?.stop();
+  });
+
+  test('a check that finds changes records drift; reconcile proposes its saved plan, held; approval applies it and the drift clears', async () => {
+    const created = await team.api.post('/v1/templates', { name: 'drifting', tool: 'opentofu', command: twoResources });
+    const id = created.body.id as string;
+    const go = async (body: Record<string, unknown> = {}) => (await team.api.post(`/v1/templates/${id}/launch`, body)).body;
+    expect((await waitForRunEnd(team.api, (await go()).id, 120_000)).status).toBe('succeeded');
+    const none = await team.api.get(`/v1/drift?template_id=${id}`);
+    expect(none.status).toBe(200);
+    expect(none.body).toMatchObject({ drift: [], total: 0 });
+    expect((await team.api.post('/v1/drift/reconcile', { template_id: id })).status).toBe(409);
+
+    // The configuration no longer has db: a check (a dry run) finds it would delete it.
+    const put = await team.api.request('PUT', `/v1/templates/${id}`, { body: { name: 'drifting', tool: 'opentofu', command: 'resource "terraform_data" "web" {\n  input = "web"\n}\n' } });
+    expect(put.status).toBe(200);
+    const check = await waitForRunEnd(team.api, (await go({ dry_run: true })).id, 120_000);
+    expect(check.status).toBe('succeeded');
+    const checkPlan = (await team.api.get(`/v1/runs/${check.id}`)).body.plan;
+    expect(checkPlan).toMatchObject({ verdict: 'dry_run', kept: true, sealed: true });
+    const drift = await team.api.get(`/v1/drift?template_id=${id}`);
+    expect(drift.body.drift).toEqual([
+      {
+        kind: 'resource',
+        tool: 'opentofu',
+        template_id: id,
+        address: 'terraform_data.db',
+        type: 'terraform_data',
+        action: 'delete',
+        check_run_id: check.id,
+        checked_at: expect.any(String),
+        plan_digest: checkPlan.digest,
+        plan_kept: true,
+      },
+    ]);
+    // A viewer who may not read the template's runs sees none of it.
+    await team.api.post('/v1/users', { username: 'vera', role: 'viewer' });
+    const vera = await team.api.post('/v1/tokens', { name: 'vera', username: 'vera' });
+    expect((await team.as(vera.body.token).get(`/v1/drift?template_id=${id}`)).body.total).toBe(0);
+
+    expect((await team.api.post('/v1/drift/reconcile', {})).body.field).toBe('template_id');
+    const proposal = await team.api.post('/v1/drift/reconcile', { template_id: id });
+    expect(proposal.status).toBe(201);
+    expect(proposal.body.status).toBe('held');
+    expect(proposal.body.hold.plan.digest).toBe(checkPlan.digest);
+    expect(proposal.body.hold.plan.summary).toContain(`reconciles the drift check ${check.id}`);
+    expect((await team.api.post(`/v1/runs/${proposal.body.id}/approve`, { plan_digest: checkPlan.digest })).status).toBe(200);
+    const applied = await waitForRunEnd(team.api, proposal.body.id, 120_000);
+    expect(applied.status).toBe('succeeded');
+    expect((await team.api.get(`/v1/runs/${applied.id}/logs`)).text).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
+    expect((await team.api.get(`/v1/drift?template_id=${id}`)).body.total).toBe(0);
+  }, 300_000);
+
+  test('reconcile is Team: the Community install answers 403 naming the feature', async () => {
+    const refused = await t.api.post('/v1/drift/reconcile', { template_id: 'tpl_x' });
+    expect(refused.status).toBe(403);
+    expect(refused.body.feature).toBe('drift_reconcile');
+  });
 });
