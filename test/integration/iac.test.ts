@@ -143,6 +143,24 @@ test('a rejected plan is not applied', async () => {
   }
 }, 300_000);
 
+test('a run held at the plan gate can be canceled, and is then no longer waiting', async () => {
+  const id = await template('cancel and deny', twoResources);
+  expect((await waitForRunEnd(t.api, (await launch(id)).id, 120_000)).status).toBe('succeeded');
+  await setCommand(id, 'cancel and deny', 'resource "terraform_data" "web" {\n  input = "web"\n}\n');
+  const hold = await t.api.post('/v1/policies', { name: 'hold deletes', plan_deletes: ['*'] });
+  expect(hold.status).toBe(201);
+  try {
+    const held = await waitForRun(t.api, (await launch(id)).id, (r) => r.status === 'held', 120_000);
+    const canceled = await t.api.post(`/v1/runs/${held.id}/cancel`, undefined);
+    expect([200, 202]).toContain(canceled.status);
+    const ended = await waitForRunEnd(t.api, held.id, 30_000);
+    expect(ended.status).toBe('canceled');
+    expect((await t.api.post(`/v1/runs/${held.id}/approve`, {})).status).toBe(409);
+  } finally {
+    await t.api.request('DELETE', `/v1/policies/${hold.body.id}`);
+  }
+}, 300_000);
+
 test('a second concurrent run of a template waits on its state lock', async () => {
   const slow = `
 resource "terraform_data" "slow" {
@@ -247,6 +265,25 @@ describe('drift on the Team tier, plans sealed with the install key', () => {
     expect(applied.status).toBe('succeeded');
     expect((await team.api.get(`/v1/runs/${applied.id}/logs`)).text).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
     expect((await team.api.get(`/v1/drift?template_id=${id}`)).body.total).toBe(0);
+  }, 300_000);
+
+  test('a deny policy with a plan condition refuses the apply, and nothing is applied', async () => {
+    const created = await team.api.post('/v1/templates', { name: 'denied', tool: 'opentofu', command: twoResources });
+    const id = created.body.id as string;
+    const go = async (body: Record<string, unknown> = {}) => (await team.api.post(`/v1/templates/${id}/launch`, body)).body;
+    expect((await waitForRunEnd(team.api, (await go()).id, 120_000)).status).toBe('succeeded');
+    const deny = await team.api.post('/v1/policies', { name: 'never delete data', effect: 'deny', plan_deletes: ['terraform_data'] });
+    expect(deny.status).toBe(201);
+    try {
+      await team.api.request('PUT', `/v1/templates/${id}`, { body: { name: 'denied', tool: 'opentofu', command: 'resource "terraform_data" "web" {\n  input = "web"\n}\n' } });
+      const refused = await waitForRunEnd(team.api, (await go()).id, 120_000);
+      expect(refused.status).toBe('failed');
+      expect(refused.error).toBe(`a deny policy refuses this plan (${deny.body.id}); nothing was applied`);
+      expect((await team.api.get(`/v1/runs/${refused.id}`)).body.plan).toMatchObject({ verdict: 'deny', kept: false, applied_at: null });
+      expect((await team.api.get(`/v1/runs/${refused.id}/logs`)).text).not.toContain('Apply complete');
+    } finally {
+      await team.api.request('DELETE', `/v1/policies/${deny.body.id}`);
+    }
   }, 300_000);
 
   test('reconcile is Team: the Community install answers 403 naming the feature', async () => {
