@@ -1,4 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { tempDir } from '../support/temp';
 import { findIacBinary, locateIacBinary, OPENTOFU, TERRAFORM } from '../../embedded/iac-binaries';
 import { testLicense } from '../support/license';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
@@ -10,11 +14,15 @@ import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../
  */
 
 let t: TestServer;
+let gitRoot: string;
 
 beforeAll(async () => {
   // The first build on a machine takes minutes; later runs find it in the cache at once.
   await findIacBinary(OPENTOFU, (line) => process.stderr.write(`${line}\n`));
-  t = await startTestServer();
+  gitRoot = tempDir('cairn-iac-git');
+  // The run account reads the repositories in its sandbox.
+  chmodSync(gitRoot, 0o755);
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: gitRoot });
 }, 1_200_000);
 afterAll(async () => {
   await t?.stop();
@@ -183,6 +191,40 @@ resource "terraform_data" "slow" {
   const waited = logs.findIndex((l) => l.includes('waiting for the state lock'));
   expect(logs[waited]).toContain('state lock taken');
 }, 300_000);
+
+test('a project run plans and applies the configuration in the directory its command names', async () => {
+  const git = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, {
+      cwd,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
+    }).trim();
+  const bare = path.join(gitRoot, 'infra.git');
+  const work = path.join(gitRoot, 'infra');
+  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
+  mkdirSync(path.join(work, 'envs', 'prod'), { recursive: true });
+  git(work, 'init', '-q', '-b', 'main');
+  git(work, 'remote', 'add', 'origin', bare);
+  writeFileSync(path.join(work, 'envs', 'prod', 'main.tf'), 'variable "size" {\n  type = number\n}\nresource "terraform_data" "prod" {\n  input = var.size\n}\noutput "size" {\n  value = terraform_data.prod.output\n}\n');
+  writeFileSync(path.join(work, 'README'), 'infrastructure\n');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-q', '-m', 'prod');
+  git(work, 'push', '-q', 'origin', 'HEAD:main');
+  const project = await t.api.post('/v1/projects', { name: 'infra', url: bare });
+  expect(project.status).toBe(201);
+  const deadline = Date.now() + 30_000;
+  while ((await t.api.get(`/v1/projects/${project.body.id}`)).body.status !== 'successful') {
+    if (Date.now() > deadline) throw new Error('the project did not update');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const created = await t.api.post('/v1/templates', { name: 'prod', tool: 'opentofu', command: 'envs/prod', project_id: project.body.id, extra_vars: { size: 3 } });
+  expect(created.status).toBe(201);
+  const run = await waitForRunEnd(t.api, (await launch(created.body.id)).id, 120_000);
+  expect(run.status).toBe('succeeded');
+  const log = await logOf(run.id);
+  expect(log).toContain('Apply complete! Resources: 1 added, 0 changed, 0 destroyed.');
+  expect(log).toContain('size = 3');
+}, 240_000);
 
 // Terraform is built only on demand (its first run, or `cairn tools install terraform`), never by
 // the suite: this runs where a terraform binary is at hand already (CAIRN_TERRAFORM, PATH, the cache).
