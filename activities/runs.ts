@@ -263,7 +263,13 @@ export function createRunActivities(deps: RunActivityDeps) {
         inputs.go = go;
       }
     } catch (err) {
-      if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) return { kind: 'spawn_failed', message: err.message };
+      if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) {
+        // What the log said of it (a build's progress) is kept with the run.
+        note(err.message);
+        output.end();
+        await sink.close().catch(() => undefined);
+        return { kind: 'spawn_failed', message: err.message };
+      }
       throw err;
     } finally {
       clearInterval(keepAlive);
@@ -273,7 +279,11 @@ export function createRunActivities(deps: RunActivityDeps) {
     try {
       invocation = definition.invocation(spec, inputs);
     } catch (err) {
-      if (err instanceof DomainError) return { kind: 'spawn_failed', message: err.message };
+      if (err instanceof DomainError) {
+        output.end();
+        await sink.close().catch(() => undefined);
+        return { kind: 'spawn_failed', message: err.message };
+      }
       throw err;
     }
     try {
@@ -282,6 +292,8 @@ export function createRunActivities(deps: RunActivityDeps) {
     } catch (err) {
       // Nothing of the run is left behind, its credential files least of all, whatever failed.
       await removeWorkDir(workDir);
+      output.end();
+      await sink.close().catch(() => undefined);
       if (err instanceof GitError) return { kind: 'spawn_failed', message: `the project's tree could not be placed in the run's work dir: ${err.message}` };
       if (err instanceof WorkDirError) return { kind: 'spawn_failed', message: err.message };
       throw err;

@@ -252,6 +252,19 @@ test('a go run runs main.go with go run', async () => {
   expect(await logOf(run.id)).toContain('hello from go');
 }, 240_000);
 
+test('a CAIRN_TOFU that names no executable refuses opentofu runs with 400 naming tool and the variable', async () => {
+  const before = process.env.CAIRN_TOFU;
+  process.env.CAIRN_TOFU = '/nonexistent/tofu';
+  try {
+    const refused = await t.api.post('/v1/runs', { tool: 'opentofu', command: 'resource "terraform_data" "a" {}' });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toEqual({ field: 'tool', error: 'the opentofu tool is missing on this server: CAIRN_TOFU is set to /nonexistent/tofu, which is not an executable file' });
+  } finally {
+    if (before === undefined) delete process.env.CAIRN_TOFU;
+    else process.env.CAIRN_TOFU = before;
+  }
+});
+
 test('powershell is refused with 400 naming pwsh when it is not installed', async () => {
   const refused = await t.api.post('/v1/runs', { tool: 'powershell', command: 'Write-Output hi' });
   expect(refused.status).toBe(400);
