@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../support/temp';
+import { fillProviderMirror } from '../support/tf-provider';
 import { findIacBinary, locateIacBinary, OPENTOFU, TERRAFORM } from '../../embedded/iac-binaries';
 import { testLicense } from '../support/license';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
@@ -15,6 +16,7 @@ import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../
 
 let t: TestServer;
 let gitRoot: string;
+let mirror: string;
 
 beforeAll(async () => {
   // The first build on a machine takes minutes; later runs find it in the cache at once.
@@ -22,7 +24,10 @@ beforeAll(async () => {
   gitRoot = tempDir('cairn-iac-git');
   // The run account reads the repositories in its sandbox.
   chmodSync(gitRoot, 0o755);
-  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: gitRoot });
+  // A filesystem mirror holding one real provider, as an operator fills it.
+  mirror = tempDir('cairn-iac-mirror');
+  await fillProviderMirror(mirror, (line) => process.stderr.write(`${line}\n`));
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: gitRoot, CAIRN_IAC_PROVIDER_MIRROR: mirror });
 }, 1_200_000);
 afterAll(async () => {
   await t?.stop();
@@ -224,6 +229,21 @@ test('a project run plans and applies the configuration in the directory its com
   const log = await logOf(run.id);
   expect(log).toContain('Apply complete! Resources: 1 added, 0 changed, 0 destroyed.');
   expect(log).toContain('size = 3');
+}, 240_000);
+
+test('a provider is installed from the filesystem mirror, and one the mirror lacks fails init naming it', async () => {
+  const withProvider = (source: string, version: string) =>
+    `terraform {\n  required_providers {\n    cairntest = {\n      source  = "${source}"\n      version = "${version}"\n    }\n  }\n}\nresource "cairntest_note" "n" {\n  text = "from the mirror"\n}\n`;
+  const ok = await waitForRunEnd(t.api, (await t.api.post('/v1/runs', { tool: 'opentofu', command: withProvider('cairn/cairntest', '0.1.0') })).body.id, 120_000);
+  expect(ok.status).toBe('succeeded');
+  const log = await logOf(ok.id);
+  expect(log).toContain('Installing cairn/cairntest v0.1.0');
+  expect(log).toContain('cairntest_note.n: Creation complete');
+  expect((await t.api.get(`/v1/runs/${ok.id}`)).body.plan).toMatchObject({ by_type: { cairntest_note: { create: 1, update: 0, replace: 0, delete: 0 } } });
+
+  const missing = await waitForRunEnd(t.api, (await t.api.post('/v1/runs', { tool: 'opentofu', command: withProvider('cairn/cairntest', '9.9.9') })).body.id, 120_000);
+  expect(missing.status).toBe('failed');
+  expect(await logOf(missing.id)).toContain('cairn/cairntest');
 }, 240_000);
 
 // Terraform is built only on demand (its first run, or `cairn tools install terraform`), never by
