@@ -29,6 +29,19 @@ import { checkoutDir, GitError } from '../core/project-paths';
 import { extractCommit } from '../runtime/git';
 import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from '../runtime/work-dir';
 import type { JobSandbox } from '../runtime/sandboxed-job';
+import type { SandboxBind } from '../runtime/sandbox';
+import type { ProcessExit } from '../runtime/process';
+import type { RunSpec } from '../core/runs/run';
+import type { Hold } from '../core/runs/policy-gate';
+import type { IacInputs } from '../tools/types';
+import { DomainError } from '../core/errors';
+import { newId } from '../core/ids';
+import { isPlanTool } from '../tools/iac';
+import { IAC_BINARIES, IacBinaryUnavailable } from '../embedded/iac-binaries';
+import { goSite, IacSiteError, providerMirror, stageIacBinary, stateKeyOf, stateSite } from '../runtime/iac';
+import { markPlanApplied, tryStateLock, type StateLock } from '../store/iac';
+import { entryFields, serviceOrigin } from '../services/audit/audit';
+import { approvedPlan, judgeRunPlan, planSummary, readSavedPlan, recordPlan, SavedPlanError } from './iac';
 
 /** How long unpacking a project's commit into a run's work dir may take. */
 const PROJECT_COPY_TIMEOUT_MS = 300_000;
@@ -102,7 +115,10 @@ export function createRunActivities(deps: RunActivityDeps) {
       return {
         changes: { status: 'running' as const, started_at: previous.started_at ?? new Date(), attempts: previous.attempts + 1, exec_host: HOST },
         event:
-          previous.status === 'pending'
+          previous.status === 'pending' && previous.hold?.plan && previous.started_at
+            ? // Approved at the plan gate: it goes on to apply, and was announced as started already.
+              { kind: 'run.resumed', body: (next: Run) => ({ attempt: next.attempts, plan_digest: previous.hold!.plan!.digest }) }
+            : previous.status === 'pending'
             ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next, 'preview') }) }
             : {
                 kind: 'run.requeued',
@@ -122,8 +138,10 @@ export function createRunActivities(deps: RunActivityDeps) {
    * Executes the run's tool for this attempt and records how it ended. A cancel (by a person or the
    * timeout) surfaces as the activity's cancellation; the workflow records that end itself.
    */
-  async function executeRun(runId: string): Promise<void> {
+  async function executeRun(runId: string): Promise<'held' | void> {
     const outcome = await runTool(runId);
+    // Held at the plan gate: the workflow waits for the decision, then executes the run again to apply.
+    if (outcome === 'held') return 'held';
     if (outcome !== 'skipped') await recordEndUntilItLands(runId, outcome);
   }
 
@@ -146,7 +164,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
   }
 
-  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped'> {
+  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped' | 'held'> {
     const ctx = Context.current();
     const refusal = await unexplainedRelease(sql, runId);
     if (refusal) {
@@ -211,16 +229,71 @@ export function createRunActivities(deps: RunActivityDeps) {
       throw err;
     }
     const injectedVars = { ...injection.extraVars, ...secrets };
-    const invocation = definition.invocation(
-      Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec,
-      inputs,
-    );
+    const spec: RunSpec = Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec;
+    const note = (line: string) => output.write(Buffer.from(`[cairn] ${line}\n`));
+
+    // A terraform or opentofu run's binary (built on first use, its progress in this log), its
+    // state and its phase; a go run's caches. Heartbeats go on meanwhile: a first build takes minutes.
+    let binds: SandboxBind[] = [];
+    let iacInputs: IacInputs | undefined;
+    let stateKey: string | undefined;
+    const keepAlive = setInterval(() => ctx.heartbeat({ host: HOST } satisfies LeaseDetails), 1000);
+    try {
+      if (isPlanTool(run.tool)) {
+        const staged = await stageIacBinary(deps.site, IAC_BINARIES[run.tool], note);
+        stateKey = stateKeyOf(run);
+        const state = await stateSite(deps.site, stateKey);
+        const mirror = await providerMirror(deps.site);
+        binds = [...staged.binds, ...state.binds, ...mirror.binds];
+        // A run held at the plan gate and approved applies exactly the plan it saved.
+        const savedPlan = !run.spec.dry_run && run.hold?.plan ? await approvedPlan(sql, deps.sealer, run) : undefined;
+        if (savedPlan) note(`applying the saved plan ${run.hold!.plan!.digest} that was approved (${run.hold!.plan!.summary})`);
+        iacInputs = {
+          binary: staged.binary,
+          phase: savedPlan ? 'apply' : 'plan',
+          savedPlan,
+          stateFile: state.stateFile,
+          providerMirror: mirror.dir,
+          providerDownloads: deps.site.iacProviderDownloads ?? false,
+        };
+        inputs.iac = iacInputs;
+      } else if (run.tool === 'go') {
+        const go = await goSite(deps.site);
+        binds = go.binds;
+        inputs.go = go;
+      }
+    } catch (err) {
+      if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) {
+        // What the log said of it (a build's progress) is kept with the run.
+        note(err.message);
+        output.end();
+        await sink.close().catch(() => undefined);
+        return { kind: 'spawn_failed', message: err.message };
+      }
+      throw err;
+    } finally {
+      clearInterval(keepAlive);
+    }
+
+    let invocation;
+    try {
+      invocation = definition.invocation(spec, inputs);
+    } catch (err) {
+      if (err instanceof DomainError) {
+        output.end();
+        await sink.close().catch(() => undefined);
+        return { kind: 'spawn_failed', message: err.message };
+      }
+      throw err;
+    }
     try {
       if (run.spec.project) await deps.ensureCommit(run.spec.project.id, run.spec.project.commit);
       await prepareWorkDir(deps.site, workDir, { ...invocation.files, ...injection.files }, run.spec.project);
     } catch (err) {
       // Nothing of the run is left behind, its credential files least of all, whatever failed.
       await removeWorkDir(workDir);
+      output.end();
+      await sink.close().catch(() => undefined);
       if (err instanceof GitError) return { kind: 'spawn_failed', message: `the project's tree could not be placed in the run's work dir: ${err.message}` };
       if (err instanceof WorkDirError) return { kind: 'spawn_failed', message: err.message };
       throw err;
@@ -229,13 +302,24 @@ export function createRunActivities(deps: RunActivityDeps) {
     deps.onExecutionChange?.(1);
     let lease: LeaseDetails = { host: HOST };
     const heartbeat = setInterval(() => ctx.heartbeat(lease), heartbeatEveryMs(ctx.info.heartbeatTimeoutMs! / 1000));
-    try {
+    let outputOpen = true;
+    const closeOutput = async () => {
+      if (!outputOpen) return;
+      outputOpen = false;
+      output.end();
+      await sink.close();
+    };
+    let lock: StateLock | undefined;
+
+    /** Starts one process of the run in its work dir and waits for it; a cancel kills it. */
+    const launchOnce = async (argv: string[], env: Record<string, string>): Promise<ProcessExit | ExecutionOutcome> => {
       let tool: SpawnedTool;
       try {
-        tool = await deps.launcher.launch(invocation.argv, {
+        tool = await deps.launcher.launch(argv, {
           cwd: workDir,
-          env: toolEnvironment(run, workDir, { ...invocation.env, ...injection.env, ...shardEnvironment(run) }),
+          env: toolEnvironment(run, workDir, { ...env, ...injection.env, ...shardEnvironment(run) }),
           onOutput: (chunk) => output.write(chunk),
+          binds,
         });
       } catch (err) {
         if (err instanceof LauncherStopped) throw err;
@@ -247,24 +331,139 @@ export function createRunActivities(deps: RunActivityDeps) {
       ctx.cancellationSignal.addEventListener('abort', onCancel);
       // A cancel that arrived while the tool was starting has already fired its event.
       if (ctx.cancellationSignal.aborted) onCancel();
-      let exit;
       try {
         // A launcher that dies takes the execution with it: the error fails this attempt, which is retried.
-        exit = await tool.exited;
+        return await tool.exited;
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', onCancel);
-        output.end();
-        await sink.close();
+      }
+    };
+
+    try {
+      // Cairn's lock on the state it keeps, besides the tool's own: one run of a template plans or applies at a time.
+      if (stateKey) lock = await takeStateLock(stateKey, note);
+      let exit: ProcessExit | ExecutionOutcome;
+      try {
+        exit = await launchOnce(invocation.argv, invocation.env);
+      } finally {
+        if (!iacInputs) await closeOutput();
       }
       // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
-      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+      if (ctx.cancellationSignal.aborted) {
+        await closeOutput();
+        await ctx.cancelled;
+      }
+      if ('kind' in exit) return exit;
+      let outcome = exitOutcome(exit);
+      if (iacInputs && outcome.kind === 'exited' && outcome.exitCode === 0) {
+        const gated = await planGate(run, iacInputs, workDir, note);
+        if (gated === 'apply') {
+          try {
+            const applied = await launchOnce(['bash', 'cairn-iac.sh', 'apply'], invocation.env);
+            if (ctx.cancellationSignal.aborted) {
+              await closeOutput();
+              await ctx.cancelled;
+            }
+            if ('kind' in applied) return applied;
+            outcome = exitOutcome(applied);
+            if (outcome.kind === 'exited' && outcome.exitCode === 0) await markPlanApplied(sql, run.id);
+          } finally {
+            await closeOutput();
+          }
+        } else if (gated === 'hold') {
+          await closeOutput();
+          return (await holdAtPlanGate(run)) ?? { kind: 'canceled' };
+        } else if (gated !== 'done') {
+          await closeOutput();
+          return gated;
+        } else if (iacInputs.phase === 'apply') {
+          // The approved plan, applied: it is not kept any longer.
+          await markPlanApplied(sql, run.id);
+        }
+      }
+      await closeOutput();
       // An ansible run's per-host and per-task results are stored now, before its work dir goes.
-      return await recordToolResults(sql, run, workDir, exitOutcome(exit));
+      return await recordToolResults(sql, run, workDir, outcome);
     } finally {
+      await closeOutput().catch(() => undefined);
       clearInterval(heartbeat);
       deps.onExecutionChange?.(-1);
+      await lock?.release().catch((err) => logger.warn({ runId, err: (err as Error).message }, 'releasing a state lock failed; its connection ends it'));
       await removeWorkDir(workDir);
     }
+  }
+
+  /** Waits (heartbeating, cancellable) for Cairn's lock on one state, saying so once in the run's log. */
+  async function takeStateLock(key: string, note: (line: string) => void): Promise<StateLock> {
+    const ctx = Context.current();
+    let said = false;
+    for (;;) {
+      const lock = await tryStateLock(sql, key);
+      if (lock) {
+        if (said) note('state lock taken');
+        return lock;
+      }
+      if (!said) {
+        note(`waiting for the state lock of ${key}: another run of it is planning or applying`);
+        said = true;
+      }
+      await ctx.sleep(250);
+    }
+  }
+
+  /**
+   * After a plan phase that exited 0: the plan read back and classified, recorded with the run, and
+   * judged. `apply` goes on to apply it now; `hold` holds the run for a person; `done` is a dry
+   * run's plan or an apply that has just run; an outcome ends the run (a plan a deny refuses).
+   */
+  async function planGate(run: Run, iac: IacInputs, workDir: string, note: (line: string) => void): Promise<'apply' | 'hold' | 'done' | ExecutionOutcome> {
+    if (iac.phase === 'apply') return 'done';
+    const plan = await readSavedPlan(workDir);
+    if (!plan) return { kind: 'exited_failed', exitCode: 0, message: 'the plan phase saved no plan file' };
+    note(`${planSummary(plan.classification)}; digest ${plan.digest}`);
+    if (run.spec.dry_run) {
+      await recordPlan(sql, deps.sealer, run, plan, 'dry_run');
+      return 'done';
+    }
+    const verdict = await judgeRunPlan(sql, run, plan.classification);
+    if (verdict.verdict === 'deny') {
+      await recordPlan(sql, deps.sealer, run, plan, 'deny');
+      return { kind: 'refused', message: `a deny policy refuses this plan (${verdict.policies.join(', ')}); nothing was applied` };
+    }
+    if (verdict.verdict === 'hold') {
+      await recordPlan(sql, deps.sealer, run, plan, 'hold');
+      heldPlans.set(run.id, { digest: plan.digest, summary: planSummary(plan.classification), hold: verdict.hold });
+      note(`the plan gate holds this run for approval (${verdict.hold.policies.join(', ')}); approving it applies exactly this plan`);
+      return 'hold';
+    }
+    await recordPlan(sql, deps.sealer, run, plan, 'run');
+    return 'apply';
+  }
+
+  /** What planGate decided to hold, by run, for holdAtPlanGate. */
+  const heldPlans = new Map<string, { digest: string; summary: string; hold: Hold }>();
+
+  /** Moves the running run to held, with its plan on the hold, its `run.held` event and a chain entry; undefined when a cancel came first. */
+  async function holdAtPlanGate(run: Run): Promise<'held' | undefined> {
+    const held = heldPlans.get(run.id)!;
+    heldPlans.delete(run.id);
+    const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary } };
+    const moved = await moveRun(sql, run.id, 'hold it at the plan gate', (current) =>
+      current && current.status === 'running' && !current.cancel_requested_at
+        ? {
+            changes: { status: 'held', hold },
+            event: { kind: 'run.held', body: (next: Run) => ({ run: runView(next, 'preview'), blocker: 'approval_needed', hold, plan: held.summary }) },
+            guard: { notCanceled: true },
+            audit: () =>
+              entryFields(serviceOrigin('RUN', `/v1/runs/${run.id}`), 202, {
+                id: newId('aud'),
+                run_id: run.id,
+                body: { kind: 'run.plan_held', run_id: run.id, plan_digest: held.digest, policies: hold.policies, summary: held.summary },
+              }),
+          }
+        : { settled: undefined },
+    );
+    return 'settled' in moved ? undefined : 'held';
   }
 
   /** Records the run's end and its event once, however often it is called. */
@@ -287,7 +486,7 @@ export type RunActivities = ReturnType<typeof createRunActivities>;
 async function prepareWorkDir(
   where: JobSandbox,
   workDir: string,
-  files: Record<string, string>,
+  files: Record<string, string | Buffer>,
   project?: { id: string; commit: string },
 ): Promise<void> {
   await createWorkDir(workDir);

@@ -7,6 +7,7 @@ import { runImportCommand } from './import';
 import { runWorkerCommand } from './worker';
 import { runDemoCommand } from './demo';
 import { runDesktopCommand } from './desktop';
+import { runToolsCommand } from './tools';
 import { stopOnSignal } from './signals';
 import { TemporalCliUnavailable } from '../embedded/temporal-binary';
 
@@ -21,6 +22,9 @@ commands:
                              mint an API token and print it once
   user create --username U --role admin|operator|viewer [--password-stdin]
                              create an account
+  tools install [opentofu|terraform]
+                             build OpenTofu (default) or Terraform from its Go module into the machine cache
+  tools list                 where each infrastructure-as-code binary comes from
   audit verify --seal <seal.json> <file>
                              verify an audit bundle or a run receipt offline against the pinned seal
   import <format> <file> [--apply] [--name N] [--inventory ID] [--server URL]
@@ -63,6 +67,8 @@ export async function main(argv: string[]): Promise<void> {
       return runAuditCommand(args);
     case 'import':
       return runImportCommand(args);
+    case 'tools':
+      return runToolsCommand(args);
     case undefined:
     case 'help':
     case '--help':
