@@ -6,7 +6,19 @@ import type { Logger } from 'pino';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
-import { recordRunEnd } from '../services/runs/run-lifecycle';
+import { moveRun, recordRunEnd } from '../services/runs/run-lifecycle';
+import { runView } from '../core/runs/run-view';
+import { RunInputError } from '../core/runs/run-outcome';
+import type { Hold } from '../core/runs/policy-gate';
+import type { IacInputs, ToolInputs } from '../tools/types';
+import type { SandboxBind } from '../runtime/sandbox';
+import { newId } from '../core/ids';
+import { isPlanTool } from '../tools/iac';
+import { IAC_BINARIES, IacBinaryUnavailable } from '../embedded/iac-binaries';
+import { goSite, IacSiteError, providerMirror, stageIacBinary, stateKeyOf, stateSite } from '../runtime/iac';
+import { markPlanApplied, tryStateLock, type StateLock } from '../store/iac';
+import { entryFields, serviceOrigin } from '../services/audit/audit';
+import { approvedPlan, judgeRunPlan, planSummary, readSavedPlan, recordPlan, SavedPlanError } from './iac';
 import { prepareExecution } from '../services/runs/run-preparation';
 import { recordToolResults } from './run-results';
 import type { Sealer } from '../core/credentials/seal';
@@ -14,7 +26,7 @@ import type { ToolLauncher } from '../runtime/launcher';
 import { killLeftoverProcess } from '../runtime/process';
 import type { Run } from '../core/runs/run';
 import { GitError } from '../core/project-paths';
-import { executeTool, projectFromCache } from '../runtime/tool-execution';
+import { executeTool, projectFromCache, type AttemptTail } from '../runtime/tool-execution';
 import type { JobSandbox } from '../runtime/sandboxed-job';
 
 export interface RunActivityDeps {
@@ -61,8 +73,10 @@ export function createRunActivities(deps: RunActivityDeps) {
    * Executes the run's tool for this attempt and records how it ended. A cancel (by a person or the
    * timeout) surfaces as the activity's cancellation; the workflow records that end itself.
    */
-  async function executeRun(runId: string): Promise<void> {
+  async function executeRun(runId: string): Promise<'held' | void> {
     const outcome = await runTool(runId);
+    // Held at the plan gate: the workflow waits for the decision, then executes the run again to apply.
+    if (outcome === 'held') return 'held';
     if (outcome !== 'skipped') await recordEndUntilItLands(runId, outcome);
   }
 
@@ -85,9 +99,36 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
   }
 
-  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped'> {
+  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped' | 'held'> {
     const ctx = Context.current();
-    const prepared = await prepareExecution(sql, deps, runId, HOST, (run) => path.join(deps.site.workRoot, `${runId}-${run.attempts}`));
+    const note = (line: string) => appendLog(sql, runId, Buffer.from(`[cairn] ${line}\n`));
+    // What a terraform, opentofu or go run needs of this worker, resolved as it is prepared.
+    let binds: SandboxBind[] = [];
+    let iacInputs: IacInputs | undefined;
+    let stateKey: string | undefined;
+    // Heartbeats go on meanwhile: a tool's first build takes minutes.
+    const keepAlive = setInterval(() => ctx.heartbeat({ host: HOST } satisfies LeaseDetails), 1000);
+    let prepared;
+    try {
+      prepared = await prepareExecution(
+        sql,
+        {
+          ...deps,
+          executionInputs: async (run) => {
+            const resolved = await executionInputs(run, note);
+            binds = resolved.binds;
+            iacInputs = resolved.inputs.iac;
+            stateKey = resolved.stateKey;
+            return resolved.inputs;
+          },
+        },
+        runId,
+        HOST,
+        (run) => path.join(deps.site.workRoot, `${runId}-${run.attempts}`),
+      );
+    } finally {
+      clearInterval(keepAlive);
+    }
     if (prepared.kind === 'missing') throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
     if (prepared.kind === 'skipped') return 'skipped';
     if (prepared.kind === 'ended') {
@@ -111,7 +152,10 @@ export function createRunActivities(deps: RunActivityDeps) {
 
     let lease: LeaseDetails = { host: HOST };
     const heartbeat = setInterval(() => ctx.heartbeat(lease), heartbeatEveryMs(ctx.info.heartbeatTimeoutMs! / 1000));
+    let lock: StateLock | undefined;
     try {
+      // Cairn's lock on the state it keeps, besides the tool's own: one run of a template plans or applies at a time.
+      if (stateKey) lock = await takeStateLock(stateKey, note);
       return await executeTool(
         deps.site,
         deps.launcher,
@@ -123,6 +167,7 @@ export function createRunActivities(deps: RunActivityDeps) {
           argv: prepared.argv,
           env: prepared.env,
           files: prepared.files,
+          binds,
           // Everything the tool writes passes the secret masker, which knows this run's secret
           // values and the server's own, before it is stored.
           maskValues: [...prepared.maskValues, ...deps.serverSecrets],
@@ -136,9 +181,13 @@ export function createRunActivities(deps: RunActivityDeps) {
           onStarted: (pid) => (lease = { host: HOST, pid }),
           cancelSignal: ctx.cancellationSignal,
           onExecutionChange: deps.onExecutionChange,
-          afterExit: async (workDir, outcome) => {
+          afterExit: async (workDir, outcome, tail): Promise<ExecutionOutcome | 'held'> => {
             // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
             if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+            if (iacInputs && outcome.kind === 'exited' && outcome.exitCode === 0) {
+              const planned = await afterPlan(run, iacInputs, workDir, tail);
+              if (planned !== 'go on') return planned;
+            }
             // An ansible run's per-host and per-task results are stored now, before its work dir goes.
             return recordToolResults(sql, run, workDir, outcome);
           },
@@ -146,7 +195,141 @@ export function createRunActivities(deps: RunActivityDeps) {
       );
     } finally {
       clearInterval(heartbeat);
+      await lock?.release().catch((err) => logger.warn({ runId, err: (err as Error).message }, 'releasing a state lock failed; its connection ends it'));
     }
+  }
+
+  /**
+   * A terraform or opentofu run's binary (built on first use, its progress in the run's log), its
+   * state and its phase; a go run's caches. What cannot be had ends the run naming why.
+   */
+  async function executionInputs(run: Run, note: (line: string) => Promise<void>): Promise<{ inputs: Partial<ToolInputs>; binds: SandboxBind[]; stateKey?: string }> {
+    try {
+      if (isPlanTool(run.tool)) {
+        const staged = await stageIacBinary(deps.site, IAC_BINARIES[run.tool], (line) => void note(line));
+        const stateKey = stateKeyOf(run);
+        const state = await stateSite(deps.site, stateKey);
+        const mirror = await providerMirror(deps.site);
+        // A run held at the plan gate and approved applies exactly the plan it saved.
+        const savedPlan = !run.spec.dry_run && run.hold?.plan ? await approvedPlan(sql, deps.sealer, run) : undefined;
+        if (savedPlan) await note(`applying the saved plan ${run.hold!.plan!.digest} that was approved (${run.hold!.plan!.summary})`);
+        const iac: IacInputs = {
+          binary: staged.binary,
+          phase: savedPlan ? 'apply' : 'plan',
+          savedPlan,
+          stateFile: state.stateFile,
+          providerMirror: mirror.dir,
+          providerDownloads: deps.site.iacProviderDownloads ?? false,
+        };
+        return { inputs: { iac }, binds: [...staged.binds, ...state.binds, ...mirror.binds], stateKey };
+      }
+      if (run.tool === 'go') {
+        const go = await goSite(deps.site);
+        return { inputs: { go }, binds: go.binds };
+      }
+      return { inputs: {}, binds: [] };
+    } catch (err) {
+      if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) {
+        // What the log said of it (a build's progress) is kept with the run.
+        await note(err.message);
+        throw new RunInputError(err.message);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * After a terraform or opentofu phase that exited 0: a plan is judged at the plan gate and
+   * applied, held or refused; an approved plan's apply is marked applied. `go on` records the
+   * outcome as for any tool.
+   */
+  async function afterPlan(run: Run, iac: IacInputs, workDir: string, tail: AttemptTail): Promise<ExecutionOutcome | 'held' | 'go on'> {
+    const ctx = Context.current();
+    const gated = await planGate(run, iac, workDir, tail.note);
+    if (gated === 'apply') {
+      const applied = await tail.launchAgain(['bash', 'cairn-iac.sh', 'apply']);
+      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+      if (applied.kind === 'exited' && applied.exitCode === 0) await markPlanApplied(sql, run.id);
+      return recordToolResults(sql, run, workDir, applied);
+    }
+    if (gated === 'hold') return (await holdAtPlanGate(run)) ?? { kind: 'canceled' };
+    if (gated !== 'done') return gated;
+    // The approved plan, applied: it is not kept any longer.
+    if (iac.phase === 'apply') await markPlanApplied(sql, run.id);
+    return 'go on';
+  }
+
+  /** Waits (heartbeating, cancellable) for Cairn's lock on one state, saying so once in the run's log. */
+  async function takeStateLock(key: string, note: (line: string) => void): Promise<StateLock> {
+    const ctx = Context.current();
+    let said = false;
+    for (;;) {
+      const lock = await tryStateLock(sql, key);
+      if (lock) {
+        if (said) note('state lock taken');
+        return lock;
+      }
+      if (!said) {
+        note(`waiting for the state lock of ${key}: another run of it is planning or applying`);
+        said = true;
+      }
+      await ctx.sleep(250);
+    }
+  }
+
+  /**
+   * After a plan phase that exited 0: the plan read back and classified, recorded with the run, and
+   * judged. `apply` goes on to apply it now; `hold` holds the run for a person; `done` is a dry
+   * run's plan or an apply that has just run; an outcome ends the run (a plan a deny refuses).
+   */
+  async function planGate(run: Run, iac: IacInputs, workDir: string, note: (line: string) => void): Promise<'apply' | 'hold' | 'done' | ExecutionOutcome> {
+    if (iac.phase === 'apply') return 'done';
+    const plan = await readSavedPlan(workDir);
+    if (!plan) return { kind: 'exited_failed', exitCode: 0, message: 'the plan phase saved no plan file' };
+    note(`${planSummary(plan.classification)}; digest ${plan.digest}`);
+    if (run.spec.dry_run) {
+      await recordPlan(sql, deps.sealer, run, plan, 'dry_run');
+      return 'done';
+    }
+    const verdict = await judgeRunPlan(sql, run, plan.classification);
+    if (verdict.verdict === 'deny') {
+      await recordPlan(sql, deps.sealer, run, plan, 'deny');
+      return { kind: 'refused', message: `a deny policy refuses this plan (${verdict.policies.join(', ')}); nothing was applied` };
+    }
+    if (verdict.verdict === 'hold') {
+      await recordPlan(sql, deps.sealer, run, plan, 'hold');
+      heldPlans.set(run.id, { digest: plan.digest, summary: planSummary(plan.classification), hold: verdict.hold });
+      note(`the plan gate holds this run for approval (${verdict.hold.policies.join(', ')}); approving it applies exactly this plan`);
+      return 'hold';
+    }
+    await recordPlan(sql, deps.sealer, run, plan, 'run');
+    return 'apply';
+  }
+
+  /** What planGate decided to hold, by run, for holdAtPlanGate. */
+  const heldPlans = new Map<string, { digest: string; summary: string; hold: Hold }>();
+
+  /** Moves the running run to held, with its plan on the hold, its `run.held` event and a chain entry; undefined when a cancel came first. */
+  async function holdAtPlanGate(run: Run): Promise<'held' | undefined> {
+    const held = heldPlans.get(run.id)!;
+    heldPlans.delete(run.id);
+    const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary } };
+    const moved = await moveRun(sql, run.id, 'hold it at the plan gate', (current) =>
+      current && current.status === 'running' && !current.cancel_requested_at
+        ? {
+            changes: { status: 'held', hold },
+            event: { kind: 'run.held', body: (next: Run) => ({ run: runView(next, 'preview'), blocker: 'approval_needed', hold, plan: held.summary }) },
+            guard: { notCanceled: true },
+            audit: () =>
+              entryFields(serviceOrigin('RUN', `/v1/runs/${run.id}`), 202, {
+                id: newId('aud'),
+                run_id: run.id,
+                body: { kind: 'run.plan_held', run_id: run.id, plan_digest: held.digest, policies: hold.policies, summary: held.summary },
+              }),
+          }
+        : { settled: undefined },
+    );
+    return 'settled' in moved ? undefined : 'held';
   }
 
   /** Records the run's end and its event once, however often it is called. */

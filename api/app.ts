@@ -23,6 +23,7 @@ import { projectRoutes } from './routes/projects';
 import { callbackRoutes } from './routes/callbacks';
 import { EXTERNAL_CALLBACK_PATH } from '../core/ansible/callbacks';
 import { approvalRoutes } from './routes/approvals';
+import { driftRoutes } from './routes/drift';
 import { attentionRoutes } from './routes/attention';
 import { pipelineRoutes } from './routes/pipelines';
 import { runDecisionRoutes } from './routes/run-decisions';
@@ -97,6 +98,7 @@ export function createApp(server: ServerContext): Koa {
     triggerRoutes(server),
     hookRoutes(server),
     approvalRoutes(server),
+    driftRoutes(server),
     attentionRoutes(server),
     policyRoutes(server),
     auditRoutes(server),

@@ -18,6 +18,7 @@ import { scheduleBenchmark } from './schedules';
 import { notificationBenchmark } from './notifications';
 import { structuredEventsBenchmark } from './structured-events';
 import { webhookBenchmark } from './webhooks';
+import { planGateBenchmark } from './iac-plan-gate';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -120,6 +121,12 @@ async function main(): Promise<void> {
     if (wanted('o')) {
       log('(o) structured events: an ansible run\'s 100,000 per-host task results read, parsed and stored...');
       sections.push(await structuredEventsBenchmark(client, env.server.context.sql));
+    }
+    if (wanted('p')) {
+      log('(p) the plan gate on a 1,000-resource opentofu plan, beside tofu show -json...');
+      const section = await planGateBenchmark();
+      if (section) sections.push(section);
+      else log('(p) skipped: no OpenTofu binary here (cairn tools install opentofu)');
     }
     if (process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');

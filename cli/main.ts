@@ -3,9 +3,11 @@ import { ConfigError, loadConfig, parseFlags, settingsHelp } from '../core/confi
 import { createLogger, openDatabase, startServer } from './serve';
 import { runTokenCommand, runUserCommand } from './accounts';
 import { runAuditCommand } from './audit';
+import { runImportCommand } from './import';
 import { runWorkerCommand } from './worker';
 import { runDemoCommand } from './demo';
 import { runDesktopCommand } from './desktop';
+import { runToolsCommand } from './tools';
 import { stopOnSignal } from './signals';
 import { TemporalCliUnavailable } from '../embedded/temporal-binary';
 
@@ -20,8 +22,15 @@ commands:
                              mint an API token and print it once
   user create --username U --role admin|operator|viewer [--password-stdin]
                              create an account
+  tools install [opentofu|terraform]
+                             build OpenTofu (default) or Terraform from its Go module into the machine cache
+  tools list                 where each infrastructure-as-code binary comes from
   audit verify --seal <seal.json> <file>
                              verify an audit bundle or a run receipt offline against the pinned seal
+  import <format> <file> [--apply] [--name N] [--inventory ID] [--server URL]
+                             preview (or apply) another system's export on a running server (token in CAIRN_TOKEN)
+  import cron <crontab> [--system] [--apply] [--server URL]
+                             a crontab's jobs as templates and schedules, previewed first
 
 flags (each also an environment variable):
 ${settingsHelp()}
@@ -56,6 +65,10 @@ export async function main(argv: string[]): Promise<void> {
       return runUserCommand(args, openDatabase, createLogger, () => readFileSync(0, 'utf8').trim());
     case 'audit':
       return runAuditCommand(args);
+    case 'import':
+      return runImportCommand(args);
+    case 'tools':
+      return runToolsCommand(args);
     case undefined:
     case 'help':
     case '--help':

@@ -39,6 +39,17 @@ export const SETTINGS = {
   // --run-memory, --run-pids, --run-disk, --run-cpu (core/run-bound-settings.ts).
   ...RUN_BOUND_SETTINGS,
   callbackRateLimit: { flag: '--callback-rate-limit', env: 'CAIRN_CALLBACK_RATE_LIMIT', help: 'provisioning callbacks (and wrong keys) one source address may send a minute (default 20)' },
+  iacProviderMirror: {
+    flag: '--iac-provider-mirror',
+    env: 'CAIRN_IAC_PROVIDER_MIRROR',
+    help: 'filesystem mirror terraform and opentofu runs install providers from (default <data dir>/iac/providers)',
+  },
+  iacProviderDownloads: {
+    flag: '--iac-provider-downloads',
+    env: 'CAIRN_IAC_PROVIDER_DOWNLOADS',
+    help: "let terraform and opentofu runs download providers from their registries too, where the run's network reaches them (default false: the mirror only)",
+    switch: true,
+  },
   gitTimeout: { flag: '--git-timeout', env: 'CAIRN_GIT_TIMEOUT', help: "how long one git command of a project's update may take, seconds or 30s/5m (default 5m)" },
   projectLocalRoots: {
     flag: '--project-local-roots',
@@ -146,6 +157,11 @@ const configSchema = z.object({
     .max(4096, 'expected at most 4096 cores')
     .default(1),
   callbackRateLimit: z.coerce.number().int().min(1).max(100000).default(20),
+  iacProviderMirror: z.string().min(1).refine((p) => path.isAbsolute(p), 'expected an absolute directory').optional(),
+  iacProviderDownloads: z
+    .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
   gitTimeout: secondsAtLeastOne('5m'),
   projectLocalRoots: z
     .string()

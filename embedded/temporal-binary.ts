@@ -40,11 +40,11 @@ export async function onPath(name: string): Promise<string | undefined> {
  * `go build` of a package into `finalPath`, through a partial file renamed into place: rename is
  * atomic, so a concurrent build by another process simply wins or loses whole.
  */
-export async function goBuildInto(goBinary: string, cwd: string, pkg: string, finalPath: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+export async function goBuildInto(goBinary: string, cwd: string, pkg: string, finalPath: string, env: NodeJS.ProcessEnv = process.env, flags: string[] = []): Promise<string> {
   await fs.mkdir(path.dirname(finalPath), { recursive: true });
   const partial = `${finalPath}.partial-${process.pid}`;
   try {
-    await execFileAsync(goBinary, ['build', '-o', partial, pkg], { cwd, env, maxBuffer: 64 * 1024 * 1024 });
+    await execFileAsync(goBinary, ['build', ...flags, '-o', partial, pkg], { cwd, env, maxBuffer: 64 * 1024 * 1024 });
     await fs.rename(partial, finalPath);
   } finally {
     await fs.rm(partial, { force: true });
@@ -53,17 +53,17 @@ export async function goBuildInto(goBinary: string, cwd: string, pkg: string, fi
 }
 
 /**
- * Builds the pinned CLI from its Go module. `go install` refuses the module (its go.mod may carry
- * replace directives), so the module is downloaded, copied somewhere writable and built there.
+ * Builds `pkg` of a Go module at a pinned version into `finalPath`. `go install` refuses a module
+ * whose go.mod carries replace directives (the Temporal CLI's and OpenTofu's do), so the module is
+ * downloaded, copied somewhere writable and built there.
  */
-async function buildFromModule(log: (line: string) => void): Promise<string> {
+export async function buildGoModule(module: string, version: string, pkg: string, finalPath: string, flags: string[] = []): Promise<string> {
   const goBinary = await onPath('go');
   if (!goBinary) throw new Error('no Go toolchain on PATH');
-  log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} from its Go module (first start only; takes a few minutes)`);
-  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-temporal-build-'));
+  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-go-build-'));
   try {
     const env = { ...process.env, GOFLAGS: '-mod=mod', GO111MODULE: 'on' };
-    const { stdout } = await execFileAsync(goBinary, ['mod', 'download', '-json', `${TEMPORAL_CLI_MODULE}@${TEMPORAL_CLI_VERSION}`], {
+    const { stdout } = await execFileAsync(goBinary, ['mod', 'download', '-json', `${module}@${version}`], {
       cwd: work,
       env,
       maxBuffer: 16 * 1024 * 1024,
@@ -73,10 +73,16 @@ async function buildFromModule(log: (line: string) => void): Promise<string> {
     const source = path.join(work, 'src');
     await fs.cp(moduleDir.Dir, source, { recursive: true });
     await execFileAsync('chmod', ['-R', 'u+w', source]);
-    return await goBuildInto(goBinary, source, './cmd/temporal', temporalCliCachePath(), env);
+    return await goBuildInto(goBinary, source, pkg, finalPath, env, flags);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }
+}
+
+/** Builds the pinned CLI from its Go module into the machine cache. */
+async function buildFromModule(log: (line: string) => void): Promise<string> {
+  log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} from its Go module (first start only; takes a few minutes)`);
+  return buildGoModule(TEMPORAL_CLI_MODULE, TEMPORAL_CLI_VERSION, './cmd/temporal', temporalCliCachePath());
 }
 
 /**

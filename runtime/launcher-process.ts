@@ -50,6 +50,7 @@ process.on('message', (request: LauncherRequest) => {
     cwd: request.cwd,
     env: request.env,
     sandbox: request.sandbox,
+    binds: request.binds,
     onOutput: (data) => sendOutput(request.id, data),
   }).then(
     (tool) => {

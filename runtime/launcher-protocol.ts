@@ -1,5 +1,5 @@
 import type { ExceededBound } from '../core/runs/run-outcome';
-import type { SandboxSettings } from './sandbox';
+import type { SandboxBind, SandboxSettings } from './sandbox';
 
 /**
  * Messages between a server and its tool launcher process (runtime/launcher-process.ts).
@@ -8,7 +8,7 @@ import type { SandboxSettings } from './sandbox';
  * {@link OUTPUT_WINDOW_BYTES} of it are unacknowledged.
  */
 export type LauncherRequest =
-  | { type: 'spawn'; id: number; argv: string[]; cwd: string; env: Record<string, string>; sandbox?: SandboxSettings }
+  | { type: 'spawn'; id: number; argv: string[]; cwd: string; env: Record<string, string>; sandbox?: SandboxSettings; binds?: SandboxBind[] }
   | { type: 'kill'; id: number; graceMs: number }
   | { type: 'ack'; id: number; bytes: number };
 

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import type { LauncherEvent, LauncherRequest } from './launcher-protocol';
 import type { ProcessExit, SpawnedTool } from './process';
-import type { SandboxSettings } from './sandbox';
+import type { SandboxBind, SandboxSettings } from './sandbox';
 
 interface Pending {
   onOutput: (data: Buffer) => unknown;
@@ -108,7 +108,7 @@ export class ToolLauncher {
    * that returns promises while it is behind stops the tool's output being read
    * (runtime/launcher-protocol.ts), so the tool waits on its pipe rather than memory filling.
    */
-  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => unknown }): Promise<SpawnedTool> {
+  launch(argv: string[], options: { cwd: string; env: Record<string, string>; onOutput: (data: Buffer) => unknown; binds?: SandboxBind[] }): Promise<SpawnedTool> {
     const child = this.ensureChild();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -128,7 +128,7 @@ export class ToolLauncher {
         exited: settleExit,
         failed: (err) => (started ? failExit(err) : reject(err)),
       });
-      this.request(child, { type: 'spawn', id, argv, cwd: options.cwd, env: options.env, sandbox: this.sandbox });
+      this.request(child, { type: 'spawn', id, argv, cwd: options.cwd, env: options.env, sandbox: this.sandbox, binds: options.binds });
     });
   }
 

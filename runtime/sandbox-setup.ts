@@ -21,6 +21,10 @@ export interface RunIsolationSettings {
   runDisk: number;
   runCpu: number;
   dataDir: string;
+  /** --iac-provider-mirror: where terraform and opentofu runs install providers from (default <data dir>/iac/providers). */
+  iacProviderMirror?: string;
+  /** --iac-provider-downloads: providers may also come from their registries. */
+  iacProviderDownloads?: boolean;
 }
 
 /** A worker's sandbox (undefined with --run-isolation none) and the root its runs' work dirs are made under. */
@@ -92,7 +96,7 @@ async function resolverFile(network: RunNetwork, workRoot: string): Promise<Sand
  * a private home), a directory of the install's own under /var/lib/cairn/<name>. Made 0711 itself:
  * what is made in it is 0700. `runs` holds runs' work dirs, `projects` the project cache.
  */
-export async function runAccountDir(settings: RunIsolationSettings, name: 'runs' | 'projects', log: (line: string) => void): Promise<string> {
+export async function runAccountDir(settings: RunIsolationSettings, name: 'runs' | 'projects' | 'iac', log: (line: string) => void): Promise<string> {
   let dir = path.join(path.resolve(settings.dataDir), name);
   await fs.mkdir(settings.dataDir, { recursive: true, mode: 0o700 });
   if (runningAsRoot() && settings.runIsolation === 'sandbox') {
@@ -210,7 +214,14 @@ export function jobSandbox(settings: RunIsolationSettings, log: (line: string) =
   const key = JSON.stringify([settings.runIsolation, settings.runNetwork, settings.runUser, settings.runMemory, settings.runPids, settings.runDisk, settings.runCpu, settings.dataDir]);
   let prepared = jobSandboxes.get(key);
   if (!prepared) {
-    prepared = prepareSandbox(settings, log).then(async ({ sandbox, workRoot }) => ({ sandbox, workRoot, projectsDir: await runAccountDir(settings, 'projects', log) }));
+    prepared = prepareSandbox(settings, log).then(async ({ sandbox, workRoot }) => ({
+      sandbox,
+      workRoot,
+      projectsDir: await runAccountDir(settings, 'projects', log),
+      iacDir: await runAccountDir(settings, 'iac', log),
+      iacProviderMirror: settings.iacProviderMirror,
+      iacProviderDownloads: settings.iacProviderDownloads ?? false,
+    }));
     prepared.catch(() => jobSandboxes.delete(key));
     jobSandboxes.set(key, prepared);
   }

@@ -30,6 +30,14 @@ export interface JobSandbox {
   sandbox: SandboxSettings | undefined;
   workRoot: string;
   projectsDir: string;
+  /**
+   * Where terraform, opentofu and go runs keep what outlives a run (runtime/iac.ts): the binaries
+   * staged for the sandbox, the local backends' state, the go caches. Absent for a site that runs
+   * no tool (Cairn's own jobs).
+   */
+  iacDir?: string;
+  iacProviderMirror?: string;
+  iacProviderDownloads?: boolean;
 }
 
 export interface SandboxedJob {

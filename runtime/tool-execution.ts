@@ -7,6 +7,7 @@ import { LauncherStopped, type ToolLauncher } from './launcher';
 import { LogSink } from './log-sink';
 import { MaskedOutput } from './masked-output';
 import { exitOutcome, type SpawnedTool } from './process';
+import type { SandboxBind } from './sandbox';
 import type { JobSandbox } from './sandboxed-job';
 import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from './work-dir';
 
@@ -21,14 +22,25 @@ export interface ToolExecution {
   binary: string;
   argv: string[];
   env: Record<string, string>;
-  files: Record<string, string>;
+  /** Text, or bytes (a terraform run's saved plan). */
+  files: Record<string, string | Buffer>;
+  /** What the sandbox shows the tool besides its work dir (a terraform binary, its state, a provider mirror). */
+  binds?: SandboxBind[];
   /** Every secret value the output masker hides (the run's, its credentials', the executing process's own). */
   maskValues: string[];
   /** Written to the log before the tool starts (a requeued attempt says so). */
   preface?: string;
 }
 
-export interface ToolExecutionHooks {
+/** What an attempt's afterExit may still do while the work dir and the log are open. */
+export interface AttemptTail {
+  /** Starts another process of the attempt in its work dir (a terraform apply after its plan), and waits for it; a cancel kills it. */
+  launchAgain(argv: string[]): Promise<ExecutionOutcome>;
+  /** A `[cairn] ` line in the run's log. */
+  note(line: string): void;
+}
+
+export interface ToolExecutionHooks<T> {
   /** Places the project's tree at the run's commit into the work dir; undefined for a run without a project. */
   placeProject?: (workDir: string) => Promise<void>;
   /** Stores a batch of masked output; a throw is retried by the sink. */
@@ -39,10 +51,10 @@ export interface ToolExecutionHooks {
   /** A cancel (a person's, the timeout's, or a lost lease) kills the tool. */
   cancelSignal: AbortSignal;
   /**
-   * After the tool has exited and its output is stored, before the work dir goes: may throw (a
-   * cancel reported as one) or read results out of the work dir.
+   * After the tool has exited, before its output is closed and the work dir goes: may throw (a
+   * cancel reported as one), read results out of the work dir, or run a further phase.
    */
-  afterExit: (workDir: string, outcome: ExecutionOutcome) => Promise<ExecutionOutcome>;
+  afterExit: (workDir: string, outcome: ExecutionOutcome, tail: AttemptTail) => Promise<T>;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
 
@@ -66,7 +78,12 @@ function toolEnvironment(execution: ToolExecution): Record<string, string> {
  * into it), the tool started in the sandbox through the launcher, every byte it writes through the
  * secret masker into the log sink, its exit read, and the work dir removed whatever happened.
  */
-export async function executeTool(site: JobSandbox, launcher: ToolLauncher, execution: ToolExecution, hooks: ToolExecutionHooks): Promise<ExecutionOutcome> {
+export async function executeTool<T = ExecutionOutcome>(
+  site: JobSandbox,
+  launcher: ToolLauncher,
+  execution: ToolExecution,
+  hooks: ToolExecutionHooks<T>,
+): Promise<ExecutionOutcome | T> {
   const { workDir } = execution;
   const sink = new LogSink(hooks.storeLog, hooks.onLogError);
   if (execution.preface) sink.write(Buffer.from(execution.preface));
@@ -84,17 +101,18 @@ export async function executeTool(site: JobSandbox, launcher: ToolLauncher, exec
     if (err instanceof WorkDirError) return { kind: 'spawn_failed', message: err.message };
     throw err;
   }
-  hooks.onExecutionChange?.(1);
-  try {
+
+  /** One process of the attempt, started in the sandbox through the launcher; its exit read. */
+  const launch = async (argv: string[]): Promise<ExecutionOutcome> => {
     let tool: SpawnedTool;
     try {
-      tool = await launcher.launch(execution.argv, {
+      tool = await launcher.launch(argv, {
         cwd: workDir,
         env: toolEnvironment(execution),
         onOutput: (chunk) => output.write(chunk),
+        binds: execution.binds,
       });
     } catch (err) {
-      await sink.close();
       if (err instanceof LauncherStopped) throw err;
       return { kind: 'spawn_failed', message: `could not start ${execution.binary}: ${(err as Error).message}` };
     }
@@ -103,17 +121,33 @@ export async function executeTool(site: JobSandbox, launcher: ToolLauncher, exec
     hooks.cancelSignal.addEventListener('abort', onCancel);
     // A cancel that arrived while the tool was starting has already fired its event.
     if (hooks.cancelSignal.aborted) onCancel();
-    let exit;
     try {
       // A launcher that dies takes the execution with it: the error fails this attempt.
-      exit = await tool.exited;
+      return exitOutcome(await tool.exited);
     } finally {
       hooks.cancelSignal.removeEventListener('abort', onCancel);
-      output.end();
-      await sink.close();
     }
-    return await hooks.afterExit(workDir, exitOutcome(exit));
+  };
+
+  hooks.onExecutionChange?.(1);
+  let outputOpen = true;
+  const closeOutput = async () => {
+    if (!outputOpen) return;
+    outputOpen = false;
+    output.end();
+    await sink.close();
+  };
+  try {
+    const outcome = await launch(execution.argv);
+    if (outcome.kind === 'spawn_failed') return outcome;
+    const tail: AttemptTail = { launchAgain: launch, note: (line) => output.write(Buffer.from(`[cairn] ${line}\n`)) };
+    try {
+      return await hooks.afterExit(workDir, outcome, tail);
+    } finally {
+      await closeOutput();
+    }
   } finally {
+    await closeOutput().catch(() => undefined);
     hooks.onExecutionChange?.(-1);
     await removeWorkDir(workDir);
   }

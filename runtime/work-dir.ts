@@ -44,7 +44,7 @@ function segmentsOf(name: string): string[] {
  * created exclusively (a name that exists already is an error, never overwritten) and never
  * through a link, 0600, owned by `owner`; directories on the way are made 0700 likewise.
  */
-export async function writeWorkFiles(workDir: string, files: Record<string, string>, owner: WorkDirOwner | undefined): Promise<void> {
+export async function writeWorkFiles(workDir: string, files: Record<string, string | Buffer>, owner: WorkDirOwner | undefined): Promise<void> {
   const made = new Set<string>();
   for (const [name, content] of Object.entries(files)) {
     const segments = segmentsOf(name);

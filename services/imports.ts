@@ -1,12 +1,16 @@
 import type postgres from 'postgres';
 import { badRequest, DomainError } from '../core/errors';
-import { refKey, type ImportPlan, type ImportRef, type PlannedObject, type PlannedProject, type PlannedTemplate } from '../core/imports/plan';
+import { refKey, requireCleanText, type ImportPlan, type ImportRef, type PlannedObject, type PlannedProject, type PlannedTemplate } from '../core/imports/plan';
+import { JENKINS_JOB_FILE, readCiserver } from '../core/imports/ciserver';
 import { readCookbook } from '../core/imports/cookbook';
+import type { ExportFiles } from '../core/imports/export-files';
+import { readJobsched, RUNDECK_JOB_FILE } from '../core/imports/jobsched';
 import { readManifest } from '../core/imports/manifest';
 import { readProjrunner } from '../core/imports/projrunner';
 import { readTmplauto } from '../core/imports/tmplauto';
 import { checkGraph, WorkflowGraphError } from '../core/runs/workflow-graph';
 import type { Sql } from '../store/db';
+import { getInventory } from '../store/inventories';
 import { externalJobTemplateTaken, importBindings, importedObjectExists, saveImportBinding, takenNames, type ImportTable } from '../store/imports';
 import type { Caller } from '../store/tokens';
 import type { AuditOrigin } from './audit/audit';
@@ -17,6 +21,7 @@ import { attachTarget, createTarget } from './notifications/notifications';
 import { createProject, requireFetchableUrl } from './projects';
 import { createTemplate, parseTemplateSurvey } from './runs/templates';
 import { createSchedule } from './schedules/schedules';
+import { exportFilesOf } from './import-archives';
 
 /**
  * `POST /v1/import/{format}` (spec part A 4.14). A format's reader (core/imports/<format>.ts)
@@ -30,20 +35,33 @@ import { createSchedule } from './schedules/schedules';
  * that source holds is skipped, and references to it are dropped, noted.
  */
 
-/** What a request may add to the export: the name of the inventory a fleet format makes. */
+/**
+ * What a request may add to the export: the name of the inventory a fleet format makes, or of the
+ * job a single Jenkins config.xml holds; the inventory a job format's templates target.
+ */
 export interface ImportOptions {
   name?: string;
+  inventory?: string;
 }
 
-const READERS: Record<string, (body: unknown, options: ImportOptions) => ImportPlan> = {
-  tmplauto: readTmplauto,
-  projrunner: readProjrunner,
-  cookbook: readCookbook,
-  manifest: readManifest,
+/** A format read from one JSON document, or from files (its text, or a zip archive's). */
+type Reader = { body: 'json'; read: (body: unknown, options: ImportOptions) => ImportPlan } | { body: 'files'; read: (files: ExportFiles, options: ImportOptions) => ImportPlan; wanted: (path: string) => boolean };
+
+const READERS: Record<string, Reader> = {
+  tmplauto: { body: 'json', read: readTmplauto },
+  projrunner: { body: 'json', read: readProjrunner },
+  cookbook: { body: 'json', read: readCookbook },
+  manifest: { body: 'json', read: readManifest },
+  jobsched: { body: 'files', read: readJobsched, wanted: (path) => RUNDECK_JOB_FILE.test(path) },
+  ciserver: { body: 'files', read: readCiserver, wanted: (path) => JENKINS_JOB_FILE.test(path) },
 };
 
 /** The formats that bring a fleet as one inventory (spec part A 4.14 rule 2), named by `name`. */
 const FLEET_FORMATS = ['cookbook', 'manifest'];
+/** The formats whose jobs target the hosts of an inventory the request names (rule 2). */
+const JOB_FORMATS = ['jobsched', 'ciserver'];
+/** The formats that take `name`. */
+const NAMED_FORMATS = [...FLEET_FORMATS, 'ciserver'];
 
 /** Every format of spec part A 4.14, and those this server reads. */
 export const IMPORT_FORMATS = ['tmplauto', 'projrunner', 'cookbook', 'manifest', 'jobsched', 'ciserver'] as const;
@@ -73,6 +91,10 @@ export interface ImportReport {
 export function requireImportFormat(format: string): void {
   if (!READERS[format]) {
     const known = (IMPORT_FORMATS as readonly string[]).includes(format);
+    // A crontab imports only from the command line (spec part A 4.14 rule 6).
+    if (format === 'cron') {
+      throw badRequest(`format cron is not an import format: a crontab imports only from the command line, with cairn import cron <file>; supported formats: ${SUPPORTED_IMPORT_FORMATS.join(', ')}`, { field: 'format', supported: SUPPORTED_IMPORT_FORMATS });
+    }
     throw badRequest(
       known
         ? `format ${format} is not supported by this server yet; supported formats: ${SUPPORTED_IMPORT_FORMATS.join(', ')}`
@@ -82,13 +104,22 @@ export function requireImportFormat(format: string): void {
   }
 }
 
-/** The plan of an export in a supported format (requireImportFormat). */
-export function planImport(format: string, body: unknown, options: ImportOptions = {}): ImportPlan {
+/** Whether a supported format is read from JSON (the route parses it) or from the body's bytes. */
+export const readsJson = (format: string): boolean => READERS[format]?.body === 'json';
+
+/** The plan of an export in a supported format (requireImportFormat): `body` is parsed JSON, or the bytes of a format read from files. */
+export async function planImport(format: string, body: unknown, options: ImportOptions = {}): Promise<ImportPlan> {
   requireImportFormat(format);
-  if (options.name !== undefined && !FLEET_FORMATS.includes(format)) {
-    throw badRequest(`name: only the fleet formats (${FLEET_FORMATS.join(', ')}) make one inventory to name; ${format} names its objects itself`, { field: 'name' });
+  if (options.name !== undefined && !NAMED_FORMATS.includes(format)) {
+    throw badRequest(`name: only the fleet formats (${FLEET_FORMATS.join(', ')}) make one inventory to name, and ciserver one job; ${format} names its objects itself`, { field: 'name' });
   }
-  return READERS[format](body, options);
+  if (options.inventory !== undefined && !JOB_FORMATS.includes(format)) {
+    throw badRequest(`inventory: only the job formats (${JOB_FORMATS.join(', ')}) take an inventory for their jobs' hosts; ${format} brings its own`, { field: 'inventory' });
+  }
+  const reader = READERS[format];
+  const plan = reader.body === 'json' ? reader.read(body, options) : reader.read(await exportFilesOf(body as Buffer, reader.wanted), options);
+  requireCleanText(plan);
+  return options.inventory !== undefined ? { ...plan, inventory_id: options.inventory } : plan;
 }
 
 class PreviewDone extends Error {
@@ -99,6 +130,9 @@ class PreviewDone extends Error {
 
 /** Previews (`apply` false) or applies a plan for an admin. */
 export async function runImport(server: ServerContext, caller: Caller, origin: AuditOrigin, plan: ImportPlan, apply: boolean): Promise<ImportReport> {
+  if (plan.inventory_id !== undefined && !(await getInventory(server.sql, plan.inventory_id))) {
+    throw badRequest(`inventory: no inventory ${JSON.stringify(plan.inventory_id)}`, { field: 'inventory' });
+  }
   // Repositories are tried before the transaction opens, so no network wait holds it.
   const unfetchable = await unfetchableRepositories(server, plan);
   try {
@@ -189,7 +223,7 @@ async function applyPlan(
     };
     let id: string;
     try {
-      id = await createObject(ctx, tx, caller, objectOrigin, object, resolve);
+      id = await createObject(ctx, tx, caller, objectOrigin, object, resolve, plan.inventory_id);
     } catch (err) {
       if (err instanceof DomainError) {
         const field = typeof err.details.field === 'string' ? `${object.source}: ${err.details.field}` : object.source;
@@ -236,6 +270,7 @@ async function createObject(
   origin: AuditOrigin,
   object: PlannedObject,
   resolve: (ref: ImportRef | null) => string | null,
+  inventoryId: string | undefined,
 ): Promise<string> {
   switch (object.kind) {
     case 'credential':
@@ -273,7 +308,7 @@ async function createObject(
           external_callback: external ? rest.external_callback : false,
           survey: parseTemplateSurvey(survey, origin),
           steps: stepsWithInventories ?? null,
-          inventory_id: resolve(object.inventory),
+          inventory_id: resolve(object.inventory) ?? inventoryId ?? null,
           project_id: resolve(object.project),
           credentials: object.credentials.map(resolve).filter((id): id is string => id !== null),
         },

@@ -1,7 +1,7 @@
 import { claimDueEffects, completeEffects, OUTBOX_CHANNEL, retryEffectLater, type EffectKind, type OwedEffect } from '../store/outbox';
 import { getRun } from '../store/runs';
 import type { ServerContext } from './context';
-import { deliverStepDecision } from './runs/decisions';
+import { deliverPlanDecision, deliverStepDecision } from './runs/decisions';
 import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notifications/notification-recorder';
 import { startProjectUpdateWorkflow } from './projects';
 import { startKeyRotationWorkflow } from './federation/keys';
@@ -54,6 +54,7 @@ const HANDLERS: Record<EffectKind, Handler> = {
     const step = await getRun(ctx.sql, subject);
     if (step?.parent_run_id) await deliverStepDecision(ctx, step);
   }),
+  'plan.decided': eachOf((ctx, { subject }) => deliverPlanDecision(ctx, subject)),
   'schedule.hand_off': eachOf((ctx, { subject }) => deliverSchedule(ctx, subject)),
   // An event recorded late (its first dispatcher was lost) is checked for having been overtaken.
   'event.record': eachOf((ctx, { subject, payload, created_at }) =>

@@ -20,6 +20,11 @@ export const LOCKS = {
   runCounts: [0x63616972, 17],
   /** Federation key changes (the first key, rotations, a rotation's steps): one at a time across servers. */
   federationKeys: [0x63616972, 31],
+  /**
+   * A terraform or opentofu state Cairn keeps ("tfst" in ASCII; the second key is hashtext of the
+   * state's key): session-scoped, held by a worker while a run's tool plans or applies (store/iac.ts).
+   */
+  iacState: [0x74667374, 0],
 } as const satisfies Record<string, LockKey>;
 
 export type LockKey = number | readonly [number, number];

@@ -11,6 +11,7 @@ export type Effect =
   | { effect: 'run.cancel'; subject: string }
   | { effect: 'run.end_children'; subject: string; payload: { message: string } }
   | { effect: 'step.decided'; subject: string }
+  | { effect: 'plan.decided'; subject: string }
   | { effect: 'schedule.hand_off'; subject: string }
   | { effect: 'event.record'; subject: string; payload: { seq: number } }
   | { effect: 'delivery.hand_off'; subject: string; payload: { subject_id: string } }

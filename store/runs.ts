@@ -89,7 +89,7 @@ export async function insertRunWithEvent(
   return { ...inserted, owed_effects: inserted.owed_effects ?? [] };
 }
 
-export type RunChanges = Partial<Pick<Run, 'status' | 'error' | 'exit_code' | 'attempts' | 'exec_host' | 'started_at' | 'finished_at'>>;
+export type RunChanges = Partial<Pick<Run, 'status' | 'error' | 'exit_code' | 'attempts' | 'exec_host' | 'started_at' | 'finished_at' | 'hold'>>;
 
 /**
  * Compare-and-set on a run: applies the changes and appends one event in a single statement, only
@@ -135,7 +135,7 @@ export async function updateRunIf(
   const owedNotified = announced ? db`(SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM owed)` : db`NULL`;
   const [row] = await db<(Run & { notified: unknown; owed_notified: unknown })[]>`
     WITH updated AS (
-      UPDATE runs SET ${db(changes as Record<string, unknown>)}, next_event_seq = next_event_seq + 1
+      UPDATE runs SET ${db((changes.hold ? { ...changes, hold: db.json(changes.hold as never) } : changes) as Record<string, unknown>)}, next_event_seq = next_event_seq + 1
       WHERE id = ${previous.id} AND status = ${previous.status} AND attempts = ${previous.attempts} AND finished_at IS NULL
         ${guard.notCanceled ? db`AND cancel_requested_at IS NULL` : db``}
       RETURNING *

@@ -4,12 +4,13 @@ import { badRequest } from '../core/errors';
 import { ansibleTool } from './ansible';
 import { bashTool } from './bash';
 import { pythonTool } from './python';
+import { goTool, opentofuTool, powershellTool, terraformTool } from './iac';
 import type { Tool } from './types';
 
 /** Every tool name the service defines; those without a module here are not yet served by Cairn. */
 export const SPEC_TOOLS = ['ansible', 'bash', 'terraform', 'opentofu', 'python', 'powershell', 'go'] as const;
 
-const TOOLS = new Map<string, Tool>([ansibleTool, bashTool, pythonTool].map((t) => [t.name, t]));
+const TOOLS = new Map<string, Tool>([ansibleTool, bashTool, pythonTool, terraformTool, opentofuTool, goTool, powershellTool].map((t) => [t.name, t]));
 
 export function getTool(name: string): Tool | undefined {
   return TOOLS.get(name);
@@ -64,6 +65,8 @@ export async function requireRunnableTool(name: string): Promise<Tool> {
     }
     throw badRequest(`unknown tool "${name}"; this server runs: ${[...TOOLS.keys()].join(', ')}`, { field: 'tool' });
   }
+  // Built into the machine cache on first use and handed to the sandbox by the worker (services/runs/runs.ts checks it can be had).
+  if (tool.installed === 'built') return tool;
   // On the server's PATH (what its operator installed for runs), and where a sandboxed tool finds it.
   if (!(await binaryOnPath(tool.binary, serverPath()))) {
     throw badRequest(`the ${name} tool is missing on this server: ${tool.binary} is not on its PATH`, { field: 'tool' });

@@ -4,7 +4,8 @@ import type { RunSpec } from '../core/runs/run';
 /** How to start a tool for one run: the argv, files to write into the run's work dir first, extra env. */
 export interface ToolInvocation {
   argv: string[];
-  files: Record<string, string>;
+  /** Text, or bytes (a terraform run's saved plan). */
+  files: Record<string, string | Buffer>;
   env: Record<string, string>;
 }
 
@@ -17,6 +18,12 @@ export interface Tool {
    * policies with `exclude_dry_run` let it through. Extension tools never claim this.
    */
   dryRunChangeFree: boolean;
+  /**
+   * How the server gets the binary: from its PATH (the default), or `built` from a Go module into
+   * the machine cache when first used (terraform, opentofu: embedded/iac-binaries.ts), so PATH is
+   * not required of it.
+   */
+  installed?: 'path' | 'built';
   invocation(spec: RunSpec, inputs?: ToolInputs): ToolInvocation;
 }
 
@@ -36,6 +43,24 @@ export interface ToolInputs {
    * passwords. Other tools get credentials only through the generic injection.
    */
   machine?: MachineSecrets;
+  /** A terraform or opentofu run's binary, state and phase, as its worker resolved them (activities/runs.ts). */
+  iac?: IacInputs;
+  /** A go run's caches: the install's own module and build caches. */
+  go?: { modCache: string; buildCache: string; goPath: string };
+}
+
+export interface IacInputs {
+  /** The binary's path as the run sees it. */
+  binary: string;
+  /** `plan` saves a plan (and its JSON); `apply` applies `savedPlan`, the plan file the gate judged. */
+  phase: 'plan' | 'apply';
+  savedPlan?: Buffer;
+  /** The local backend's state file Cairn keeps for the run's template (or the run); used when the configuration names no backend. */
+  stateFile?: string;
+  /** The filesystem mirror providers are installed from (--iac-provider-mirror), when it exists. */
+  providerMirror?: string;
+  /** Whether providers may also be downloaded from their registries (--iac-provider-downloads). */
+  providerDownloads?: boolean;
 }
 
 export interface MachineSecrets {

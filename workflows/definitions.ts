@@ -36,6 +36,12 @@ export interface GraphWorkflowInput {
   executionQueue?: string;
 }
 
+/**
+ * A run held at the plan gate (terraform, opentofu) was decided, approved or rejected: its run
+ * workflow executes it again, which applies the saved plan or finds the run ended.
+ */
+export const planDecided = defineSignal('planDecided');
+
 /** An approval step was decided through the API; the workflow reads the decision from the store. */
 export const stepDecided = defineSignal<[string]>('stepDecided');
 

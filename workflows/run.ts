@@ -3,13 +3,15 @@ import {
   ActivityFailure,
   CancellationScope,
   isCancellation,
+  condition,
   proxyActivities,
   proxyLocalActivities,
+  setHandler,
   sleep,
 } from '@temporalio/workflow';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import type { RunActivities } from '../activities/runs';
-import type { RunWorkflowInput } from './definitions';
+import { planDecided, type RunWorkflowInput } from './definitions';
 
 const TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000;
 const TIMER_FIRED = Symbol('timer fired');
@@ -34,35 +36,50 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     retry: { initialInterval: '500ms', maximumInterval: '10s' },
   });
 
+  // A terraform or opentofu run held at its plan gate waits for a decision, then executes again.
+  let decided = false;
+  setHandler(planDecided, () => void (decided = true));
+
   // The activity records every end it sees (exit, failure to start); the workflow records the
   // ends only it knows of: the timeout, a cancel, and an execution that could not complete.
-  let outcome: ExecutionOutcome | undefined;
-  const execution = new CancellationScope();
-  try {
-    const running = execution.run(() => executeRun(input.runId));
-    if (input.timeoutSeconds > 0) {
-      const timer = sleep(input.timeoutSeconds * 1000).then(
-        () => TIMER_FIRED,
-        // Cancelled along with the workflow: the execution's own cancellation reports that.
-        () => new Promise<never>(() => {}),
-      );
-      if ((await Promise.race([running, timer])) === TIMER_FIRED) {
-        execution.cancel();
-        await running.catch(() => undefined);
-        outcome = { kind: 'timed_out', seconds: input.timeoutSeconds };
+  // Each execution is raced against the run's timeout on its own; the wait for a decision is not.
+  const execute = async (): Promise<{ outcome?: ExecutionOutcome; held?: true }> => {
+    const execution = new CancellationScope();
+    try {
+      const running = execution.run(() => executeRun(input.runId));
+      if (input.timeoutSeconds > 0) {
+        const timer = sleep(input.timeoutSeconds * 1000).then(
+          () => TIMER_FIRED,
+          // Cancelled along with the workflow: the execution's own cancellation reports that.
+          () => new Promise<never>(() => {}),
+        );
+        const first = await Promise.race([running, timer]);
+        if (first === TIMER_FIRED) {
+          execution.cancel();
+          await running.catch(() => undefined);
+          return { outcome: { kind: 'timed_out', seconds: input.timeoutSeconds } };
+        }
+        return first === 'held' ? { held: true } : {};
       }
-    } else {
-      await running;
-    }
-  } catch (err) {
-    if (isCancellation(err)) {
-      outcome = { kind: 'canceled' };
-    } else {
+      return (await running) === 'held' ? { held: true } : {};
+    } catch (err) {
+      if (isCancellation(err)) return { outcome: { kind: 'canceled' } };
       const cause = err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message;
-      outcome = { kind: 'lost', message: `execution could not complete: ${cause}` };
+      return { outcome: { kind: 'lost', message: `execution could not complete: ${cause}` } };
+    }
+  };
+
+  let result = await execute();
+  if (result.held) {
+    try {
+      await condition(() => decided);
+      result = await execute();
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+      result = { outcome: { kind: 'canceled' } };
     }
   }
-  if (!outcome) return;
-  const final = outcome;
+  const final = result.outcome;
+  if (!final) return;
   await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
 }

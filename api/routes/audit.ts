@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { signBundle } from '../../services/audit/audit-documents';
+import { changeRegister } from '../../services/audit/register';
 import { verifyInstall } from '../../services/audit/audit-verify';
 import type { ServerContext } from '../../services/context';
 import { sealDocument } from '../../services/audit/install-identity';
@@ -28,6 +29,11 @@ const bundleQuery = z.strictObject({
     .optional(),
 });
 
+const registerQuery = z.strictObject({
+  from: z.string({ message: 'from must be a date or an RFC 3339 timestamp' }).optional(),
+  to: z.string({ message: 'to must be a date or an RFC 3339 timestamp' }).optional(),
+});
+
 /** Answers a signed document: compact JWS, `application/jose`, the key named in `Service-Key-Id`. */
 export function answerSigned(ctx: Context, server: ServerContext, jws: string): void {
   ctx.set('Service-Key-Id', server.identity.keyId);
@@ -49,6 +55,20 @@ export function auditRoutes(server: ServerContext): Router {
     const query = parseInput(auditListQuery, queryObject(ctx.query));
     const { rows, total } = await listAuditEntries(server.sql, query);
     ctx.body = listEnvelope('entries', rows, total, query.offset);
+  });
+
+  // The period change register (spec part A 4.15): self-contained HTML, admin, Team tier.
+  router.get('/v1/audit/register', async (ctx) => {
+    const caller = requireRole(ctx, 'admin');
+    const query = parseInput(registerQuery, queryObject(ctx.query));
+    const { html, from, to } = await changeRegister(server, caller, query);
+    const day = (at: Date) => at.toISOString().slice(0, 10);
+    ctx.set('Cache-Control', 'no-store');
+    // Nothing in it loads anything: its styles are inline and it holds no script.
+    ctx.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    ctx.set('Content-Disposition', `inline; filename="change-register-${day(from)}-${day(to)}.html"`);
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.body = html;
   });
 
   router.get('/v1/audit/verify', async (ctx) => {

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import type { ServerContext } from '../../services/context';
 import { decodeJsonBytes } from '../../core/json-scan';
-import { planImport, requireImportFormat, runImport } from '../../services/imports';
+import { planImport, readsJson, requireImportFormat, runImport } from '../../services/imports';
 import { parseJsonText } from '../middleware/body';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
@@ -21,9 +21,11 @@ export function importRoutes(server: ServerContext): Router {
     const caller = requireRole(ctx, 'admin');
     const query = parseInput(importQuery, queryObject(ctx.query));
     requireImportFormat(ctx.params.format);
-    // The body's bytes (api/middleware/body.ts), read as JSON now that the format is one read as JSON.
-    const body = parseJsonText(decodeJsonBytes(ctx.request.rawBody ?? Buffer.alloc(0)));
-    const plan = planImport(ctx.params.format, body, { name: query.name });
+    // The body's bytes (api/middleware/body.ts): read as JSON now that the format is one read as
+    // JSON; a format read from files (text or a zip archive) reads them itself.
+    const bytes = ctx.request.rawBody ?? Buffer.alloc(0);
+    const body = readsJson(ctx.params.format) ? parseJsonText(decodeJsonBytes(bytes)) : bytes;
+    const plan = await planImport(ctx.params.format, body, { name: query.name, inventory: query.inventory });
     const apply = query.apply === 'true';
     const report = await runImport(server, caller, originOf(ctx), plan, apply);
     ctx.status = apply && report.counts.created > 0 ? 201 : 200;

@@ -21,6 +21,7 @@ const decisionBody = z.strictObject({
   reason: reasonText('reason').optional(),
   masked_reason: reasonText('masked_reason').optional(),
   state_digest: z.string({ message: 'state_digest must be a string' }).optional(),
+  plan_digest: z.string({ message: 'plan_digest must be a string' }).max(100, 'plan_digest must be at most 100 characters').optional(),
 });
 const correctionBody = z.strictObject({
   text: reasonText('text').min(1, 'text must not be empty'),

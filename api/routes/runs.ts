@@ -1,3 +1,5 @@
+import { getRunPlan, type RunPlan } from '../../store/iac';
+import { isPlanTool } from '../../tools/iac';
 import Router from '@koa/router';
 import { z } from 'zod';
 import { notFound } from '../../core/errors';
@@ -95,7 +97,10 @@ export function runRoutes(server: ServerContext): Router {
 
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
-    ctx.body = runView(await readableRun(server.sql, caller, ctx.params.id));
+    const run = await readableRun(server.sql, caller, ctx.params.id);
+    // A terraform or opentofu run shows the plan its gate read (docs/api.md, "The plan gate").
+    const plan = isPlanTool(run.tool) ? await getRunPlan(server.sql, run.id) : undefined;
+    ctx.body = { ...runView(run), ...(isPlanTool(run.tool) ? { plan: plan ? planView(plan) : null } : {}) };
   });
 
   router.post('/:id/cancel', async (ctx) => {
@@ -139,4 +144,18 @@ export function runRoutes(server: ServerContext): Router {
   }
 
   return router;
+}
+
+/** A run's plan as the API shows it: what the gate read and decided, never the plan file itself. */
+export function planView(plan: RunPlan) {
+  return {
+    digest: plan.digest,
+    verdict: plan.verdict,
+    planned_at: plan.planned_at.toISOString(),
+    applied_at: plan.applied_at?.toISOString() ?? null,
+    kept: plan.plan !== null,
+    sealed: plan.plan_sealed,
+    bytes: plan.plan_bytes,
+    ...plan.classification,
+  };
 }

@@ -67,6 +67,7 @@ export function templateRoutes(server: ServerContext): Router {
       idempotencyKey: idempotencyKey(ctx),
       credentials: input.credentials,
       change: input.change,
+      dryRun: input.dry_run,
     });
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/v1/runs/${run.id}`);

@@ -16,7 +16,7 @@ const EFFECTS = ['require_approval', 'deny', 'exempt'] as const;
 /** The fields an exempt policy may carry besides `effect` and `name` (spec part A 2.10). */
 const EXEMPT_CONDITIONS = ['tool', 'command_contains', 'inventory_id', 'queue', 'actor', 'account', 'actor_kind'] as const;
 /** What only a require-approval or deny policy may ask for. */
-const NOT_FOR_EXEMPT = ['require_reason', 'exclude_dry_run', 'require_distinct_approver'] as const;
+const NOT_FOR_EXEMPT = ['require_reason', 'exclude_dry_run', 'require_distinct_approver', 'plan_deletes'] as const;
 
 const condition = (field: string, options: { maxBytes?: number; mayBeEmpty?: boolean } = {}) =>
   z
@@ -45,6 +45,19 @@ export const policyInput = z
     require_reason: flag('require_reason'),
     exclude_dry_run: flag('exclude_dry_run'),
     require_distinct_approver: flag('require_distinct_approver'),
+    // A plan condition: resource types whose delete (or replace) in a terraform or opentofu plan
+    // the policy matches at the plan gate; "*" for any type.
+    plan_deletes: z
+      .array(
+        z
+          .string({ message: 'plan_deletes must hold resource type names' })
+          .regex(/^(\*|[A-Za-z0-9_-]{1,255})$/, 'plan_deletes holds resource type names (letters, digits, _ and -) or "*"'),
+        { message: 'plan_deletes must be a list of resource types' },
+      )
+      .min(1, 'plan_deletes must name at least one resource type, or "*"; omit it for no plan condition')
+      .max(100, 'plan_deletes holds at most 100 resource types')
+      .nullable()
+      .optional(),
     // Read only: listed so that sending it is refused with its own message, not as an unknown field.
     rego: z.unknown().optional(),
   })
@@ -102,5 +115,6 @@ export function policyFields(input: PolicyInput): PolicyFields {
     require_reason: input.require_reason ?? false,
     exclude_dry_run: input.exclude_dry_run ?? false,
     require_distinct_approver: input.require_distinct_approver ?? false,
+    plan_deletes: input.plan_deletes ?? null,
   };
 }

@@ -140,6 +140,8 @@ export const launchInput = z.strictObject({
   credentials: credentialIds('credentials').optional(),
   // The change label the run carries (spec part A 2.1, 2.13; services/changes.ts).
   change: changeLabel.optional(),
+  // A dry run of a job template: a terraform or opentofu plan that applies nothing (a drift check), a bash syntax check.
+  dry_run: z.boolean({ message: 'dry_run must be true or false' }).optional(),
 });
 
 export type LaunchInput = z.output<typeof launchInput>;

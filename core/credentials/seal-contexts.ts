@@ -31,3 +31,6 @@ export const SIGNING_KEY_CONTEXT = 'install:signing-key';
 
 /** The private half (a JWK) of one federation signing key, by its key id. */
 export const federationKeyContext = (keyId: string) => `federation-key:${keyId}`;
+
+/** A terraform or opentofu run's saved plan file, bound to the run and the plan's digest. */
+export const runPlanContext = (runId: string, digest: string) => `run-plan:${runId}:${digest}`;

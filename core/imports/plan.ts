@@ -85,6 +85,8 @@ export interface ImportPlan {
   format: string;
   objects: PlannedObject[];
   left_out: LeftOut[];
+  /** The inventory the request named for the hosts the jobs target (`jobsched`, `ciserver`; spec part A 4.14 rule 2): set on every template without one of its own. */
+  inventory_id?: string;
 }
 
 /** The order objects are created in: each kind only names kinds before it. */
@@ -142,4 +144,42 @@ export function optionalNumber(value: unknown, field: string): number | null {
 export function tagList(value: string | null): string[] | null {
   const tags = (value ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   return tags.length ? tags : null;
+}
+
+/**
+ * Refuses a plan any object of which holds NUL, or text that was not UTF-8 (kept as a lone
+ * surrogate by the decoder), in a field it would create: 400 naming the object and the field
+ * (spec part A 4.14 rule 5), before anything is written. JSON bodies are refused sooner, by the
+ * JSON scan; this covers the XML, YAML and archive formats, and whatever a reader composes.
+ */
+export function requireCleanText(plan: ImportPlan): void {
+  for (const object of plan.objects) {
+    const fault = faultIn(object.name, 'name') ?? faultIn(object.draft, '');
+    if (fault) {
+      const field = `${object.source}.${fault.path}`;
+      throw badRequest(`${field}: ${object.kind.replace('_', ' ')} ${JSON.stringify(object.name.replace(/[\0\ud800-\udfff]/g, '?'))} holds ${fault.what}`, { field, source: object.source });
+    }
+  }
+}
+
+function faultIn(value: unknown, path: string): { path: string; what: string } | null {
+  if (typeof value === 'string') {
+    if (value.includes('\0')) return { path, what: 'NUL' };
+    if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value)) return { path, what: 'text that is not valid UTF-8' };
+    return null;
+  }
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) {
+      const fault = faultIn(item, `${path}[${i}]`);
+      if (fault) return fault;
+    }
+    return null;
+  }
+  if (isObject(value)) {
+    for (const [key, item] of Object.entries(value)) {
+      const fault = faultIn(key, path ? `${path}.${key}` : key) ?? faultIn(item, path ? `${path}.${key}` : key);
+      if (fault) return fault;
+    }
+  }
+  return null;
 }

@@ -194,7 +194,7 @@ export interface AttentionRun {
   account_id: string | null;
   exec_host: string | null;
   attempts: number;
-  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null } | null;
+  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string } } | null;
   state_digest: string | null;
   workflow_started_at: Date | null;
   created_at: Date;
@@ -263,9 +263,11 @@ export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Conditio
           approval: 'run',
           decision_id: run.id,
           who_may_approve: approvers,
-          on_approve: `run ${run.id} is released to run`,
+          on_approve: hold.plan ? `run ${run.id} applies exactly its saved plan ${hold.plan.digest}` : `run ${run.id} is released to run`,
           on_deny: `run ${run.id} ends rejected`,
           state_digest: run.state_digest,
+          // Held at the plan gate (terraform, opentofu): what the plan does, and the digest an approval binds to.
+          ...(hold.plan ? { plan: hold.plan } : {}),
         };
     if (step) {
       details.paused = !details.other_branches_running;
@@ -275,7 +277,9 @@ export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Conditio
       subject_id: run.id,
       since: run.state_since,
       identity: `approval_needed:${run.id}`,
-      reason: step ? `workflow waits at approval step ${run.step_name}${details.other_branches_running ? ' while other branches run' : ', paused'}` : `held for approval: ${why}`,
+      reason: step
+        ? `workflow waits at approval step ${run.step_name}${details.other_branches_running ? ' while other branches run' : ', paused'}`
+        : `held for approval: ${why}${hold.plan ? ` at the plan gate (${hold.plan.summary})` : ''}`,
       who_can_act: approvers,
       next: `POST /v1/runs/${run.id}/approve or POST /v1/runs/${run.id}/reject`,
       details,

@@ -28,6 +28,13 @@ export interface GatePolicy {
   require_reason: boolean;
   exclude_dry_run: boolean;
   require_distinct_approver: boolean;
+  /**
+   * A plan condition (terraform, opentofu): the policy matches at the plan gate, not at submission,
+   * a plan that deletes or replaces a resource of one of these types (`*`: any type), or a plan
+   * the gate could not read in full. Null: no plan condition (the policy is judged at submission).
+   * Older rows and callers that never set it read as null.
+   */
+  plan_deletes?: string[] | null;
 }
 
 /** What the gate knows of a submission. */
@@ -57,6 +64,11 @@ export interface Hold {
   distinct_approver: boolean;
   /** A workflow approval step's deadline, after which it takes its deny path. */
   expires_at?: string | null;
+  /**
+   * A run held at the plan gate: the saved plan's digest (`sha256:` + hex of the plan file), which
+   * the approval binds to and the apply checks, and what the plan does.
+   */
+  plan?: { digest: string; summary: string };
 }
 
 export type GateVerdict =
@@ -65,7 +77,8 @@ export type GateVerdict =
   | { verdict: 'deny'; policies: string[] };
 
 export function judgeSubmission(facts: SubmissionFacts, policies: readonly GatePolicy[]): GateVerdict {
-  const matching = policies.filter((policy) => matches(policy, facts));
+  // A policy with a plan condition is judged at the plan gate (judgePlan), once there is a plan.
+  const matching = policies.filter((policy) => !hasPlanCondition(policy) && matches(policy, facts));
   const denying = matching.filter((p) => p.effect === 'deny');
   if (denying.length > 0) return { verdict: 'deny', policies: denying.map((p) => p.id) };
 
@@ -78,6 +91,32 @@ export function judgeSubmission(facts: SubmissionFacts, policies: readonly GateP
     hold: {
       policies: holding.map((p) => p.id),
       agent_hold: agentHold,
+      require_reason: holding.some((p) => p.require_reason),
+      distinct_approver: holding.some((p) => p.require_distinct_approver),
+    },
+  };
+}
+
+const hasPlanCondition = (policy: GatePolicy) => Array.isArray(policy.plan_deletes) && policy.plan_deletes.length > 0;
+
+/**
+ * The plan gate (spec part A 3.1: "a plan gate's apply holds a run"): a real terraform or opentofu
+ * run has planned, and `deletes` says whether its plan deletes any of given types (core/iac/plan.ts
+ * planDeletesAny). Only policies with a plan condition are judged here; the submission's facts
+ * must match their other conditions too. A matching deny refuses the apply; a matching
+ * require-approval holds it. No agent hold here: that was judged at submission.
+ */
+export function judgePlan(facts: SubmissionFacts, deletes: (types: readonly string[]) => boolean, policies: readonly GatePolicy[]): GateVerdict {
+  const matching = policies.filter((policy) => hasPlanCondition(policy) && policy.effect !== 'exempt' && matches(policy, facts) && deletes(policy.plan_deletes!));
+  const denying = matching.filter((p) => p.effect === 'deny');
+  if (denying.length > 0) return { verdict: 'deny', policies: denying.map((p) => p.id) };
+  const holding = matching.filter((p) => p.effect === 'require_approval');
+  if (holding.length === 0) return { verdict: 'run', exempted_by: [] };
+  return {
+    verdict: 'hold',
+    hold: {
+      policies: holding.map((p) => p.id),
+      agent_hold: false,
       require_reason: holding.some((p) => p.require_reason),
       distinct_approver: holding.some((p) => p.require_distinct_approver),
     },

@@ -9,7 +9,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../store/db';
 import { getRunForUpdate, listChildRuns } from '../../store/runs';
 import { runWorkflowId } from '../../workflows/ids';
-import { stepDecided } from '../../workflows/definitions';
+import { planDecided, stepDecided } from '../../workflows/definitions';
 import { actorKindOf, type Caller } from '../../store/tokens';
 import { appendEntry, recordMutation, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
@@ -28,6 +28,8 @@ export interface DecisionInput {
   /** The text a 409 said would be kept; sending it back confirms the masked reason. */
   masked_reason?: string;
   state_digest?: string;
+  /** For a run held at the plan gate: the saved plan's digest the approver decides on; another answers 409. */
+  plan_digest?: string;
 }
 
 /** Text that opens a commitment: the masked reason, its random value and the commitment itself. */
@@ -87,6 +89,18 @@ export async function deliverStepDecision(ctx: ServerContext, step: Run): Promis
   }
 }
 
+/**
+ * Tells a run's workflow that its plan-gate hold was decided (the `plan.decided` effect); a repeat
+ * is harmless, and a workflow that has ended no longer waits.
+ */
+export async function deliverPlanDecision(ctx: ServerContext, runId: string): Promise<void> {
+  try {
+    await ctx.temporal.workflow.getHandle(runWorkflowId(runId)).signal(planDecided);
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+  }
+}
+
 /** An agent never approves or rejects (spec part B 5.2 item 6), whatever role its account has. */
 export function refuseAgentDecision(caller: Caller): void {
   if (caller.token.kind === 'agent') throw forbidden('an agent never approves or rejects a run; an admin decides it');
@@ -123,6 +137,13 @@ export async function decideRun(
     if (input.state_digest !== undefined && input.state_digest !== run.state_digest) {
       throw conflict(`state_digest does not match run ${runId}'s execution settings; read the run again and decide on what it shows`, {
         state_digest: run.state_digest,
+      });
+    }
+    // Held at the plan gate: the decision binds to the saved plan's digest too.
+    const planHeld = run.kind !== 'approval' && hold.plan !== undefined;
+    if (input.plan_digest !== undefined && input.plan_digest !== hold.plan?.digest) {
+      throw conflict(`plan_digest does not match the plan run ${runId} is held with; read the run again and decide on what it shows`, {
+        plan_digest: hold.plan?.digest ?? null,
       });
     }
     const text = maskedText(input.reason, input.masked_reason, 'masked_reason');
@@ -164,6 +185,7 @@ export async function decideRun(
         decision,
         commitment: record.commitment,
         state_digest: run.state_digest,
+        ...(planHeld ? { plan_digest: hold.plan!.digest } : {}),
         run_status: outcome ? finalStateOf(outcome, null).status : 'pending',
       },
     });
@@ -183,11 +205,21 @@ export async function decideRun(
       moved = 'settled' in released ? undefined : released.moved;
     }
     if (!moved) throw new Error(`run ${runId} changed under its row lock`);
-    const effect: Effect | undefined = step ? { effect: 'step.decided', subject: runId } : decision === 'approve' ? { effect: 'run.start', subject: runId } : undefined;
+    // A run held at the plan gate has a workflow waiting for the decision: it is signalled, whatever the answer.
+    // (A proposal held at its submission, such as a drift reconcile, has no workflow yet: approving starts it.)
+    const waiting = planHeld && run.workflow_started_at !== null;
+    const effect: Effect | undefined = step
+      ? { effect: 'step.decided', subject: runId }
+      : waiting
+        ? { effect: 'plan.decided', subject: runId }
+        : decision === 'approve'
+          ? { effect: 'run.start', subject: runId }
+          : undefined;
     return { run: moved, record, effects: effect ? await oweEffects(tx, [effect], true) : [] };
   });
   const { effects, ...decided } = result;
   if (decided.run.kind === 'approval') await carryOut(ctx, effects, 'telling the workflow of its step decision', () => deliverStepDecision(ctx, decided.run));
+  else if (decided.run.hold?.plan && decided.run.workflow_started_at) await carryOut(ctx, effects, 'telling the workflow of its plan decision', () => deliverPlanDecision(ctx, decided.run.id));
   else await carryOut(ctx, effects, 'starting the run workflow', () => startRunWorkflow(ctx, decided.run));
   return decided;
 }

@@ -16,6 +16,7 @@ import { ansibleSpecOf, type AnsibleInput } from '../../core/ansible/ansible-spe
 import { getAccountById, type Account } from '../../store/accounts';
 import type { Db } from '../../store/db';
 import { launchFactCache } from '../ansible/facts';
+import type { Hold } from '../../core/runs/policy-gate';
 
 /** A job as asked for: one tool and command, run once or split into shards. */
 export interface Job {
@@ -69,6 +70,10 @@ export interface LaunchOptions {
   credentials?: string[];
   /** The change label the run carries (spec part A 2.1, 2.13); absent is none. */
   change?: string;
+  /** A dry run of a job template (a terraform plan, an ansible check): the tool's dry run. */
+  dryRun?: boolean;
+  /** Held for approval whatever the policies say, with this hold (a drift reconcile's proposal). */
+  hold?: Hold;
 }
 
 /**
@@ -147,6 +152,7 @@ export async function launchTemplate(
           timeout,
           shards: template.shards,
           templateId: template.id,
+          dryRun: options.dryRun,
           ansible: { ...(template.ansible ?? {}), inventory_id: template.inventory_id },
         });
   if (Object.keys(secrets).length) request.secrets = secrets;
@@ -158,6 +164,7 @@ export async function launchTemplate(
   // The template's fact cache (services/facts.ts) and the launch's change label (services/changes.ts).
   if (template.kind === 'job') request.spec = { ...request.spec, ...launchFactCache(template) };
   if (options.change !== undefined) request.spec = { ...request.spec, change: options.change };
+  if (options.hold) request.hold = options.hold;
   return submitRun(ctx, caller, origin, request, options.idempotencyKey);
 }
 

@@ -7,7 +7,8 @@ import type { Injection } from '../../core/credentials/credential-kinds';
 import { knownSecretValues, openRunSecrets, RunSecretsError } from '../../core/runs/run-secrets';
 import type { Sql } from '../../store/db';
 import { getTool } from '../../tools/registry';
-import type { ToolInputs } from '../../tools/types';
+import type { ToolInputs, ToolInvocation } from '../../tools/types';
+import { DomainError } from '../../core/errors';
 import { ansibleToolCredentials, scriptToolInjection } from '../../tools/credential-injection';
 import { CredentialOpenError, openRunCredentials } from '../credentials';
 import { moveRun, unexplainedRelease } from './run-lifecycle';
@@ -30,7 +31,10 @@ export async function claimRunAttempt(
     return {
       changes: { status: 'running' as const, started_at: previous.started_at ?? new Date(), attempts: previous.attempts + 1, exec_host: host },
       event:
-        previous.status === 'pending'
+        previous.status === 'pending' && previous.hold?.plan && previous.started_at
+          ? // Approved at the plan gate: it goes on to apply, and was announced as started already.
+            { kind: 'run.resumed', body: (next: Run) => ({ attempt: next.attempts, plan_digest: previous.hold!.plan!.digest }) }
+          : previous.status === 'pending'
           ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next, 'preview') }) }
           : {
               kind: 'run.requeued',
@@ -57,8 +61,8 @@ export interface PreparedExecution {
   argv: string[];
   /** The tool's own variables (its invocation's, its credentials', a shard's); the executor adds the base environment. */
   env: Record<string, string>;
-  /** Files written into the work dir before the tool starts (credential files among them). */
-  files: Record<string, string>;
+  /** Files written into the work dir before the tool starts (credential files among them; a saved plan as bytes). */
+  files: Record<string, string | Buffer>;
   /** Secret values the output masker hides: the run's secrets and its credentials'. */
   maskValues: string[];
   project?: { id: string; commit: string };
@@ -67,6 +71,11 @@ export interface PreparedExecution {
 export interface PreparationDeps {
   sealer?: Sealer;
   federationIssuer?: string;
+  /**
+   * Inputs only the executing side can resolve (a terraform run's staged binary, state and saved
+   * plan; a go run's caches), for the claimed run; a RunInputError ends the run naming why.
+   */
+  executionInputs?: (run: Run) => Promise<Partial<ToolInputs>>;
 }
 
 /**
@@ -121,16 +130,23 @@ export async function prepareExecution(
   // What the tool needs resolved now (an ansible run's stored inventory, as it is at this start).
   let inputs: ToolInputs;
   try {
-    inputs = { ...(await runToolInputs(sql, run)), ...(machine && { machine }) };
+    inputs = { ...(await runToolInputs(sql, run)), ...(machine && { machine }), ...(await deps.executionInputs?.(run)) };
   } catch (err) {
     if (err instanceof RunInputError) return spawnFailed(err.message);
     throw err;
   }
   const injectedVars = { ...injection.extraVars, ...secrets };
-  const invocation = definition.invocation(
-    Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec,
-    inputs,
-  );
+  let invocation: ToolInvocation;
+  try {
+    invocation = definition.invocation(
+      Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec,
+      inputs,
+    );
+  } catch (err) {
+    // What this run asks of its tool cannot be had here (a terraform run without its binary).
+    if (err instanceof DomainError) return spawnFailed(err.message);
+    throw err;
+  }
   const shard = run.spec.shard;
   return {
     kind: 'ready',

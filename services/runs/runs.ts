@@ -3,7 +3,7 @@ import { DomainError, badRequest, conflict, forbidden, notFound } from '../../co
 import { ansibleSpecOf, hostPatternFault } from '../../core/ansible/ansible-spec';
 import { newId } from '../../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../../core/runs/run-secrets';
-import { combineVerdicts, judgeSubmission, type GateVerdict } from '../../core/runs/policy-gate';
+import { combineVerdicts, judgeSubmission, type GateVerdict, type Hold } from '../../core/runs/policy-gate';
 import type { StepDefinition } from '../../core/runs/workflow-graph';
 import { runView } from '../../core/runs/run-view';
 import { stateDigest } from '../../core/runs/state-digest';
@@ -18,6 +18,7 @@ import { storedEntries, withholdEntrySecrets, type EntryInput } from '../notific
 import { actorKindOf, type Caller } from '../../store/tokens';
 import { environmentFault } from '../../tools/extra-vars';
 import { requireRunnableTool } from '../../tools/registry';
+import { canBuildIacBinary, IAC_BINARIES, locateIacBinary } from '../../embedded/iac-binaries';
 import { requireQueueUse, requireRunAccess } from '../access/access';
 import { hostsToRelaunch, limitOf } from '../ansible/host-results';
 import { requireInventoryExists, requireInventoryUse } from '../ansible/inventories';
@@ -64,6 +65,11 @@ export interface RunRequest {
   credentials?: string[];
   /** Where `credentials` came from in the request, for a refusal's field (`credentials`, `run.credentials`). */
   credentialsField?: string;
+  /**
+   * Holds the run for approval whatever the policies say (a deny still refuses it): a drift
+   * reconcile's proposal, with the saved plan its approval applies (services/iac/drift.ts).
+   */
+  hold?: Hold;
 }
 
 type ParentKind = 'pipeline' | 'workflow' | 'split';
@@ -122,11 +128,31 @@ function executionsOf(request: RunRequest, children: ChildPlan[]): Execution[] {
 async function requireStartable(executions: Execution[], secrets: Record<string, string> | undefined): Promise<void> {
   for (const execution of executions) {
     const tool = await requireRunnableTool(execution.tool);
+    if (tool.installed === 'built') await requireIacBinary(execution.tool);
     const spec = secrets ? { ...execution.spec, extra_vars: { ...execution.spec.extra_vars, ...secrets } } : execution.spec;
     const invocation = tool.invocation(spec);
     const fault = environmentFault(invocation.env, invocation.argv);
     if (fault) throw badRequest(execution.step ? `step ${execution.step}: ${fault.message}` : fault.message, { field: fault.field });
   }
+}
+
+/**
+ * A terraform or opentofu run needs its binary here or the means to build it (a Go toolchain):
+ * the worker builds it on first use (embedded/iac-binaries.ts). Neither is a 400 naming the tool.
+ */
+async function requireIacBinary(name: string): Promise<void> {
+  const which = IAC_BINARIES[name as keyof typeof IAC_BINARIES];
+  if (!which) return;
+  try {
+    if ((await locateIacBinary(which)) || (await canBuildIacBinary())) return;
+  } catch (err) {
+    throw badRequest(`the ${name} tool is missing on this server: ${(err as Error).message}`, { field: 'tool' });
+  }
+  throw badRequest(
+    `the ${name} tool is missing on this server: ${which.binary} is not installed and there is no Go toolchain to build ${which.title} ${which.version}; ` +
+      `run \`cairn tools install ${name}\` or set ${which.envVar}`,
+    { field: 'tool' },
+  );
 }
 
 /**
@@ -251,7 +277,8 @@ export async function submitRun(
   if (verdict.verdict === 'deny') {
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
   }
-  const hold = verdict.verdict === 'hold' ? verdict.hold : null;
+  // A proposal held whatever the policies say (a drift reconcile's saved plan) carries its own hold.
+  const hold = verdict.verdict === 'hold' ? (request.hold ? { ...verdict.hold, plan: request.hold.plan } : verdict.hold) : (request.hold ?? null);
   const timeoutSeconds = request.timeout && request.timeout > 0 ? request.timeout : ctx.config.runTimeout;
   const kind = request.kind ?? 'run';
   const requester = {

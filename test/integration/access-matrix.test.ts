@@ -207,6 +207,7 @@ const ROWS: Row[] = [
   { route: 'PUT /v1/users/{id}', allowed: ADMIN, call: (api) => api.request('PUT', `/v1/users/${bystander.id}`, { body: { role: 'viewer' } }) },
   { route: 'GET /v1/tokens', allowed: ADMIN, call: (api) => api.get('/v1/tokens') },
   { route: 'GET /v1/audit', allowed: ADMIN, call: (api) => api.get('/v1/audit?limit=1') },
+  { route: 'GET /v1/audit/register', allowed: ADMIN, call: (api) => api.get('/v1/audit/register?from=2026-01-01&to=2026-01-02') },
   { route: 'GET /v1/policies', allowed: OPERATORS, call: (api) => api.get('/v1/policies') },
   { route: 'POST /v1/policies', allowed: ADMIN, call: (api) => api.post('/v1/policies', { effect: 'deny', command_contains: `never-${Math.random()}` }) },
   { route: 'POST /v1/import/{format}', allowed: ADMIN, call: (api) => api.post(`/v1/import/manifest?apply=true&name=fleet-${Math.random()}`, [{ certname: 'imported.example.net' }]) },

@@ -64,21 +64,20 @@ async function settledProject(id: string): Promise<any> {
 const names = async (list: string, key: string) => ((await t.api.get(`/v1/${list}?limit=200`)).body[key] as { name: string }[]).map((o) => o.name);
 const byName = async (list: string, key: string, name: string) => ((await t.api.get(`/v1/${list}?limit=200`)).body[key] as any[]).find((o) => o.name === name);
 
-test('a viewer or an operator may not import; an unknown or unbuilt format is refused naming the supported ones', async () => {
+test('a viewer or an operator may not import; an unknown format is refused naming the supported ones', async () => {
   for (const role of ['viewer', 'operator'] as const) {
     const who = await person(t.api, role);
     expect((await t.api.post('/v1/import/tmplauto', fixture('awx-export.json'), who.token)).status).toBe(403);
   }
   const unknown = await t.api.post('/v1/import/awx', {});
-  expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner', 'cookbook', 'manifest']]);
+  expect([unknown.status, unknown.body.field, unknown.body.supported]).toEqual([400, 'format', ['tmplauto', 'projrunner', 'cookbook', 'manifest', 'jobsched', 'ciserver']]);
+  const cron = await t.api.request('POST', '/v1/import/cron', { rawBody: '@daily echo hi\n', headers: { 'content-type': 'text/plain' } });
+  expect([cron.status, cron.body.field, cron.body.error]).toEqual([400, 'format', expect.stringContaining('only from the command line, with cairn import cron')]);
   const badQuery = await t.api.post('/v1/import/tmplauto?apply=yes', {});
   expect([badQuery.status, badQuery.body.field]).toEqual([400, 'apply']);
-  const unbuilt = await t.api.post('/v1/import/jobsched', {});
-  expect(unbuilt.status).toBe(400);
-  expect(unbuilt.body.error).toContain('jobsched is not supported');
-  // A body in a format not read is refused for its format, not for not being JSON.
-  const xml = await t.api.request('POST', '/v1/import/ciserver', { rawBody: '<?xml version="1.1" encoding="UTF-8"?><project><builders/></project>', headers: { 'content-type': 'application/xml' } });
-  expect([xml.status, xml.body.field]).toEqual([400, 'format']);
+  // A format read from JSON refuses a body that is not, before reading anything.
+  const xml = await t.api.request('POST', '/v1/import/tmplauto', { rawBody: '<?xml version="1.1" encoding="UTF-8"?><project><builders/></project>', headers: { 'content-type': 'application/xml' } });
+  expect(xml.status).toBe(400);
   // A fleet format takes no inventory parameter; only a fleet format takes a name.
   expect((await t.api.post('/v1/import/cookbook?inventory=inv_1', fixture('chef-nodes.json'))).body.field).toBe('inventory');
   expect((await t.api.post('/v1/import/tmplauto?name=x', fixture('awx-export.json'))).body.field).toBe('name');

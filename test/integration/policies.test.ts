@@ -107,6 +107,7 @@ describe('Community install (no license)', () => {
       require_reason: true,
       exclude_dry_run: true,
       require_distinct_approver: false,
+      plan_deletes: null,
       rego: null,
       created_by: 'admin',
       created_at: expect.stringMatching(ISO),

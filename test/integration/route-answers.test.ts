@@ -86,12 +86,12 @@ describe('a rerun or retry whose stored configuration cannot start answers 409 w
     return (await waitForRunEnd(t.api, run.id)).id;
   }
   const sql = () => t.server.context.sql;
-  const noLongerServed = (id: string) => sql()`UPDATE runs SET tool = 'terraform' WHERE id = ${id}`;
+  const noLongerServed = (id: string) => sql()`UPDATE runs SET tool = 'powershell' WHERE id = ${id}`;
   const tooLargeToStart = (id: string) =>
     sql()`UPDATE runs SET spec = jsonb_set(spec, '{extra_vars}', ${sql().json({ BIG: 'x'.repeat(200_000) })}) WHERE id = ${id}`;
 
   test.each([
-    ['rerun', 'a tool this server no longer runs', { tool: 'bash', command: 'true' }, noLongerServed, /^the terraform tool is not available on this server$/, 'tool'],
+    ['rerun', 'a tool this server no longer runs', { tool: 'bash', command: 'true' }, noLongerServed, /^the powershell tool is missing on this server: pwsh is not on its PATH$/, 'tool'],
     ['rerun', 'an environment too large to start', { tool: 'bash', command: 'true' }, tooLargeToStart, /^extra_vars\.BIG is \d+ bytes; one variable passed to a tool holds at most/, 'extra_vars.BIG'],
     ['retry', 'an environment too large to start', { tool: 'bash', command: 'exit 1', shards: 2 }, tooLargeToStart, /^step shard-\d: extra_vars\.BIG is \d+ bytes/, 'extra_vars.BIG'],
   ] as const)('%s of %s', async (action, _why, body, change, message, field) => {
@@ -106,9 +106,9 @@ describe('a rerun or retry whose stored configuration cannot start answers 409 w
   });
 
   test('a submission with the same configuration is still a 400', async () => {
-    const res = await t.api.post('/v1/runs', { tool: 'terraform', command: 'true' });
+    const res = await t.api.post('/v1/runs', { tool: 'powershell', command: 'true' });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'the terraform tool is not available on this server', field: 'tool' });
+    expect(res.body).toEqual({ error: 'the powershell tool is missing on this server: pwsh is not on its PATH', field: 'tool' });
   });
 });
 

@@ -122,7 +122,7 @@ test('submissions name what is wrong: unknown tool, unserved tool, bad fields, n
   expect(unknown.body.error).toMatch(/unknown tool "fortran"/);
   const unserved = await submit({ tool: 'powershell', command: 'Get-Date' });
   expect(unserved.status).toBe(400);
-  expect(unserved.body.error).toMatch(/powershell tool is not available on this server/);
+  expect(unserved.body.error).toMatch(/powershell tool is missing on this server: pwsh is not on its PATH/);
   const noCommand = await submit({ tool: 'bash' });
   expect(noCommand.status).toBe(400);
   expect(noCommand.body).toMatchObject({ field: 'command' });

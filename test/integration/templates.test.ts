@@ -109,7 +109,7 @@ describe('template CRUD', () => {
     ['a job template without tool', { name: 'a', command: 'x' }, 'tool'],
     ['a job template without command', { name: 'a', tool: 'bash' }, 'command'],
     ['an unknown tool', { name: 'a', tool: 'fortran', command: 'x' }, 'tool'],
-    ['a tool this server lacks', { name: 'a', tool: 'terraform', command: 'x' }, 'tool'],
+    ['a tool this server lacks', { name: 'a', tool: 'powershell', command: 'x' }, 'tool'],
     ['a negative timeout', { name: 'a', tool: 'bash', command: 'x', timeout: -1 }, 'timeout'],
     ['a fractional timeout', { name: 'a', tool: 'bash', command: 'x', timeout: 1.5 }, 'timeout'],
     ['extra_vars not an object', { name: 'a', tool: 'bash', command: 'x', extra_vars: [1] }, 'extra_vars'],

@@ -5,7 +5,7 @@
  *
  *   DATABASE_URL=postgres://… node bin/run-ts.js test/replay/record-histories.ts [scenario…]
  *
- * (Naming scenarios records only those; `notify`, `schedule` and `key-rotation` are recorded apart
+ * (Naming scenarios records only those; `notify`, `schedule`, `plan-gate` and `key-rotation` are recorded apart
  * from the others, `key-rotation` on the time-skipping Temporal server of test/support/time-skipping.ts.)
  * (Without DATABASE_URL an embedded PostgreSQL is started, as for the tests.) Re-record when a
  * scenario is added, or after a workflow change behind `patched()` to keep a history of the new
@@ -155,6 +155,22 @@ async function recordNotify(t: TestServer): Promise<void> {
   }
 }
 
+/** An opentofu template run held at the plan gate and approved (terraform_data only: no provider). */
+async function recordPlanGate(t: TestServer): Promise<void> {
+  const both = 'resource "terraform_data" "db" {\n  input = "db"\n}\nresource "terraform_data" "web" {\n  input = "web"\n}\n';
+  const template = await ok(t, 'post', '/v1/templates', { name: 'plan gate', tool: 'opentofu', command: both });
+  await waitForRunEnd(t.api, (await ok(t, 'post', `/v1/templates/${template.id}/launch`, {})).id, 120_000);
+  const policy = await ok(t, 'post', '/v1/policies', { name: 'deletes', plan_deletes: ['terraform_data'] });
+  const put = await t.api.request('PUT', `/v1/templates/${template.id}`, { body: { name: 'plan gate', tool: 'opentofu', command: 'resource "terraform_data" "web" {\n  input = "web"\n}\n' } });
+  if (put.status !== 200) throw new Error(`PUT /v1/templates/${template.id}: ${put.status} ${put.text}`);
+  const run = await ok(t, 'post', `/v1/templates/${template.id}/launch`, {});
+  await waitForRun(t.api, run.id, (r) => r.status === 'held', 120_000);
+  await ok(t, 'post', `/v1/runs/${run.id}/approve`, {});
+  await waitForRunEnd(t.api, run.id, 120_000);
+  await save(t, 'plan-gate', [run.id]);
+  await t.api.request('DELETE', `/v1/policies/${policy.id}`);
+}
+
 /** Every run of a workflow that continues as new, oldest first: each run's start names the run before it. */
 async function chainOf(t: TestServer, workflowId: string): Promise<HistoryFile['workflows']> {
   const client = t.server.context.temporal;
@@ -228,8 +244,9 @@ async function main(): Promise<void> {
       },
       { notificationRetryBaseMs: 500 },
     );
-    if (t && (only.length === 0 || only.some((s) => s !== 'notify' && s !== 'schedule' && s !== 'key-rotation'))) await record(t);
+    if (t && (only.length === 0 || only.some((s) => s !== 'notify' && s !== 'schedule' && s !== 'key-rotation' && s !== 'plan-gate'))) await record(t);
     if (t && wanted('notify')) await recordNotify(t);
+    if (t && wanted('plan-gate')) await recordPlanGate(t);
     if (t && wanted('schedule')) await recordSchedule(t);
   } finally {
     await t?.stop();

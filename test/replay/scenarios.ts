@@ -32,6 +32,11 @@ export const SCENARIOS = [
    * removed 24 hours later (recorded on the time-skipping server, so in seconds).
    */
   'key-rotation',
+  /**
+   * An opentofu run whose plan deletes a resource a policy's plan_deletes names: held at the plan
+   * gate (the workflow waits for planDecided), approved, then executed again to apply the saved plan.
+   */
+  'plan-gate',
 ] as const;
 
 export type Scenario = (typeof SCENARIOS)[number];

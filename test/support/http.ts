@@ -7,7 +7,7 @@ export interface ApiResponse<T = any> {
 }
 
 export interface ApiClient {
-  request<T = any>(method: string, path: string, options?: { body?: unknown; rawBody?: string; headers?: Record<string, string>; token?: string | null }): Promise<ApiResponse<T>>;
+  request<T = any>(method: string, path: string, options?: { body?: unknown; rawBody?: string | Uint8Array; headers?: Record<string, string>; token?: string | null }): Promise<ApiResponse<T>>;
   get<T = any>(path: string, token?: string | null): Promise<ApiResponse<T>>;
   post<T = any>(path: string, body?: unknown, token?: string | null): Promise<ApiResponse<T>>;
 }
@@ -18,12 +18,12 @@ export function apiClient(baseUrl: string, defaultToken?: string): ApiClient {
       const token = options.token === undefined ? defaultToken : options.token;
       const headers: Record<string, string> = { ...(options.headers ?? {}) };
       if (token) headers.authorization = `Bearer ${token}`;
-      let body: string | undefined = options.rawBody;
+      let body: string | Uint8Array | undefined = options.rawBody;
       if (options.body !== undefined) {
         body = JSON.stringify(options.body);
         headers['content-type'] = 'application/json';
       }
-      const response = await fetch(`${baseUrl}${path}`, { method, headers, body, redirect: 'manual' });
+      const response = await fetch(`${baseUrl}${path}`, { method, headers, body: body as BodyInit | undefined, redirect: 'manual' });
       const text = await response.text();
       let parsed: unknown = undefined;
       try {

@@ -1,4 +1,9 @@
+import { JENKINS_JOB_FILE, readCiserver } from '../../core/imports/ciserver';
 import { readCookbook } from '../../core/imports/cookbook';
+import { readCrontab } from '../../core/imports/crontab';
+import { jenkinsTimerCrons, quartzToCron } from '../../core/imports/job-schedules';
+import { readJobsched } from '../../core/imports/jobsched';
+import { bashScript, durationSeconds } from '../../core/imports/script';
 import { readManifest } from '../../core/imports/manifest';
 import { readProjrunner } from '../../core/imports/projrunner';
 import { readTmplauto } from '../../core/imports/tmplauto';
@@ -130,4 +135,143 @@ test('a Chef fleet: a single node object is read alone; its inventory is named b
   expect(content).toContain('"env_dev":');
   expect(content).toContain('"role_web":');
   expect(readManifest([{ certname: 'p1' }], { name: 'Puppet' }).objects[0].name).toBe('Puppet');
+});
+
+const rundeck = (text: string) => readJobsched({ archive: false, files: [{ path: 'body', text }] }, {});
+
+test('Quartz expressions as cron: seconds dropped, Sunday-first day numbers shifted, start/step as a range, a year refused', () => {
+  expect(quartzToCron('0 30 2 ? * MON-FRI *')).toEqual({ cron: '30 2 ? * MON-FRI', notes: [] });
+  expect(quartzToCron('0 15 3 ? * 1,7 *')).toEqual({ cron: '15 3 ? * 0,6', notes: [] });
+  expect(quartzToCron('0 0 9 ? * 2-6')).toEqual({ cron: '0 9 ? * 1-5', notes: [] });
+  expect(quartzToCron('0 0/20 * ? * * *')).toEqual({ cron: '0-59/20 * ? * *', notes: [] });
+  expect(quartzToCron('30 0 12 * * ? *')).toMatchObject({ cron: '0 12 * * ?', notes: [expect.stringContaining('seconds field 30')] });
+  expect(quartzToCron('0 0 1 31 12 ? 2027')).toEqual({ problem: expect.stringContaining('year 2027') });
+  expect(quartzToCron('0 0 1')).toEqual({ problem: expect.stringContaining('3 fields') });
+  expect(quartzToCron('0 0 99 * * ?')).toEqual({ problem: expect.stringContaining('is not one Cairn reads') });
+});
+
+test('Jenkins timer specs: aliases, H hashed from the job name (stable), ranges and steps, TZ and comments', () => {
+  const spec = '# nightly\nTZ=Europe/Paris\nH 2 * * 1-5\nH/15 * * * *\n@midnight\nH(0-29) H(8-17) * * *\n';
+  const { timezone, crons } = jenkinsTimerCrons(spec, 'folder/job');
+  expect(timezone).toBe('Europe/Paris');
+  expect(crons).toHaveLength(4);
+  const [nightly, quarter, midnight, office] = crons.map((c) => ('cron' in c ? c.cron.split(' ') : []));
+  expect(Number(nightly[0])).toBeLessThan(60);
+  expect(nightly.slice(1)).toEqual(['2', '*', '*', '1-5']);
+  expect(quarter[0]).toMatch(/^\d+-59\/15$/);
+  expect(Number(midnight[1])).toBeLessThanOrEqual(2);
+  expect(Number(office[0])).toBeLessThan(30);
+  expect(Number(office[1])).toBeGreaterThanOrEqual(8);
+  expect(jenkinsTimerCrons(spec, 'folder/job')).toEqual({ timezone, crons });
+  expect(jenkinsTimerCrons('* * *', 'j').crons[0]).toEqual({ problem: expect.stringContaining('3 fields') });
+});
+
+test('durations and the script a sequence becomes', () => {
+  expect([durationSeconds('90'), durationSeconds('30m'), durationSeconds('1h30m'), durationSeconds('2d'), durationSeconds('${option.t}')]).toEqual([90, 1800, 5400, 172800, null]);
+  const script = bashScript(['job'], [], [{ label: 'a', kind: 'script', text: 'echo hi\nCAIRN_STEP_1\n', args: 'x "y"', interpreter: 'sudo -u app', quoted: true }], false);
+  // A script holding the heredoc's delimiter gets a longer one.
+  expect(script).toContain("<<'CAIRN_STEP_1_'");
+  expect(script).toContain('sudo -u app "\\"$cairn_step\\" x \\"y\\""');
+});
+
+test('Rundeck jobs: options to a survey, step tokens to Rundeck variables, a job reference or plugin step leaves the job out', () => {
+  const plan = rundeck(`<joblist>
+    <job><uuid>a</uuid><name>one</name><context><options>
+      <option name="app.name" value="web" values="web,db" enforcedvalues="true" required="true"><description>which</description></option>
+      <option name="pw" secure="true" value="x" storagePath="keys/db/password"/>
+      <option name="upload" type="file"/>
+      <option name="look" regex="(?=a)b"/>
+    </options></context>
+    <sequence><command><exec>deploy \${option.app.name} on \${node.name}</exec></command></sequence></job>
+    <job><uuid>b</uuid><name>two</name><sequence><command><step-plugin type="export-var"/></command></sequence></job>
+    <job><uuid>c</uuid><name>three</name><sequence><command><scriptfile>/opt/x.sh</scriptfile></command></sequence></job>
+    <job><uuid>a</uuid><name>again</name><sequence><command><exec>true</exec></command></sequence></job>
+  </joblist>`);
+  const one = plan.objects[0] as PlannedTemplate;
+  expect(one.draft.survey).toEqual([
+    { var: 'app_name', type: 'choice', required: true, help: 'which', choices: ['web', 'db'], default: 'web' },
+    { var: 'pw', type: 'secret', required: false },
+    { var: 'look', type: 'text', required: false },
+  ]);
+  expect(one.draft.command).toContain('export RD_OPTION_APP_NAME="${app_name-}"');
+  expect(one.draft.command).toContain('deploy ${RD_OPTION_APP_NAME} on ${node.name}');
+  expect(one.notes.join('\n')).toMatch(/secure default is not carried[\s\S]*key storage \(keys\/db\/password\)[\s\S]*file option[\s\S]*regex uses Java syntax[\s\S]*\$\{node\.name\} are not set/);
+  expect(plan.left_out.map((l) => [l.name, l.reason])).toEqual([
+    ['two', expect.stringContaining('export-var plugin step')],
+    ['three', expect.stringContaining('/opt/x.sh')],
+    ['again', expect.stringContaining('appears twice')],
+  ]);
+});
+
+test('Rundeck YAML: older option maps, the simple schedule form, and a malformed document named', () => {
+  const plan = rundeck(`- name: j
+  uuid: u
+  options:
+    level: { value: '3', required: true }
+  schedule: { time: { hour: '4', minute: '5' }, weekday: { day: '*' }, month: '*' }
+  sequence: { commands: [ { exec: 'echo $RD_OPTION_LEVEL' } ] }
+`);
+  expect((plan.objects[0] as PlannedTemplate).draft.survey).toEqual([{ var: 'level', type: 'text', required: true, default: '3' }]);
+  expect(plan.objects[1]).toMatchObject({ kind: 'schedule', draft: { cron: '5 4 ? * *' } });
+  expect(() => rundeck('- [1, 2]')).toThrow(expect.objectContaining({ details: { field: '[0]' } }));
+  expect(() => rundeck('a: [')).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+  expect(() => readJobsched({ archive: true, files: [{ path: 'x.txt', text: '' }] }, {})).toThrow(/not a Rundeck project archive/);
+});
+
+const jenkins = (text: string, name = 'job') => readCiserver({ archive: false, files: [{ path: 'body', text }] }, { name });
+
+test('Jenkins jobs: the job files of a jobs directory, parameters to a survey, older choice lists, a builder other than shell leaves the job out', () => {
+  const names = ['jobs/a/config.xml', 'home/jobs/f/jobs/b/config.xml', 'jobs/a/builds/1/config.xml', 'jobs/a/branches/main/config.xml', 'config.xml'].map((p) => JENKINS_JOB_FILE.exec(p)?.[1] ?? null);
+  expect(names).toEqual(['a', 'f/jobs/b', null, null, null]);
+  const plan = jenkins(`<project><properties><hudson.model.ParametersDefinitionProperty><parameterDefinitions>
+    <hudson.model.ChoiceParameterDefinition><name>ENV</name><choices>dev
+prod</choices></hudson.model.ChoiceParameterDefinition>
+    <hudson.model.StringParameterDefinition><name>my-param</name></hudson.model.StringParameterDefinition>
+    <hudson.model.TextParameterDefinition><name>NOTES</name><defaultValue>a
+b</defaultValue></hudson.model.TextParameterDefinition>
+  </parameterDefinitions></hudson.model.ParametersDefinitionProperty></properties>
+  <disabled>true</disabled>
+  <triggers><hudson.triggers.TimerTrigger><spec>@hourly</spec></hudson.triggers.TimerTrigger></triggers>
+  <builders><hudson.tasks.Shell><command>echo $ENV</command></hudson.tasks.Shell></builders></project>`);
+  const template = plan.objects[0] as PlannedTemplate;
+  expect(template.draft.survey).toEqual([
+    { var: 'ENV', type: 'choice', required: false, choices: ['dev', 'prod'], default: 'dev' },
+    { var: 'NOTES', type: 'multiline', required: false, default: 'a\nb' },
+  ]);
+  expect(template.notes.join('\n')).toMatch(/my-param is not a shell variable name[\s\S]*disabled in Jenkins/);
+  expect(plan.objects[1]).toMatchObject({ kind: 'schedule', draft: { enabled: false } });
+  expect(jenkins('<project><builders><hudson.tasks.Maven/></builders></project>').left_out[0].reason).toContain('hudson.tasks.Maven');
+  expect(jenkins('<matrix-project/>').left_out[0].reason).toContain('matrix');
+  expect(() => jenkins('<project>')).toThrow(expect.objectContaining({ details: { field: 'body' } }));
+});
+
+test('a crontab: environment lines apply to the jobs below them, % is input (\\% a percent), nicknames expand, @reboot and bad lines are refused', () => {
+  const { jobs, refused } = readCrontab(['A=1', '0 1 * * * echo $A', "B = 'two words'", 'CRON_TZ=Asia/Tokyo', '@hourly printf 50\\%%x%y', '@reboot boot', '@often x', '1 2 3'].join('\n'));
+  expect(jobs.map((j) => [j.line, j.cron, j.timezone])).toEqual([[2, '0 1 * * *', null], [5, '0 * * * *', 'Asia/Tokyo']]);
+  expect(jobs[0].script).toContain("export A='1'\nexec /bin/sh -c 'echo $A'");
+  expect(jobs[0].script).not.toContain('export B');
+  expect(jobs[1].script).toContain("export B='two words'");
+  expect(jobs[1].script).toContain("exec /bin/sh -c 'printf 50%' <<'CAIRN_CRON_INPUT'\nx\ny\nCAIRN_CRON_INPUT");
+  expect(refused.map((r) => [r.line, r.reason])).toEqual([
+    [6, expect.stringContaining('@reboot')],
+    [7, '@often is not a cron nickname'],
+    [8, expect.stringContaining('five time fields')],
+  ]);
+  // The system format: a user before the command; a line with no command is refused.
+  const system = readCrontab('* * * * * root\n5 * * * * backup echo hi', { system: true });
+  expect(system.refused[0]).toMatchObject({ line: 1, reason: expect.stringContaining('names a user') });
+  expect(system.jobs[0]).toMatchObject({ user: 'backup', command: 'echo hi', notes: [expect.stringContaining('ran as backup')] });
+  // A long command is cut so the name (and the schedule's, which adds the cron) fits 255 bytes.
+  const long = readCrontab(`0 1 * * * echo ${'é'.repeat(400)}`).jobs[0].name;
+  expect(Buffer.byteLength(long)).toBeLessThanOrEqual(200);
+  expect(long).toMatch(/^cron: echo é+… \([0-9a-f]{8}\)$/);
+  // The same line gives the same name, so a re-import finds it.
+  expect(readCrontab('0 1 * * * echo $A').jobs[0].name).toBe(readCrontab('# x\n0 1 * * * echo $A').jobs[0].name);
+});
+
+test('XML exports: entities a DTD declares are never expanded (no billion laughs, no external entity)', () => {
+  const laughs = '<?xml version="1.0"?><!DOCTYPE j [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><joblist><job><name>&b;</name></job></joblist>';
+  expect(() => rundeck(laughs)).toThrow(/not well-formed XML: entity not found/);
+  const external = '<?xml version="1.0"?><!DOCTYPE j [<!ENTITY x SYSTEM "file:///etc/passwd">]><project><builders/></project>';
+  expect(() => jenkins(external.replace('<builders/>', '<description>&x;</description>'))).toThrow(/not well-formed XML/);
 });

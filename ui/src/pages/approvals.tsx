@@ -13,7 +13,20 @@ type Decision = 'approve' | 'reject';
  * reason it records nothing and answers 409 with the text it would keep: the approver sees that
  * text and confirms it, and only then is the decision recorded.
  */
-export function DecisionButtons({ decisionId, stateDigest, subject, onDecided }: { decisionId: string; stateDigest?: string; subject: string; onDecided: () => void }) {
+export function DecisionButtons({
+  decisionId,
+  stateDigest,
+  planDigest,
+  subject,
+  onDecided,
+}: {
+  decisionId: string;
+  stateDigest?: string;
+  /** For a run held at the plan gate: the saved plan the approver saw. */
+  planDigest?: string;
+  subject: string;
+  onDecided: () => void;
+}) {
   const [decision, setDecision] = useState<Decision>();
   const [reason, setReason] = useState('');
   const [masked, setMasked] = useState<string>();
@@ -37,6 +50,7 @@ export function DecisionButtons({ decisionId, stateDigest, subject, onDecided }:
       if (reason) body.reason = reason;
       if (confirmMasked && masked !== undefined) body.masked_reason = masked;
       if (stateDigest) body.state_digest = stateDigest;
+      if (planDigest) body.plan_digest = planDigest;
       await post(`/v1/runs/${encodeURIComponent(decisionId)}/${decision}`, body);
       setDone(decision === 'approve' ? 'Approved' : 'Rejected');
       close();

@@ -30,7 +30,41 @@ interface Run extends RunRow {
   playbook?: string | null;
   inventory_id?: string | null;
   limit?: string;
+  /** terraform and opentofu runs: what the plan gate read (docs/api.md, "The plan gate"). */
+  plan?: RunPlan | null;
 }
+
+interface PlanCounts {
+  create: number;
+  update: number;
+  replace: number;
+  delete: number;
+}
+
+interface RunPlan extends Record<string, unknown> {
+  digest: string;
+  verdict: 'run' | 'hold' | 'deny' | 'dry_run';
+  planned_at: string;
+  applied_at: string | null;
+  kept: boolean;
+  sealed: boolean;
+  bytes: number;
+  classified: boolean;
+  reason?: string;
+  totals: PlanCounts;
+  by_type: Record<string, PlanCounts>;
+  resources: { address: string; type: string; action: string }[];
+  resources_left_out: number;
+  changes: boolean;
+  tool_version?: string;
+}
+
+const VERDICTS: Record<RunPlan['verdict'], string> = {
+  run: 'applied at once: no policy held it',
+  hold: 'held for a person at the plan gate',
+  deny: 'refused by a deny policy',
+  dry_run: 'a dry run: planned, never applied',
+};
 
 const UNFINISHED = ['held', 'pending', 'running'];
 const PARENT_KINDS: Record<string, 'steps' | 'shards'> = { pipeline: 'steps', workflow: 'steps', split: 'shards' };
@@ -69,6 +103,7 @@ export function RunPage({ id }: { id: string }) {
               <Tabs.Tab value="details">Details</Tabs.Tab>
               <Tabs.Tab value="events">Events ({stream.events.length})</Tabs.Tab>
               {r.tool === 'ansible' && <Tabs.Tab value="hosts">Hosts and tasks</Tabs.Tab>}
+              {r.plan !== undefined && <Tabs.Tab value="plan">Plan</Tabs.Tab>}
               {PARENT_KINDS[r.kind] && <Tabs.Tab value="children">{PARENT_KINDS[r.kind] === 'steps' ? 'Steps' : 'Shards'}</Tabs.Tab>}
               <Tabs.Tab value="decisions">Decisions</Tabs.Tab>
             </Tabs.List>
@@ -83,6 +118,9 @@ export function RunPage({ id }: { id: string }) {
             </Tabs.Panel>
             <Tabs.Panel value="hosts">
               <HostsAndTasks runId={r.id} />
+            </Tabs.Panel>
+            <Tabs.Panel value="plan">
+              <PlanPanel plan={r.plan ?? null} />
             </Tabs.Panel>
             <Tabs.Panel value="children">
               <Children run={r} />
@@ -103,16 +141,79 @@ function HeldNotice({ run, onDecided }: { run: Run; onDecided: () => void }) {
   return (
     <Alert color="orange" className="section" title="Held for approval">
       <Text size="sm">
-        Nothing runs until an admin approves it{run.hold ? ` (${holdReasons(run.hold)})` : ''}. The approval binds to the state digest <Code>{run.state_digest}</Code>.
+        Nothing runs until an admin approves it{run.hold ? ` (${holdReasons(run.hold)})` : ''}. The approval binds to the state digest <Code>{run.state_digest}</Code>
+        {planHold(run) ? (
+          <>
+            {' '}and to the saved plan <Code>{planHold(run)!.digest}</Code>: {planHold(run)!.summary}. Approving applies exactly that plan.
+          </>
+        ) : (
+          '.'
+        )}
       </Text>
       {isAdmin && me.kind !== 'agent' ? (
         <Group mt="sm">
-          <DecisionButtons decisionId={run.id} stateDigest={run.state_digest} subject={`run ${run.id}`} onDecided={onDecided} />
+          <DecisionButtons decisionId={run.id} stateDigest={run.state_digest} planDigest={planHold(run)?.digest} subject={`run ${run.id}`} onDecided={onDecided} />
         </Group>
       ) : (
         <Text size="sm" mt="xs">An admin decides; this account may not.</Text>
       )}
     </Alert>
+  );
+}
+
+/** The saved plan a run is held with at the plan gate, if it is. */
+function planHold(run: Run): { digest: string; summary: string } | undefined {
+  const plan = (run.hold as { plan?: { digest: string; summary: string } } | null)?.plan;
+  return plan && typeof plan.digest === 'string' ? plan : undefined;
+}
+
+/** What the plan gate read of a terraform or opentofu run's plan. */
+function PlanPanel({ plan }: { plan: RunPlan | null }) {
+  if (!plan) return <Text className="muted section">The run has not planned yet.</Text>;
+  const t = plan.totals;
+  const types = Object.entries(plan.by_type);
+  return (
+    <div className="section">
+      <Fields>
+        <Field label="Verdict">{VERDICTS[plan.verdict] ?? plan.verdict}</Field>
+        <Field label="Changes">
+          {plan.classified ? `${t.create} to create, ${t.update} to update, ${t.replace} to replace, ${t.delete} to delete` : `not classified: ${plan.reason ?? 'unreadable'}`}
+        </Field>
+        <Field label="Plan digest"><Code>{plan.digest}</Code></Field>
+        <Field label="Planned">{formatTime(plan.planned_at)}</Field>
+        <Field label="Applied">{plan.applied_at ? formatTime(plan.applied_at) : 'not applied'}</Field>
+        <Field label="Plan file">{plan.kept ? `kept (${plan.bytes} bytes${plan.sealed ? ', sealed' : ''})` : `not kept (${plan.bytes} bytes)`}</Field>
+        {plan.tool_version && <Field label="Tool version">{plan.tool_version}</Field>}
+      </Fields>
+      {types.length > 0 && (
+        <DataTable<[string, PlanCounts]>
+          label="By resource type"
+          rows={types}
+          rowKey={([type]) => type}
+          empty="No change."
+          columns={[
+            { label: 'Type', render: ([type]) => <Code>{type}</Code> },
+            { label: 'Create', render: ([, c]) => c.create },
+            { label: 'Update', render: ([, c]) => c.update },
+            { label: 'Replace', render: ([, c]) => c.replace },
+            { label: 'Delete', render: ([, c]) => (c.delete ? <Badge color="red">{c.delete}</Badge> : 0) },
+          ]}
+        />
+      )}
+      {plan.resources.length > 0 && (
+        <DataTable<RunPlan['resources'][number]>
+          label="Resources that change"
+          rows={plan.resources}
+          rowKey={(r) => r.address}
+          empty="No change."
+          columns={[
+            { label: 'Address', render: (r) => <Code>{r.address}</Code> },
+            { label: 'Action', render: (r) => (r.action === 'delete' || r.action === 'replace' ? <Badge color="red">{r.action}</Badge> : r.action) },
+          ]}
+        />
+      )}
+      {plan.resources_left_out > 0 && <Text size="sm" className="muted">and {plan.resources_left_out} more not listed</Text>}
+    </div>
   );
 }
 
