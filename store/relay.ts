@@ -1,6 +1,6 @@
 import type { Db } from './db';
 
-/** One relay-dispatched attempt of a run (schema/033_relay.sql). */
+/** One relay-dispatched attempt of a run (schema/034_relay.sql). */
 export interface RelayLease {
   run_id: string;
   queue: string;

@@ -11,7 +11,7 @@ export interface WorkerRow {
   renew_seconds: number;
   started_at: Date;
   renewed_at: Date;
-  /** `relay` for an outbound worker of the relay (schema/033_relay.sql), else `direct`. */
+  /** `relay` for an outbound worker of the relay (schema/034_relay.sql), else `direct`. */
   kind: 'direct' | 'relay';
   /** A relay worker's Cairn version, as it reports it. */
   version: string | null;
