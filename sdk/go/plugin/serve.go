@@ -19,7 +19,7 @@ import (
 // a person who runs the binary by hand that it is a plugin; it is no security measure.
 var Handshake = goplugin.HandshakeConfig{
 	ProtocolVersion:  ProtocolVersion,
-	MagicCookieKey:   "CAIRN_PLUGIN_MAGIC_COOKIE",
+	MagicCookieKey:   "SERVICE_EXTENSION",
 	MagicCookieValue: "b1f5ab3e4d7c4c0e9a3f2d6e8c1b7a90",
 }
 

@@ -37,9 +37,9 @@ func main() {
 		return plugin.ToolResult{}, nil
 	})
 
-	// A notifier: appends each run's end to the file HELLO_NOTIFY_FILE names (if the host passed it).
+	// A notifier: appends each run's end to the file SERVICE_PLUGIN_HELLO_NOTIFY_FILE names, if set.
 	ext.RegisterNotifier("hello-file", func(ctx context.Context, ev plugin.RunEvent) error {
-		path := os.Getenv("HELLO_NOTIFY_FILE")
+		path := os.Getenv("SERVICE_PLUGIN_HELLO_NOTIFY_FILE")
 		if path == "" {
 			return nil
 		}
@@ -58,9 +58,9 @@ func main() {
 		return os.Getenv(ref), nil
 	})
 
-	// A dynamic source: mints a secret per run as a file in HELLO_LEASE_DIR; revoking removes it.
+	// A dynamic source: mints a secret per run as a file in SERVICE_PLUGIN_HELLO_LEASE_DIR; revoking removes it.
 	ext.RegisterDynamicSecretSource("hello-lease", func(ctx context.Context, ref, runID string) (*plugin.SecretLease, error) {
-		dir := os.Getenv("HELLO_LEASE_DIR")
+		dir := os.Getenv("SERVICE_PLUGIN_HELLO_LEASE_DIR")
 		if dir == "" {
 			dir = os.TempDir()
 		}
