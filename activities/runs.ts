@@ -261,6 +261,10 @@ export function createRunActivities(deps: RunActivityDeps) {
         const go = await goSite(deps.site);
         binds = go.binds;
         inputs.go = go;
+      } else {
+        // A plugin tool: its executable, read-only, is what runs in the sandbox (in tool mode).
+        const executable = getTool(run.tool)?.pluginExecutable;
+        if (executable) binds = [{ path: executable }];
       }
     } catch (err) {
       if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) {

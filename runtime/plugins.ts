@@ -404,7 +404,14 @@ export async function startPluginHost(dir: string, registries: PluginRegistries,
       return again.proc;
     };
     const plugin = new LoadedPlugin(file, started.description, started.proc, relaunch, logger);
-    register(plugin, registries);
+    try {
+      register(plugin, registries);
+    } catch (err) {
+      // Only a sealed registry refuses here (names were checked above): this process serves already.
+      plugin.stop();
+      logger.error({ plugin: file, err: (err as Error).message }, 'plugin skipped: its seams could not be registered');
+      continue;
+    }
     plugins.push(plugin);
     logger.info({ plugin: file, provides: started.description }, 'plugin loaded');
   }

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { ExtensionRegistry } from '../core/extensions';
 import type { Logger } from 'pino';
 import type { AttentionSettings } from '../core/runs/attention';
 import type { Config } from '../core/config';
@@ -40,6 +41,8 @@ export interface ServerContext {
   attention: AttentionSettings;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
+  /** The notifiers and secret sources extensions registered (cli/plugins.ts); absent in tools that start no server. */
+  extensions?: ExtensionRegistry;
 }
 
 /**
