@@ -10,12 +10,17 @@ import { tempDir } from '../support/temp';
  * the plugin's tool is submitted, gated, run in the sandbox and audited like a built-in tool.
  */
 let t: TestServer;
+let notifyFile: string;
 
 beforeAll(async () => {
   const parent = tempDir('plugins-server');
   await fs.chmod(parent, 0o755); // the run account reaches the tool's executable in its sandbox
   const dir = await pluginsDir(path.join(parent, 'plugins'), { '10-hello': 'hello', '20-crash': 'crash', '30-duplicate': 'duplicate' });
+  // Plugins see SERVICE_PLUGIN_* variables of the server's environment (and nothing of its settings).
+  notifyFile = path.join(tempDir('plugin-notify'), 'events.jsonl');
+  process.env.SERVICE_PLUGIN_HELLO_NOTIFY_FILE = notifyFile;
   t = await startTestServer({ CAIRN_PLUGINS_DIR: dir });
+  delete process.env.SERVICE_PLUGIN_HELLO_NOTIFY_FILE;
   for (const existing of (await t.api.get('/v1/policies')).body.policies) await t.api.request('DELETE', `/v1/policies/${existing.id}`);
   const created = await t.api.post('/v1/policies', { name: 'plugin tool needs approval', tool: 'hello', exclude_dry_run: true });
   expect(created.status).toBe(201);
@@ -35,6 +40,21 @@ test("a plugin tool's run is held by a policy, approved, run in the sandbox and 
   expect((await t.api.get(`/v1/runs/${submitted.body.id}/logs`)).text).toBe('hello, operators\n');
   const audit = (await t.api.get('/v1/audit?limit=50')).body.entries.filter((e: any) => e.run_id === submitted.body.id || e.body?.run_id === submitted.body.id || JSON.stringify(e).includes(submitted.body.id));
   expect(audit.length).toBeGreaterThan(0);
+
+  // The plugin's notifier is told of the end once, its extra vars redacted.
+  const told = async () =>
+    (await fs.readFile(notifyFile, 'utf8').catch(() => ''))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line))
+      .filter((e) => e.runId === submitted.body.id);
+  const deadline = Date.now() + 10_000;
+  while ((await told()).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 300));
+  const events = await told();
+  expect(events).toHaveLength(1);
+  expect(events[0]).toMatchObject({ tool: 'hello', status: 'succeeded', exitCode: 0, extraVars: { who: '[redacted]' } });
+  expect(JSON.stringify(events[0])).not.toContain('operators');
 });
 
 test("a plugin tool's dry run is never change free: exclude_dry_run still holds it", async () => {
