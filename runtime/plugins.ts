@@ -367,7 +367,9 @@ export async function startPluginHost(dir: string, registries: PluginRegistries,
   const files = await executables(dir);
   const plugins: LoadedPlugin[] = [];
   if (!files.length) return { plugins, stop: async () => {} };
-  const cert = await makeClientCert();
+  const cert = await makeClientCert().catch((err: Error) => {
+    throw new Error(`plugins need the openssl command to make the host's TLS certificate: ${err.message}`);
+  });
   const env = pluginEnvironment(source);
   const launch = async (file: string): Promise<{ proc: PluginProcess; description: Description }> => {
     const proc = new PluginProcess(file, cert, env);

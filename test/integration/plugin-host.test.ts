@@ -100,4 +100,20 @@ describe('plugin host', () => {
     expect(plugin.available).toBe(true);
     expect(lines.some((l) => l.msg === 'plugin started again')).toBe(true);
   });
+
+  test('plugins end with the host', async () => {
+    const pid = host.plugins[0].pid!;
+    await host.stop();
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const deadline = Date.now() + 5000;
+    while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(alive()).toBe(false);
+  });
 });

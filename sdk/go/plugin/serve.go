@@ -39,12 +39,23 @@ func Serve(ext *Extension) {
 	if name := os.Getenv(EnvToolName); name != "" {
 		os.Exit(runTool(ext, name, os.Getenv(EnvToolSpec)))
 	}
+	go exitWithParent(os.Getppid())
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         goplugin.PluginSet{"cairn": &grpcPlugin{ext: ext}},
 		GRPCServer:      goplugin.DefaultGRPCServer,
 	})
 	os.Exit(0)
+}
+
+// exitWithParent ends the plugin when the process that started it is gone (a server killed
+// outright cannot end its plugins), so a plugin never outlives its server.
+func exitWithParent(parent int) {
+	for range time.Tick(time.Second) {
+		if os.Getppid() != parent {
+			os.Exit(0)
+		}
+	}
 }
 
 type toolSpecFile struct {
