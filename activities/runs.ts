@@ -12,7 +12,8 @@ import { getTool } from '../tools/registry';
 import type { ToolInputs } from '../tools/types';
 import type { Injection } from '../core/credentials/credential-kinds';
 import { ansibleToolCredentials, scriptToolInjection } from '../tools/credential-injection';
-import { CredentialOpenError, openRunCredentials } from '../services/credentials';
+import { CredentialOpenError, openRunCredentials, revokeRunLeases, type MintedLease } from '../services/credentials';
+import type { ExtensionRegistry } from '../core/extensions';
 import { recordToolResults } from './run-results';
 import { RunInputError } from '../core/runs/run-outcome';
 import { runToolInputs } from '../services/runs/run-inputs';
@@ -63,6 +64,8 @@ export interface RunActivityDeps {
   serverSecrets: string[];
   /** --federation-issuer: the `iss` of the identity tokens federated credentials give runs; undefined issues none. */
   federationIssuer?: string;
+  /** Extension secret sources credentials may read from; a dynamic one's leases are revoked when the run's execution ends. */
+  secretSources?: ExtensionRegistry['secretSources'];
   onFinished?: (run: Run) => void;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
@@ -139,7 +142,14 @@ export function createRunActivities(deps: RunActivityDeps) {
    * timeout) surfaces as the activity's cancellation; the workflow records that end itself.
    */
   async function executeRun(runId: string): Promise<'held' | void> {
-    const outcome = await runTool(runId);
+    const leases: MintedLease[] = [];
+    let outcome: Awaited<ReturnType<typeof runTool>>;
+    try {
+      outcome = await runTool(runId, leases);
+    } finally {
+      // Dynamic secrets minted for this execution end with it, by the process that minted them.
+      await revokeRunLeases(leases, (lease, err) => logger.warn({ runId, source: lease.source, leaseId: lease.leaseId, err: err.message }, 'revoking a secret lease failed'));
+    }
     // Held at the plan gate: the workflow waits for the decision, then executes the run again to apply.
     if (outcome === 'held') return 'held';
     if (outcome !== 'skipped') await recordEndUntilItLands(runId, outcome);
@@ -164,7 +174,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
   }
 
-  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped' | 'held'> {
+  async function runTool(runId: string, leases: MintedLease[] = []): Promise<ExecutionOutcome | 'skipped' | 'held'> {
     const ctx = Context.current();
     const refusal = await unexplainedRelease(sql, runId);
     if (refusal) {
@@ -192,7 +202,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     // as extra vars, the passwords and the key's passphrase through its inputs.
     let machine: ToolInputs['machine'];
     try {
-      const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer);
+      const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer, deps.secretSources, leases);
       if (run.tool === 'ansible') {
         const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
         injection = rest;

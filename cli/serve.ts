@@ -227,6 +227,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
       federationIssuer: config.federationIssuer,
+      secretSources: loaded.extensions.secretSources,
       delivery: config.delivery,
       projects: config,
       schedules: context,

@@ -105,6 +105,7 @@ export async function startWorkerProcess(
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
       federationIssuer: config.federationIssuer,
+      secretSources: loaded.extensions.secretSources,
       delivery: config.delivery,
       projects: config,
     };

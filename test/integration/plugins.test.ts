@@ -11,6 +11,8 @@ import { tempDir } from '../support/temp';
  */
 let t: TestServer;
 let notifyFile: string;
+let leaseDir: string;
+const STATIC_SECRET = 'static-Secret-from-the-plugin-42';
 
 beforeAll(async () => {
   const parent = tempDir('plugins-server');
@@ -18,9 +20,14 @@ beforeAll(async () => {
   const dir = await pluginsDir(path.join(parent, 'plugins'), { '10-hello': 'hello', '20-crash': 'crash', '30-duplicate': 'duplicate' });
   // Plugins see SERVICE_PLUGIN_* variables of the server's environment (and nothing of its settings).
   notifyFile = path.join(tempDir('plugin-notify'), 'events.jsonl');
+  leaseDir = tempDir('plugin-leases');
   process.env.SERVICE_PLUGIN_HELLO_NOTIFY_FILE = notifyFile;
+  process.env.SERVICE_PLUGIN_HELLO_LEASE_DIR = leaseDir;
+  process.env.SERVICE_PLUGIN_STATIC_TOKEN = STATIC_SECRET;
   t = await startTestServer({ CAIRN_PLUGINS_DIR: dir });
   delete process.env.SERVICE_PLUGIN_HELLO_NOTIFY_FILE;
+  delete process.env.SERVICE_PLUGIN_HELLO_LEASE_DIR;
+  delete process.env.SERVICE_PLUGIN_STATIC_TOKEN;
   for (const existing of (await t.api.get('/v1/policies')).body.policies) await t.api.request('DELETE', `/v1/policies/${existing.id}`);
   const created = await t.api.post('/v1/policies', { name: 'plugin tool needs approval', tool: 'hello', exclude_dry_run: true });
   expect(created.status).toBe(201);
@@ -68,4 +75,45 @@ test('the skipped plugins registered nothing, and an unknown tool is refused nam
   expect(unknown.status).toBe(400);
   expect(JSON.stringify(unknown.body)).toContain('tool');
   expect(t.server.context.extensions?.notifiers.names()).toEqual(['hello-file']);
+});
+
+describe('credentials from extension secret sources', () => {
+  const COMMAND = ['echo "token=$VAULT_TOKEN"', 'printf %s "$VAULT_TOKEN" | cut -c1-13 | sed "s/^/prefix=/"', 'echo "length=${#VAULT_TOKEN}"'].join('\n');
+
+  async function launchWith(secretSources: Record<string, { source: string; ref: string }>) {
+    const credential = await t.api.post('/v1/credentials', { name: `from ${Object.values(secretSources)[0].source}`, kind: 'hashicorp_token', inputs: { url: 'http://127.0.0.1:8200' }, secret_sources: secretSources });
+    expect(credential.status).toBe(201);
+    expect(credential.body).toMatchObject({ status: 'ready', secrets_set: ['token'], secret_sources: secretSources });
+    expect(JSON.stringify(credential.body)).not.toContain(STATIC_SECRET);
+    const template = await t.api.post('/v1/templates', { name: `uses ${credential.body.id}`, tool: 'bash', credentials: [credential.body.id], command: COMMAND });
+    expect(template.status).toBe(201);
+    // The only policy holds `hello` runs, not bash ones.
+    const launched = await t.api.post(`/v1/templates/${template.body.id}/launch`, {});
+    expect(launched.status).toBe(201);
+    const ended = await waitForRunEnd(t.api, launched.body.id);
+    return { ended, log: (await t.api.get(`/v1/runs/${launched.body.id}/logs`)).text };
+  }
+
+  test('a static source is read at run time, injected and masked, and never stored', async () => {
+    const { ended, log } = await launchWith({ token: { source: 'hello-env', ref: 'SERVICE_PLUGIN_STATIC_TOKEN' } });
+    expect(ended.status).toBe('succeeded');
+    expect(log).toBe(`token=[masked]\nprefix=static-Secret\nlength=${STATIC_SECRET.length}\n`);
+  });
+
+  test("a dynamic source mints a secret for the run and the lease is revoked when the run ends", async () => {
+    const { ended, log } = await launchWith({ token: { source: 'hello-lease', ref: 'role-deploy' } });
+    expect(ended.status).toBe('succeeded');
+    expect(log).toMatch(/^token=\[masked\]\nprefix=lease-secret-\nlength=\d+\n$/);
+    // The lease file the plugin made for the run is gone: revoked by the plugin that minted it.
+    expect(await fs.readdir(leaseDir)).toEqual([]);
+  });
+
+  test('a source this server lacks, or a non-secret field, is refused naming the field', async () => {
+    const unknown = await t.api.post('/v1/credentials', { name: 'x', kind: 'hashicorp_token', inputs: { url: 'http://x' }, secret_sources: { token: { source: 'nope', ref: 'a' } } });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.field).toBe('secret_sources.token');
+    const plain = await t.api.post('/v1/credentials', { name: 'y', kind: 'hashicorp_token', inputs: { token: 't' }, secret_sources: { url: { source: 'hello-env', ref: 'a' } } });
+    expect(plain.status).toBe(400);
+    expect(plain.body.field).toBe('secret_sources.url');
+  });
 });
