@@ -1,4 +1,6 @@
 import { promises as fs } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { pluginsDir } from '../support/plugins';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
@@ -13,11 +15,28 @@ let t: TestServer;
 let notifyFile: string;
 let leaseDir: string;
 const STATIC_SECRET = 'static-Secret-from-the-plugin-42';
+/** What the tracker was sent: a local peer answering Jira's REST comment endpoint as Jira does. */
+const comments: { key: string; authorization: string | undefined; body: { body: string } }[] = [];
+let tracker: http.Server;
 
 beforeAll(async () => {
   const parent = tempDir('plugins-server');
   await fs.chmod(parent, 0o755); // the run account reaches the tool's executable in its sandbox
-  const dir = await pluginsDir(path.join(parent, 'plugins'), { '10-hello': 'hello', '20-crash': 'crash', '30-duplicate': 'duplicate' });
+  const dir = await pluginsDir(path.join(parent, 'plugins'), { '10-hello': 'hello', '20-crash': 'crash', '30-duplicate': 'duplicate', '40-ticket': 'ticket' });
+  tracker = http.createServer((req, res) => {
+    const match = /^\/rest\/api\/2\/issue\/([^/]+)\/comment$/.exec(req.url ?? '');
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      if (req.method !== 'POST' || !match) return void res.writeHead(404).end('{"errorMessages":["Issue does not exist"]}');
+      comments.push({ key: decodeURIComponent(match[1]), authorization: req.headers.authorization, body: JSON.parse(raw) });
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: String(comments.length), body: JSON.parse(raw).body }));
+    });
+  });
+  await new Promise<void>((resolve) => tracker.listen(0, '127.0.0.1', resolve));
+  process.env.SERVICE_PLUGIN_TICKET_URL = `http://127.0.0.1:${(tracker.address() as AddressInfo).port}`;
+  process.env.SERVICE_PLUGIN_TICKET_USER = 'cairn@example.com';
+  process.env.SERVICE_PLUGIN_TICKET_TOKEN = 'tracker-api-token';
   // Plugins see SERVICE_PLUGIN_* variables of the server's environment (and nothing of its settings).
   notifyFile = path.join(tempDir('plugin-notify'), 'events.jsonl');
   leaseDir = tempDir('plugin-leases');
@@ -28,12 +47,16 @@ beforeAll(async () => {
   delete process.env.SERVICE_PLUGIN_HELLO_NOTIFY_FILE;
   delete process.env.SERVICE_PLUGIN_HELLO_LEASE_DIR;
   delete process.env.SERVICE_PLUGIN_STATIC_TOKEN;
+  delete process.env.SERVICE_PLUGIN_TICKET_URL;
+  delete process.env.SERVICE_PLUGIN_TICKET_USER;
+  delete process.env.SERVICE_PLUGIN_TICKET_TOKEN;
   for (const existing of (await t.api.get('/v1/policies')).body.policies) await t.api.request('DELETE', `/v1/policies/${existing.id}`);
   const created = await t.api.post('/v1/policies', { name: 'plugin tool needs approval', tool: 'hello', exclude_dry_run: true });
   expect(created.status).toBe(201);
 }, 180_000);
 afterAll(async () => {
   await t?.stop();
+  tracker?.close();
 });
 
 test("a plugin tool's run is held by a policy, approved, run in the sandbox and audited", async () => {
@@ -73,7 +96,7 @@ test('the skipped plugins registered nothing, and an unknown tool is refused nam
   const unknown = await t.api.post('/v1/runs', { tool: 'duplicate-notifier', command: 'greet' });
   expect(unknown.status).toBe(400);
   expect(JSON.stringify(unknown.body)).toContain('tool');
-  expect(t.server.context.extensions?.notifiers.names()).toEqual(['hello-file']);
+  expect(t.server.context.extensions?.notifiers.names()).toEqual(['hello-file', 'ticket-system']);
 });
 
 describe('credentials from extension secret sources', () => {
@@ -126,4 +149,20 @@ test('every ended top-level run was told to the notifier exactly once', async ()
   while ((await lines()).length < ended.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const told = await lines();
   expect(told.map((e) => e.runId).sort()).toEqual(ended.map((r: any) => r.id).sort());
+});
+
+test('the ticket-system notifier notes a run labelled with an issue key on that ticket, and only such a run', async () => {
+  const labelled = await t.api.post('/v1/runs', { tool: 'bash', command: 'exit 3', change: 'OPS-42' });
+  const unlabelled = await t.api.post('/v1/runs', { tool: 'bash', command: 'true', change: 'spring cleanup' });
+  expect([labelled.status, unlabelled.status]).toEqual([201, 201]);
+  await waitForRunEnd(t.api, labelled.body.id);
+  await waitForRunEnd(t.api, unlabelled.body.id);
+  const deadline = Date.now() + 10_000;
+  while (!comments.some((c) => c.body.body.includes(labelled.body.id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const noted = comments.filter((c) => c.body.body.includes(labelled.body.id));
+  expect(noted).toHaveLength(1);
+  expect(noted[0].key).toBe('OPS-42');
+  expect(noted[0].authorization).toBe(`Basic ${Buffer.from('cairn@example.com:tracker-api-token').toString('base64')}`);
+  expect(noted[0].body.body).toBe(`Cairn run ${labelled.body.id} (bash) ended failed, exit code 3. /v1/runs/${labelled.body.id}`);
+  expect(comments.some((c) => c.body.body.includes(unlabelled.body.id))).toBe(false);
 });

@@ -5,12 +5,12 @@ import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binar
 import { machineCacheDir } from '../../embedded/machine-cache';
 
 /**
- * The SDK's example and test plugins (sdk/go/examples, sdk/go/internal/testplugins), built with
+ * The SDK's example, official and test plugins (sdk/go/examples, sdk/go/plugins, sdk/go/internal/testplugins), built with
  * `go build` once per machine into the machine cache under a hash of the SDK's sources, so a rerun
  * costs nothing and a change to the SDK builds anew.
  */
 const SDK_DIR = path.join(__dirname, '..', '..', 'sdk', 'go');
-export const TEST_PLUGINS = { hello: './examples/hello', crash: './internal/testplugins/crash', duplicate: './internal/testplugins/duplicate' } as const;
+export const TEST_PLUGINS = { hello: './examples/hello', crash: './internal/testplugins/crash', duplicate: './internal/testplugins/duplicate', ticket: './plugins/ticket-notifier' } as const;
 
 async function sources(dir: string): Promise<string[]> {
   const out: string[] = [];
