@@ -15,7 +15,7 @@ FROM node:20-bookworm-slim
 # The bash and python tools run these on the machine that executes the run; every run executes in
 # a bubblewrap sandbox with its own network through slirp4netns (docs/operations.md, Security model).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bash python3 ansible ca-certificates bubblewrap slirp4netns \
+ && apt-get install -y --no-install-recommends bash python3 ansible ca-certificates bubblewrap slirp4netns openssl \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

@@ -21,6 +21,9 @@ import { entryFields, serviceOrigin } from '../services/audit/audit';
 import { approvedPlan, judgeRunPlan, planSummary, readSavedPlan, recordPlan, SavedPlanError } from './iac';
 import { prepareExecution } from '../services/runs/run-preparation';
 import { recordToolResults } from './run-results';
+import { revokeRunLeases, type MintedLease } from '../services/credentials';
+import type { ExtensionRegistry } from '../core/extensions';
+import { getTool } from '../tools/registry';
 import type { Sealer } from '../core/credentials/seal';
 import type { ToolLauncher } from '../runtime/launcher';
 import { killLeftoverProcess } from '../runtime/process';
@@ -46,6 +49,8 @@ export interface RunActivityDeps {
   serverSecrets: string[];
   /** --federation-issuer: the `iss` of the identity tokens federated credentials give runs; undefined issues none. */
   federationIssuer?: string;
+  /** Extension secret sources credentials may read from; a dynamic one's leases are revoked when the run's execution ends. */
+  secretSources?: ExtensionRegistry['secretSources'];
   onFinished?: (run: Run) => void;
   onExecutionChange?: (delta: 1 | -1) => void;
 }
@@ -74,7 +79,14 @@ export function createRunActivities(deps: RunActivityDeps) {
    * timeout) surfaces as the activity's cancellation; the workflow records that end itself.
    */
   async function executeRun(runId: string): Promise<'held' | void> {
-    const outcome = await runTool(runId);
+    const leases: MintedLease[] = [];
+    let outcome: Awaited<ReturnType<typeof runTool>>;
+    try {
+      outcome = await runTool(runId, leases);
+    } finally {
+      // Dynamic secrets minted for this execution end with it, by the process that minted them.
+      await revokeRunLeases(leases, (lease, err) => logger.warn({ runId, source: lease.source, leaseId: lease.leaseId, err: err.message }, 'revoking a secret lease failed'));
+    }
     // Held at the plan gate: the workflow waits for the decision, then executes the run again to apply.
     if (outcome === 'held') return 'held';
     if (outcome !== 'skipped') await recordEndUntilItLands(runId, outcome);
@@ -99,7 +111,7 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
   }
 
-  async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped' | 'held'> {
+  async function runTool(runId: string, leases: MintedLease[]): Promise<ExecutionOutcome | 'skipped' | 'held'> {
     const ctx = Context.current();
     const note = (line: string) => appendLog(sql, runId, Buffer.from(`[cairn] ${line}\n`));
     // What a terraform, opentofu or go run needs of this worker, resolved as it is prepared.
@@ -114,6 +126,7 @@ export function createRunActivities(deps: RunActivityDeps) {
         sql,
         {
           ...deps,
+          leases,
           executionInputs: async (run) => {
             const resolved = await executionInputs(run, note);
             binds = resolved.binds;
@@ -227,7 +240,9 @@ export function createRunActivities(deps: RunActivityDeps) {
         const go = await goSite(deps.site);
         return { inputs: { go }, binds: go.binds };
       }
-      return { inputs: {}, binds: [] };
+      // A plugin tool: its executable, read-only, is what runs in the sandbox (in tool mode).
+      const executable = getTool(run.tool)?.pluginExecutable;
+      return { inputs: {}, binds: executable ? [{ path: executable }] : [] };
     } catch (err) {
       if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) {
         // What the log said of it (a build's progress) is kept with the run.

@@ -29,6 +29,7 @@ import { startRelayDispatcher } from '../workers/relay-dispatch';
 import { installTemporalLogging } from '../workers/runtime';
 import { ConfigError, type Config } from '../core/config';
 import { connectTemporal, ensureNamespace } from './temporal-connection';
+import { loadExtensions } from './plugins';
 
 export interface RunningServer {
   url: string;
@@ -185,6 +186,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     await ensureNamespace(connection, config.temporalNamespace, logger);
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
 
+    // Plugins start before anything serves, and end with the server (after the worker stops).
+    const loaded = await loadExtensions(config.pluginsDir, logger);
+    stack.push(loaded.stop);
+
     const metrics = createMetrics(sql, config.poolSize);
     const hub = new RunActivityHub(sql, logger);
     await hub.start();
@@ -203,6 +208,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       attention,
       execution: await executionFacts(config, (line) => logger.info(line)),
       notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
+      extensions: loaded.extensions,
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.
@@ -228,6 +234,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
       federationIssuer: config.federationIssuer,
+      secretSources: loaded.extensions.secretSources,
       delivery: config.delivery,
       projects: config,
       schedules: context,

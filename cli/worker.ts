@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { loadExtensions } from './plugins';
 import { featureRefusal, tierAllows, BUILT_IN_LICENSE_KEYS, type Tier } from '../core/access/license';
 import { fitsBytes } from '../api/schemas/common';
 import { stopOnSignal } from './signals';
@@ -87,6 +88,8 @@ export async function startWorkerProcess(
     const tier = await workerTier(config, database.sql, harness);
     const feature = queue ? 'named_queue' : 'worker';
     if (!tierAllows(tier, feature)) throw new ConfigError(featureRefusal(feature, tier));
+    const loaded = await loadExtensions(config.pluginsDir, logger);
+    stack.push(loaded.stop);
     installTemporalLogging(logger);
     const connection = await connectTemporal(config.temporalAddress, logger);
     stack.push(() => connection.close());
@@ -103,6 +106,7 @@ export async function startWorkerProcess(
       isolation: config,
       serverSecrets: serverSecretsOf(config, database.url),
       federationIssuer: config.federationIssuer,
+      secretSources: loaded.extensions.secretSources,
       delivery: config.delivery,
       projects: config,
     };

@@ -39,6 +39,11 @@ export const SETTINGS = {
   // --run-memory, --run-pids, --run-disk, --run-cpu (core/run-bound-settings.ts).
   ...RUN_BOUND_SETTINGS,
   callbackRateLimit: { flag: '--callback-rate-limit', env: 'CAIRN_CALLBACK_RATE_LIMIT', help: 'provisioning callbacks (and wrong keys) one source address may send a minute (default 20)' },
+  pluginsDir: {
+    flag: '--plugins-dir',
+    env: 'CAIRN_PLUGINS_DIR',
+    help: 'directory of plugin executables (Go SDK, go-plugin) started in filename order (default none)',
+  },
   iacProviderMirror: {
     flag: '--iac-provider-mirror',
     env: 'CAIRN_IAC_PROVIDER_MIRROR',
@@ -157,6 +162,7 @@ const configSchema = z.object({
     .max(4096, 'expected at most 4096 cores')
     .default(1),
   callbackRateLimit: z.coerce.number().int().min(1).max(100000).default(20),
+  pluginsDir: z.string().min(1).optional(),
   iacProviderMirror: z.string().min(1).refine((p) => path.isAbsolute(p), 'expected an absolute directory').optional(),
   iacProviderDownloads: z
     .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { ExtensionRegistry } from '../core/extensions';
 import type { Logger } from 'pino';
 import type { AttentionSettings } from '../core/runs/attention';
 import type { Config } from '../core/config';
@@ -42,6 +43,8 @@ export interface ServerContext {
   relay?: RelayDispatch;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
+  /** The notifiers and secret sources extensions registered (cli/plugins.ts); absent in tools that start no server. */
+  extensions?: ExtensionRegistry;
 }
 
 /** What a server serving the relay provides beside the API: a Temporal worker taking a named queue's attempts (workers/relay-dispatch.ts). */

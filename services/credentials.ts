@@ -1,4 +1,5 @@
 import { writeOnlyEdit } from '../core/credentials/write-only';
+import type { ExtensionRegistry } from '../core/extensions';
 import { credentialSecretContext } from '../core/credentials/seal-contexts';
 import { builtInKind, BUILT_IN_KIND_NAMES, credentialStatus, FIELD_NAME, INJECTED_NAME, templateFault, type CredentialField, type Injectors, type KindDefinition, type OpenedCredential } from '../core/credentials/credential-kinds';
 import { badRequest, conflict, notFound } from '../core/errors';
@@ -186,8 +187,32 @@ export interface CredentialDraft {
   /** Field values as sent, secrets in clear; `fields` is accepted as its other name (spec part A 2.9). */
   inputs?: Record<string, InputValue> | null;
   org_id?: string | null;
+  /** Secret fields read from an extension's secret source at run time: field -> {source, ref}. */
+  secret_sources?: Record<string, { source: string; ref: string }> | null;
   id?: unknown;
 }
+
+/**
+ * The secret sources a write names, checked: each a secret field of the kind (400 naming
+ * `secret_sources.<field>`), its source registered on this server, no value sent for it as well.
+ */
+function checkedSecretSources(ctx: Pick<ServerContext, 'extensions'>, resolved: Resolved, draft: CredentialDraft): Record<string, { source: string; ref: string }> {
+  const sources = draft.secret_sources ?? {};
+  for (const [fieldId, { source }] of Object.entries(sources)) {
+    const field = `secret_sources.${fieldId}`;
+    const definition = resolved.fields.find((f) => f.id === fieldId);
+    if (!definition?.secret) throw badRequest(`${field}: only a secret field can come from a secret source; the secret fields are ${resolved.fields.filter((f) => f.secret).map((f) => f.id).join(', ') || 'none'}`, { field });
+    if (!ctx.extensions?.secretSources.has(source)) {
+      const known = ctx.extensions?.secretSources.names() ?? [];
+      throw badRequest(`${field}: no secret source ${JSON.stringify(source)} is registered on this server (registered: ${known.join(', ') || 'none'})`, { field });
+    }
+    const sent = draft.inputs?.[fieldId];
+    if (sent !== undefined && sent !== null && sent !== '' && sent !== REDACTED) throw badRequest(`${field}: send the field's value or its source, not both`, { field });
+  }
+  return { ...sources };
+}
+
+const withoutSourced = (sealed: Record<string, string>, sources: Record<string, unknown>) => Object.fromEntries(Object.entries(sealed).filter(([k]) => !(k in sources)));
 
 /**
  * Withholds every possible secret field of the body from the request's fingerprint. Called before
@@ -274,7 +299,8 @@ function mergeInputs(
 /** A credential as every read shows it: non-secret values, each set secret as `[redacted]`, never a secret. */
 export function credentialView(credential: Credential, type: CredentialType | null | undefined) {
   const { fields } = definitionOf(credential, type);
-  const secretsSet = fields.filter((f) => f.secret && credential.sealed[f.id] !== undefined).map((f) => f.id);
+  const sources = credential.secret_sources ?? {};
+  const secretsSet = fields.filter((f) => f.secret && (credential.sealed[f.id] !== undefined || sources[f.id] !== undefined)).map((f) => f.id);
   const inputs: Record<string, string> = {};
   for (const field of fields) {
     if (field.secret) {
@@ -291,6 +317,7 @@ export function credentialView(credential: Credential, type: CredentialType | nu
     type_id: credential.type_id,
     inputs,
     secrets_set: secretsSet,
+    secret_sources: sources,
     status: credentialStatus(fields, secretsSet),
     owner_id: credential.owner_id,
     org_id: credential.org_id,
@@ -330,14 +357,17 @@ const sentInputs = (draft: CredentialDraft) => draft.inputs ?? {};
 export async function createCredential(ctx: ServerContext, caller: Caller, origin: AuditOrigin, draft: CredentialDraft): Promise<{ credential: Credential; type: CredentialType | null }> {
   const resolved = await resolveKind(ctx.sql, draft);
   const id = newId('cred');
-  const { inputs, sealed } = mergeInputs(ctx.sealer, id, resolved, sentInputs(draft), undefined, false);
+  const secretSources = checkedSecretSources(ctx, resolved, draft);
+  const merged = mergeInputs(ctx.sealer, id, resolved, sentInputs(draft), undefined, false);
+  const inputs = merged.inputs;
+  const sealed = withoutSourced(merged.sealed, secretSources);
   return recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const orgId = draft.org_id ?? null;
     if (orgId !== null) await requireOrgPlacement(tx, caller, orgId, 'org_id');
     const credential = await insertCredential(
       tx,
       id,
-      { name: draft.name, description: draft.description ?? '', kind: resolved.kind, type_id: resolved.type?.id ?? null, inputs, sealed, org_id: orgId },
+      { name: draft.name, description: draft.description ?? '', kind: resolved.kind, type_id: resolved.type?.id ?? null, inputs, sealed, secret_sources: secretSources, org_id: orgId },
       caller.account,
     );
     entry.body = { kind: 'credential.created', credential_id: id, credential: audited(credential, resolved.type) };
@@ -366,7 +396,10 @@ export async function replaceCredential(
     // A body naming neither kind nor type keeps the credential's own.
     const target = draft.type_id || draft.kind ? draft : current.type_id ? { ...draft, type_id: current.type_id } : { ...draft, kind: current.kind };
     const resolved = await resolveKind(tx, target);
-    const { inputs, sealed } = mergeInputs(ctx.sealer, id, resolved, sentInputs(draft), current, false);
+    const secretSources = checkedSecretSources(ctx, resolved, draft);
+    const merged = mergeInputs(ctx.sealer, id, resolved, sentInputs(draft), current, false);
+    const inputs = merged.inputs;
+    const sealed = withoutSourced(merged.sealed, secretSources);
     const orgId = draft.org_id ?? null;
     if (orgId !== null && orgId !== current.org_id) await requireOrgPlacement(tx, caller, orgId, 'org_id');
     const previousType = current.type_id ? ((await getCredentialType(tx, current.type_id)) ?? null) : null;
@@ -377,6 +410,7 @@ export async function replaceCredential(
       type_id: resolved.type?.id ?? null,
       inputs,
       sealed,
+      secret_sources: secretSources,
       org_id: orgId,
     }))!;
     entry.body = { kind: 'credential.updated', credential_id: id, credential: audited(updated, resolved.type), previous: audited(current, previousType) };
@@ -437,12 +471,14 @@ export async function requireCredentialsUsable(db: Db, caller: Caller, ids: read
 function notReady(sealer: Sealer | undefined, credential: Credential, type: CredentialType | null): { message: string; reason: string } | undefined {
   const { fields } = definitionOf(credential, type);
   const named = `credential ${credential.id} (${credential.name})`;
-  const secretsSet = fields.filter((f) => f.secret && credential.sealed[f.id] !== undefined).map((f) => f.id);
+  const sources = credential.secret_sources ?? {};
+  const secretsSet = fields.filter((f) => f.secret && (credential.sealed[f.id] !== undefined || sources[f.id] !== undefined)).map((f) => f.id);
   if (credentialStatus(fields, secretsSet) === 'needs_secret') {
     const missing = fields.filter((f) => f.secret && !secretsSet.includes(f.id)).map((f) => f.id);
     return { reason: 'needs_secret', message: `${named} has no secret yet: set its ${missing.join(' or ')} with PUT /v1/credentials/${credential.id}` };
   }
   for (const name of secretsSet) {
+    if (sources[name]) continue; // read from its source at run time, on the worker
     const what = `the sealed ${name} of ${named}`;
     if (!sealer) return { reason: 'no_key', message: sealedValueFault(what, sealer) };
     try {
@@ -479,7 +515,14 @@ export class CredentialOpenError extends Error {
  * Opens the credentials of a run, in order, for injection at execution (tools/credential-injection.ts);
  * a federated one gets the run's identity token, signed for this issuer (services/federation/run-tokens.ts).
  */
-export async function openRunCredentials(db: Db, sealer: Sealer | undefined, run: Run, federationIssuer: string | undefined): Promise<OpenedCredential[]> {
+export async function openRunCredentials(
+  db: Db,
+  sealer: Sealer | undefined,
+  run: Run,
+  federationIssuer: string | undefined,
+  secretSources?: ExtensionRegistry['secretSources'],
+  leases: MintedLease[] = [],
+): Promise<OpenedCredential[]> {
   const ids = await runCredentialIds(db, run.id);
   if (ids.length === 0) return [];
   const found = await getCredentialsWithTypes(db, ids);
@@ -487,7 +530,9 @@ export async function openRunCredentials(db: Db, sealer: Sealer | undefined, run
   for (const id of ids) {
     const row = found.find((f) => f.credential.id === id);
     if (!row) throw new CredentialOpenError(`credential ${id} given to run ${run.id} no longer exists`);
-    opened.push(openedOf(sealer, row.credential, row.type));
+    const one = openedOf(sealer, row.credential, row.type);
+    await fillFromSources(one, row.credential, run, secretSources, leases);
+    opened.push(one);
   }
   try {
     return await withIdentityTokens(db, sealer, federationIssuer, run, opened);
@@ -495,6 +540,47 @@ export async function openRunCredentials(db: Db, sealer: Sealer | undefined, run
     if (err instanceof IdentityTokenError) throw new CredentialOpenError(err.message);
     throw err;
   }
+}
+
+/** A dynamic secret minted for a run: revoked by the process that minted it when the run's execution ends (revokeRunLeases). */
+export interface MintedLease {
+  source: string;
+  leaseId: string;
+  revoke(signal: AbortSignal): Promise<void>;
+}
+
+const SECRET_SOURCE_TIMEOUT_MS = 10_000;
+
+/**
+ * The credential's fields that come from extension secret sources, read now (only on the
+ * execution path; the value is injected and masked like any secret, never stored). A dynamic
+ * source mints one for this run; its lease joins `leases`.
+ */
+async function fillFromSources(opened: OpenedCredential, credential: Credential, run: Run, sources: ExtensionRegistry['secretSources'] | undefined, leases: MintedLease[]): Promise<void> {
+  for (const [fieldId, { source, ref }] of Object.entries(credential.secret_sources ?? {})) {
+    const named = `the ${fieldId} of credential ${credential.id} (${credential.name})`;
+    const entry = sources?.get(source);
+    if (!entry) throw new CredentialOpenError(`${named} comes from secret source ${JSON.stringify(source)}, which is not registered on this worker (give it the same --plugins-dir as the server)`);
+    const signal = AbortSignal.timeout(SECRET_SOURCE_TIMEOUT_MS);
+    try {
+      if (entry.kind === 'static') {
+        opened.values[fieldId] = await entry.source.resolve(ref, signal);
+      } else {
+        const lease = await entry.source.mint(ref, run.id, signal);
+        leases.push({ source, leaseId: lease.leaseId, revoke: (s) => entry.source.revoke(lease.leaseId, s) });
+        opened.values[fieldId] = lease.value;
+      }
+    } catch (err) {
+      throw new CredentialOpenError(`${named} could not be read from secret source ${JSON.stringify(source)}: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** Ends every lease minted for a run; a failure is logged by the caller, never fails the run. */
+export async function revokeRunLeases(leases: MintedLease[], onError: (lease: MintedLease, err: Error) => void): Promise<void> {
+  await Promise.all(
+    leases.splice(0).map((lease) => lease.revoke(AbortSignal.timeout(SECRET_SOURCE_TIMEOUT_MS)).catch((err: Error) => onError(lease, err))),
+  );
 }
 
 /** One credential opened (a project's source-control credential, for its updates); CredentialOpenError naming it and the fix otherwise. */

@@ -28,6 +28,8 @@ export interface Credential {
   inputs: Record<string, string>;
   /** Secret field -> sealed value (context `credential:<id>:<field>`). */
   sealed: Record<string, string>;
+  /** Secret field -> the extension secret source it is read from at run time, and the reference it is asked (never the secret). */
+  secret_sources: Record<string, { source: string; ref: string }>;
   owner_id: string | null;
   org_id: string | null;
   created_by: string;
@@ -35,7 +37,7 @@ export interface Credential {
   updated_at: Date;
 }
 
-export type CredentialFields = Pick<Credential, 'name' | 'description' | 'kind' | 'type_id' | 'inputs' | 'sealed' | 'org_id'>;
+export type CredentialFields = Pick<Credential, 'name' | 'description' | 'kind' | 'type_id' | 'inputs' | 'sealed' | 'org_id'> & Partial<Pick<Credential, 'secret_sources'>>;
 
 // --- types
 
@@ -80,9 +82,9 @@ export async function listCredentialTypePage(db: Db, page: PageRequest): Promise
 
 export async function insertCredential(db: Db, id: string, fields: CredentialFields, owner: { id: string; username: string }): Promise<Credential> {
   const [row] = await db<Credential[]>`
-    INSERT INTO credentials (id, name, description, kind, type_id, inputs, sealed, org_id, owner_id, created_by)
+    INSERT INTO credentials (id, name, description, kind, type_id, inputs, sealed, secret_sources, org_id, owner_id, created_by)
     VALUES (${id}, ${fields.name}, ${fields.description}, ${fields.kind}, ${fields.type_id}, ${db.json(fields.inputs)},
-            ${db.json(fields.sealed)}, ${fields.org_id}, ${owner.id}, ${owner.username})
+            ${db.json(fields.sealed)}, ${db.json((fields.secret_sources ?? {}) as never)}, ${fields.org_id}, ${owner.id}, ${owner.username})
     RETURNING *`;
   return row;
 }
@@ -91,7 +93,7 @@ export async function updateCredential(db: Db, id: string, fields: CredentialFie
   const [row] = await db<Credential[]>`
     UPDATE credentials SET name = ${fields.name}, description = ${fields.description}, kind = ${fields.kind},
       type_id = ${fields.type_id}, inputs = ${db.json(fields.inputs)}, sealed = ${db.json(fields.sealed)},
-      org_id = ${fields.org_id}, updated_at = now()
+      secret_sources = ${db.json((fields.secret_sources ?? {}) as never)}, org_id = ${fields.org_id}, updated_at = now()
     WHERE id = ${id} RETURNING *`;
   return row;
 }

@@ -10,7 +10,30 @@ import type { Tool } from './types';
 /** Every tool name the service defines; those without a module here are not yet served by Cairn. */
 export const SPEC_TOOLS = ['ansible', 'bash', 'terraform', 'opentofu', 'python', 'powershell', 'go'] as const;
 
+/**
+ * The one tool registry (spec part A 1.3): Cairn's built-in tools, then compiled-in extensions
+ * and plugins (runtime/plugins.ts) registered while the process starts, sealed before it serves.
+ */
 const TOOLS = new Map<string, Tool>([ansibleTool, bashTool, pythonTool, terraformTool, opentofuTool, goTool, powershellTool].map((t) => [t.name, t]));
+let toolsSealed = false;
+
+/** Names no extension may take: every tool the service defines, served here or not. */
+export function reservedToolName(name: string): boolean {
+  return (SPEC_TOOLS as readonly string[]).includes(name) || TOOLS.has(name);
+}
+
+/** Adds an extension's tool; refused after the seal, for an empty name, or a name taken. */
+export function registerTool(tool: Tool): void {
+  if (toolsSealed) throw new Error(`tool ${JSON.stringify(tool.name)} registered after startup`);
+  if (!tool.name.trim() || tool.name !== tool.name.trim()) throw new Error('a tool needs a name');
+  if (reservedToolName(tool.name)) throw new Error(`tool ${JSON.stringify(tool.name)} is already registered`);
+  if (tool.dryRunChangeFree) throw new Error(`extension tool ${JSON.stringify(tool.name)} cannot claim change-free dry runs`);
+  TOOLS.set(tool.name, tool);
+}
+
+export function sealTools(): void {
+  toolsSealed = true;
+}
 
 export function getTool(name: string): Tool | undefined {
   return TOOLS.get(name);
@@ -66,7 +89,7 @@ export async function requireRunnableTool(name: string): Promise<Tool> {
     throw badRequest(`unknown tool "${name}"; this server runs: ${[...TOOLS.keys()].join(', ')}`, { field: 'tool' });
   }
   // Built into the machine cache on first use and handed to the sandbox by the worker (services/runs/runs.ts checks it can be had).
-  if (tool.installed === 'built') return tool;
+  if (tool.installed === 'built' || tool.installed === 'plugin') return tool;
   // On the server's PATH (what its operator installed for runs), and where a sandboxed tool finds it.
   if (!(await binaryOnPath(tool.binary, serverPath()))) {
     throw badRequest(`the ${name} tool is missing on this server: ${tool.binary} is not on its PATH`, { field: 'tool' });

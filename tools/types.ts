@@ -23,7 +23,9 @@ export interface Tool {
    * the machine cache when first used (terraform, opentofu: embedded/iac-binaries.ts), so PATH is
    * not required of it.
    */
-  installed?: 'path' | 'built';
+  installed?: 'path' | 'built' | 'plugin';
+  /** A plugin tool's executable (absolute), handed read-only to the run's sandbox. */
+  pluginExecutable?: string;
   invocation(spec: RunSpec, inputs?: ToolInputs): ToolInvocation;
 }
 

@@ -1,4 +1,5 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { ExtensionRegistry } from '../core/extensions';
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { ToolLauncher } from '../runtime/launcher';
@@ -34,6 +35,8 @@ export interface ExecutionWorkerOptions {
   serverSecrets: string[];
   /** --federation-issuer, for run identity tokens (services/federation/run-tokens.ts). */
   federationIssuer?: string;
+  /** The extension secret sources credentials may read from (cli/plugins.ts). */
+  secretSources?: ExtensionRegistry['secretSources'];
   /** What a project fetch checks (the egress rule, --project-local-roots, --git-timeout). */
   projects: ProjectFetchSettings;
 }
@@ -70,6 +73,7 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
     sealer: options.sealer,
     serverSecrets: options.serverSecrets,
     federationIssuer: options.federationIssuer,
+    secretSources: options.secretSources,
     site,
     onExecutionChange: (delta) => options.metrics.workerBusy.inc(delta),
     onFinished: (run) => {

@@ -27,6 +27,17 @@ export const credentialInput = z
     inputs: inputs.nullable().optional(),
     fields: inputs.nullable().optional(),
     org_id: namedId('org_id').nullable().optional(),
+    secret_sources: z
+      .record(
+        z.string(),
+        z.strictObject({
+          source: z.string({ message: 'source must be a string' }).min(1, 'source must not be empty').refine(fitsBytes(255), 'source must be at most 255 bytes'),
+          ref: z.string({ message: 'ref must be a string' }).refine(fitsBytes(1024), 'ref must be at most 1024 bytes'),
+        }),
+        { message: 'secret_sources must be an object of field -> {source, ref}' },
+      )
+      .nullable()
+      .optional(),
     // Read-only fields of a read, ignored.
     id: z.unknown().optional(),
     secrets_set: z.unknown().optional(),

@@ -31,6 +31,7 @@ import type { ServerContext } from '../context';
 import { carryOut } from '../effects';
 import { sendAnnouncement, type Destination } from './notification-senders';
 import { notSentBecause } from './notifications';
+import { notifyExtensions } from './extension-notifiers';
 
 /**
  * Records the events runs owe their notification targets (spec part B 6.1-6.3) and hands their
@@ -131,6 +132,7 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
   });
   for (const { event, runEvent } of recorded.events) {
     announceDirect(ctx, recorded.run, event, runEvent).catch((err) => ctx.logger.warn({ runId, err: (err as Error).message }, 'direct notifications could not be sent'));
+    if (event === 'run.finished') void notifyExtensions(ctx, recorded.run);
   }
 }
 

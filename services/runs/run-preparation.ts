@@ -10,7 +10,8 @@ import { getTool } from '../../tools/registry';
 import type { ToolInputs, ToolInvocation } from '../../tools/types';
 import { DomainError } from '../../core/errors';
 import { ansibleToolCredentials, scriptToolInjection } from '../../tools/credential-injection';
-import { CredentialOpenError, openRunCredentials } from '../credentials';
+import { CredentialOpenError, openRunCredentials, type MintedLease } from '../credentials';
+import type { ExtensionRegistry } from '../../core/extensions';
 import { moveRun, unexplainedRelease } from './run-lifecycle';
 import { runToolInputs } from './run-inputs';
 
@@ -71,6 +72,10 @@ export interface PreparedExecution {
 export interface PreparationDeps {
   sealer?: Sealer;
   federationIssuer?: string;
+  /** Extension secret sources credentials may read from (none on a relay's server side). */
+  secretSources?: ExtensionRegistry['secretSources'];
+  /** Where the dynamic secrets minted for this execution are recorded, for their revocation when it ends. */
+  leases?: MintedLease[];
   /**
    * Inputs only the executing side can resolve (a terraform run's staged binary, state and saved
    * plan; a go run's caches), for the claimed run; a RunInputError ends the run naming why.
@@ -115,7 +120,7 @@ export async function prepareExecution(
   // as extra vars, the passwords and the key's passphrase through its inputs.
   let machine: ToolInputs['machine'];
   try {
-    const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer);
+    const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer, deps.secretSources, deps.leases);
     if (run.tool === 'ansible') {
       const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
       injection = rest;
