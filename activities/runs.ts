@@ -7,6 +7,7 @@ import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import { runView } from '../core/runs/run-view';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
+import { getRun } from '../store/runs';
 import { moveRun, recordRunEnd, unexplainedRelease } from '../services/runs/run-lifecycle';
 import { getTool } from '../tools/registry';
 import type { ToolInputs } from '../tools/types';
@@ -472,7 +473,12 @@ export function createRunActivities(deps: RunActivityDeps) {
     if (finished) deps.onFinished?.(finished);
   }
 
-  return { executeRun, finishRun };
+  /** The run's status as recorded, for the workflow's `CairnRunStatus` search attribute; null for a run that is gone. */
+  async function runStatus(runId: string): Promise<string | null> {
+    return (await getRun(sql, runId))?.status ?? null;
+  }
+
+  return { executeRun, finishRun, runStatus };
 }
 
 export type RunActivities = ReturnType<typeof createRunActivities>;

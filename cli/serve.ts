@@ -27,7 +27,7 @@ import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { installTemporalLogging } from '../workers/runtime';
 import { ConfigError, type Config } from '../core/config';
-import { connectTemporal, ensureNamespace } from './temporal-connection';
+import { connectTemporal, ensureNamespace, ensureSearchAttributes } from './temporal-connection';
 
 export interface RunningServer {
   url: string;
@@ -182,6 +182,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const connection = await connectTemporal(temporalAddress, logger);
     stack.push(() => connection.close());
     await ensureNamespace(connection, config.temporalNamespace, logger);
+    await ensureSearchAttributes(connection, config.temporalNamespace, logger);
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
 
     const metrics = createMetrics(sql, config.poolSize);
