@@ -63,3 +63,24 @@ test('the server registers the attributes, and a failed run is found by CairnRun
   expect(await listUntil(`CairnQueue IS NULL AND ${ours}`, [failedId, passedId])).toEqual([failedId, passedId].sort());
   expect(typeof attributes.CairnRequester).toBe('string');
 });
+
+test('a failed pipeline and its failed step are both found by CairnRunStatus', async () => {
+  const { status, body: parent } = await t.api.post('/v1/pipelines', {
+    steps: [
+      { name: 'one', tool: 'bash', command: 'echo one' },
+      { name: 'two', tool: 'bash', command: 'exit 4' },
+    ],
+  });
+  expect(status).toBe(201);
+  expect((await waitForRunEnd(t.api, parent.id)).status).toBe('failed');
+  const steps = (await t.api.get(`/v1/runs/${parent.id}/steps`)).body.steps as { id: string; status: string }[];
+  const failedStep = steps.find((s) => s.status === 'failed')!;
+  const passedStep = steps.find((s) => s.status === 'succeeded')!;
+  const ids = [parent.id, failedStep.id, passedStep.id].map(runWorkflowId);
+  const expected = [runWorkflowId(parent.id), runWorkflowId(failedStep.id)].sort();
+  const query = `CairnRunStatus = 'failed' AND WorkflowId IN (${ids.map((id) => `'${id}'`).join(', ')})`;
+  expect(await listUntil(query, expected)).toEqual(expected);
+  expect(await listUntil(`CairnRunStatus = 'succeeded' AND WorkflowId = '${runWorkflowId(passedStep.id)}'`, [runWorkflowId(passedStep.id)])).toEqual([
+    runWorkflowId(passedStep.id),
+  ]);
+});
