@@ -1,6 +1,7 @@
 # Cairn. The image runs `cairn serve` by default; the command `worker` runs `cairn worker`.
-# Cairn runs its TypeScript sources through tsx; only the web console is built, in a stage of its
-# own with the build tools of devDependencies, and its built files copied in.
+# Cairn runs compiled JavaScript (dist/, bin/build.js with esbuild, which comes with tsx); the web
+# console is built in a stage of its own with the build tools of devDependencies, and its built
+# files copied in.
 # It is meant for DATABASE_URL and TEMPORAL_ADDRESS set (see docker-compose.yml): it carries no
 # Temporal CLI for the embedded dev server.
 FROM node:20-bookworm-slim AS console
@@ -26,6 +27,10 @@ RUN npm ci --omit=dev --no-audit --no-fund \
 
 COPY . .
 COPY --from=console /app/ui/dist ui/dist
+
+# The server compiled to dist/, which bin/cairn.js runs (the sources were not copied in yet when
+# the packages were installed).
+RUN node bin/build.js
 
 # The workflow bundle, built once here rather than at every start (/app is not writable by `node`).
 RUN node bin/run-ts.js workers/build-bundle.ts

@@ -136,7 +136,12 @@ export function createGraphActivities(deps: { sql: Sql }) {
     await recordRunEnd(sql, parentRunId, outcome);
   }
 
-  return { loadGraph, claimParent, markStepStarted, stepResult, openApproval, settleApproval, skipStep, finishParent };
+  /** The run's status as recorded, for the workflow's `CairnRunStatus` search attribute; null for a run that is gone. */
+  async function runStatus(runId: string): Promise<string | null> {
+    return (await getRun(sql, runId))?.status ?? null;
+  }
+
+  return { loadGraph, claimParent, markStepStarted, stepResult, openApproval, settleApproval, skipStep, finishParent, runStatus };
 }
 
 export type GraphActivities = ReturnType<typeof createGraphActivities>;

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
+import { getRun } from '../store/runs';
 import { moveRun, recordRunEnd } from '../services/runs/run-lifecycle';
 import { runView } from '../core/runs/run-view';
 import { RunInputError } from '../core/runs/run-outcome';
@@ -353,7 +354,12 @@ export function createRunActivities(deps: RunActivityDeps) {
     if (finished) deps.onFinished?.(finished);
   }
 
-  return { executeRun, finishRun };
+  /** The run's status as recorded, for the workflow's `CairnRunStatus` search attribute; null for a run that is gone. */
+  async function runStatus(runId: string): Promise<string | null> {
+    return (await getRun(sql, runId))?.status ?? null;
+  }
+
+  return { executeRun, finishRun, runStatus };
 }
 
 export type RunActivities = ReturnType<typeof createRunActivities>;

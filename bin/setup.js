@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // `npm install` runs this once the packages are in. First, Cairn runs every tool in a bubblewrap
 // sandbox with its own network (slirp4netns), so both must be on the machine: as root on a
-// Debian-like system it installs them; otherwise it says what to install. Then it builds the web
-// console (ui/build.mjs) into ui/dist, which `cairn serve` serves at /ui/. Neither step fails the
-// install: `cairn serve` checks the sandbox again at start, and answers /ui/ with how to build the
-// console when it is missing.
+// Debian-like system it installs them; otherwise it says what to install. Then it compiles the
+// server to dist/ (bin/build.js, about a second), which bin/cairn.js runs, and builds the web
+// console (ui/build.mjs) into ui/dist, which `cairn serve` serves at /ui/. No step fails the
+// install: `cairn serve` checks the sandbox again at start, runs the TypeScript sources through
+// tsx when dist/ is missing or stale, and answers /ui/ with how to build the console when it is
+// missing.
 'use strict';
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -43,6 +45,17 @@ function main() {
   );
 }
 
+/** Compiles the server into dist/ (bin/build.js); a failure leaves `cairn` running the sources through tsx. */
+async function compileServer() {
+  try {
+    const { build } = require('./build');
+    const { files, ms } = await build();
+    process.stderr.write(`cairn: compiled ${files} source files into dist/ in ${ms} ms\n`);
+  } catch (err) {
+    process.stderr.write(`cairn: dist/ was not built (${err.message}); \`cairn\` runs the TypeScript sources through tsx instead (run \`npm run build\` to retry)\n`);
+  }
+}
+
 /** Builds the console with the build tools of devDependencies; an install without them (--omit=dev) says so. */
 function buildConsole() {
   const root = path.resolve(__dirname, '..');
@@ -65,4 +78,4 @@ try {
 } catch (err) {
   process.stderr.write(`cairn: could not install the run sandbox's packages (${err.message}); install bubblewrap and slirp4netns yourself\n`);
 }
-buildConsole();
+compileServer().then(buildConsole);

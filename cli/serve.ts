@@ -28,7 +28,7 @@ import { startPoolWorker } from '../workers/pool';
 import { startRelayDispatcher } from '../workers/relay-dispatch';
 import { installTemporalLogging } from '../workers/runtime';
 import { ConfigError, type Config } from '../core/config';
-import { connectTemporal, ensureNamespace } from './temporal-connection';
+import { connectTemporal, ensureNamespace, ensureSearchAttributes } from './temporal-connection';
 import { loadExtensions } from './plugins';
 
 export interface RunningServer {
@@ -184,6 +184,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const connection = await connectTemporal(temporalAddress, logger);
     stack.push(() => connection.close());
     await ensureNamespace(connection, config.temporalNamespace, logger);
+    await ensureSearchAttributes(connection, config.temporalNamespace, logger);
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
 
     // Plugins start before anything serves, and end with the server (after the worker stops).

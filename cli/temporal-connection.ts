@@ -2,6 +2,7 @@ import type { ConnectionLike } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { Logger } from 'pino';
+import { SEARCH_ATTRIBUTES } from '../workflows/definitions';
 
 /** gRPC status codes Temporal answers with (google.rpc.Code). */
 const NOT_FOUND = 5;
@@ -32,6 +33,43 @@ export async function ensureNamespace(connection: ConnectionLike, namespace: str
     } catch {
       await new Promise((r) => setTimeout(r, 200));
     }
+  }
+}
+
+/** temporal.api.enums.v1.IndexedValueType: INDEXED_VALUE_TYPE_KEYWORD. */
+const INDEXED_TYPES = { KEYWORD: 2 } as const;
+
+/**
+ * Registers Cairn's custom search attributes (workflows/definitions.ts SEARCH_ATTRIBUTES) on the
+ * namespace through the operator service, at every start: the same call works on the embedded dev
+ * server, a self-hosted cluster and the test suite's server (the dev server's `--search-attribute`
+ * flag would cover only the first). Only the missing ones are added; one already there, or added by
+ * another process starting at the same moment, is fine. A cluster that refuses the call (no
+ * operator rights, or its visibility store takes no custom attributes) is logged, not fatal: runs
+ * work the same, only the Temporal UI cannot find them by Cairn's attributes.
+ */
+export async function ensureSearchAttributes(connection: ConnectionLike, namespace: string, logger: Logger): Promise<boolean> {
+  const wanted = Object.values(SEARCH_ATTRIBUTES);
+  try {
+    const listed = await connection.operatorService.listSearchAttributes({ namespace });
+    const missing = wanted.filter((key) => !(key.name in (listed.customAttributes ?? {})));
+    if (missing.length === 0) return true;
+    logger.info({ namespace, search_attributes: missing.map((key) => key.name) }, 'registering Cairn search attributes on the Temporal namespace');
+    try {
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((key) => [key.name, INDEXED_TYPES[key.type]])),
+      });
+    } catch (err) {
+      if ((err as { code?: number }).code !== ALREADY_EXISTS) throw err;
+    }
+    return true;
+  } catch (err) {
+    logger.warn(
+      { namespace, err: (err as Error).message },
+      'could not register Cairn search attributes on the Temporal namespace; register them with `temporal operator search-attribute create` (docs/operations.md)',
+    );
+    return false;
   }
 }
 

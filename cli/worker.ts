@@ -16,7 +16,7 @@ import { startQueueWorker } from '../workers/queue';
 import { startRelayWorker } from '../workers/relay-worker';
 import { installTemporalLogging } from '../workers/runtime';
 import { buildSealer, createLogger, openDatabase, serverSecretsOf, type ServerHarness } from './serve';
-import { connectTemporal } from './temporal-connection';
+import { connectTemporal, ensureSearchAttributes } from './temporal-connection';
 
 /** What only an in-process or test-support start passes: extra keys trusted to sign licenses. */
 export type WorkerHarness = Pick<ServerHarness, 'licenseKeys'>;
@@ -93,6 +93,8 @@ export async function startWorkerProcess(
     installTemporalLogging(logger);
     const connection = await connectTemporal(config.temporalAddress, logger);
     stack.push(() => connection.close());
+    // A pool worker may start before any server has (its workflows set Cairn's search attributes).
+    await ensureSearchAttributes(connection, config.temporalNamespace, logger);
     const options: PoolWorkerOptions = {
       connection,
       namespace: config.temporalNamespace,

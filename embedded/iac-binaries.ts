@@ -110,9 +110,13 @@ async function buildIacBinary(which: IacBinary, log: (line: string) => void): Pr
   }
   const started = Date.now();
   log(`building ${which.title} ${which.version} from its Go module ${which.module} into ${path.dirname(target)} (first use only; takes a few minutes)`);
-  const progress = setInterval(() => log(`still building ${which.title} ${which.version} (${Math.round((Date.now() - started) / 1000)} s)`), PROGRESS_EVERY_MS);
+  let phase = 'starting';
+  const progress = setInterval(() => log(`still building ${which.title} ${which.version}: ${phase} (${Math.round((Date.now() - started) / 1000)} s)`), PROGRESS_EVERY_MS);
   try {
-    const built = await buildGoModule(which.module, which.version, which.pkg, target, ['-trimpath', `-ldflags=${which.ldflags}`]);
+    const built = await buildGoModule(which.module, which.version, which.pkg, target, ['-trimpath', `-ldflags=${which.ldflags}`], (next) => {
+      phase = next;
+      log(`building ${which.title} ${which.version}: ${next} (${Math.round((Date.now() - started) / 1000)} s)`);
+    });
     log(`built ${which.title} ${which.version} in ${Math.round((Date.now() - started) / 1000)} s: ${built}`);
     return built;
   } catch (err) {

@@ -1,8 +1,9 @@
 import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { installRoot } from '../core/install-root';
 
-const PROJECT_ROOT = path.resolve(__dirname, '..');
+const PROJECT_ROOT = installRoot(__dirname, 1);
 
 /**
  * The folder for what Cairn builds once per machine rather than once per checkout (the Temporal

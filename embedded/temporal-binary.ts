@@ -57,12 +57,20 @@ export async function goBuildInto(goBinary: string, cwd: string, pkg: string, fi
  * whose go.mod carries replace directives (the Temporal CLI's and OpenTofu's do), so the module is
  * downloaded, copied somewhere writable and built there.
  */
-export async function buildGoModule(module: string, version: string, pkg: string, finalPath: string, flags: string[] = []): Promise<string> {
+export async function buildGoModule(
+  module: string,
+  version: string,
+  pkg: string,
+  finalPath: string,
+  flags: string[] = [],
+  onPhase: (phase: string) => void = () => {},
+): Promise<string> {
   const goBinary = await onPath('go');
   if (!goBinary) throw new Error('no Go toolchain on PATH');
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-go-build-'));
   try {
     const env = { ...process.env, GOFLAGS: '-mod=mod', GO111MODULE: 'on' };
+    onPhase(`downloading ${module}@${version}`);
     const { stdout } = await execFileAsync(goBinary, ['mod', 'download', '-json', `${module}@${version}`], {
       cwd: work,
       env,
@@ -71,18 +79,51 @@ export async function buildGoModule(module: string, version: string, pkg: string
     const moduleDir = (JSON.parse(stdout) as { Dir?: string; Error?: string });
     if (!moduleDir.Dir) throw new Error(moduleDir.Error ?? 'go mod download returned no directory');
     const source = path.join(work, 'src');
+    onPhase('copying the module source');
     await fs.cp(moduleDir.Dir, source, { recursive: true });
     await execFileAsync('chmod', ['-R', 'u+w', source]);
+    onPhase(`compiling ${pkg} (go build; its dependencies are downloaded as it goes)`);
     return await goBuildInto(goBinary, source, pkg, finalPath, env, flags);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }
 }
 
-/** Builds the pinned CLI from its Go module into the machine cache. */
+/** How often a long build says it is still going. */
+export const BUILD_PROGRESS_EVERY_MS = 15_000;
+
+const elapsed = (ms: number) => {
+  const s = Math.round(ms / 1000);
+  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+};
+
+/**
+ * Runs a long build, saying what it is doing as it goes: each phase as it begins, with the time
+ * spent so far, and every BUILD_PROGRESS_EVERY_MS the phase still under way; then the total.
+ */
+export async function withBuildProgress<T>(what: string, log: (line: string) => void, build: (onPhase: (phase: string) => void) => Promise<T>): Promise<T> {
+  const started = Date.now();
+  let phase = 'starting';
+  const ticker = setInterval(() => log(`${what}: still ${phase}, ${elapsed(Date.now() - started)} elapsed`), BUILD_PROGRESS_EVERY_MS);
+  ticker.unref();
+  try {
+    const result = await build((next) => {
+      phase = next;
+      log(`${what}: ${next} (${elapsed(Date.now() - started)} elapsed)`);
+    });
+    log(`${what}: done in ${elapsed(Date.now() - started)}`);
+    return result;
+  } finally {
+    clearInterval(ticker);
+  }
+}
+
+/** Builds the pinned CLI from its Go module into the machine cache, showing its progress. */
 async function buildFromModule(log: (line: string) => void): Promise<string> {
-  log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} from its Go module (first start only; takes a few minutes)`);
-  return buildGoModule(TEMPORAL_CLI_MODULE, TEMPORAL_CLI_VERSION, './cmd/temporal', temporalCliCachePath());
+  log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} from its Go module into ${path.dirname(temporalCliCachePath())} (first start only; takes a few minutes)`);
+  return withBuildProgress(`building the Temporal CLI ${TEMPORAL_CLI_VERSION}`, log, (onPhase) =>
+    buildGoModule(TEMPORAL_CLI_MODULE, TEMPORAL_CLI_VERSION, './cmd/temporal', temporalCliCachePath(), [], onPhase),
+  );
 }
 
 /**

@@ -36,8 +36,10 @@ export class ToolLauncher {
 
   private ensureChild(): ChildProcess {
     if (this.child && this.child.connected) return this.child;
-    const child = fork(require.resolve('./launcher-process'), [], {
-      execArgv: ['--require', require.resolve('tsx/cjs')],
+    const entry = require.resolve('./launcher-process');
+    const child = fork(entry, [], {
+      // Compiled (dist/), the launcher is JavaScript; from the sources, tsx compiles it on load.
+      execArgv: entry.endsWith('.ts') ? ['--require', require.resolve('tsx/cjs')] : [],
       env: launcherEnvironment(),
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

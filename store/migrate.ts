@@ -2,8 +2,9 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Sql } from './db';
 import { LOCKS, takeLock } from './locks';
+import { installRoot } from '../core/install-root';
 
-const SCHEMA_DIR = path.resolve(__dirname, '..', 'schema');
+const SCHEMA_DIR = path.join(installRoot(__dirname, 1), 'schema');
 
 /** Applies the numbered SQL files in schema/ that this database has not seen, each once, in order. */
 export async function migrate(sql: Sql): Promise<string[]> {

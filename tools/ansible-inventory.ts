@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { installRoot } from '../core/install-root';
 import {
   emptyLayout,
   expandHostPattern,
@@ -17,7 +18,7 @@ import {
  * there wherever ansible is), the environment `ansible-inventory` and `ansible --list-hosts` run
  * with, and how their answers are read. They run as sandboxed jobs (runtime/inventory-jobs.ts).
  */
-export const YAML_HOSTS = readFileSync(path.join(__dirname, 'ansible', 'yaml_hosts.py'), 'utf8');
+export const YAML_HOSTS = readFileSync(path.join(installRoot(__dirname, 1), 'tools', 'ansible', 'yaml_hosts.py'), 'utf8');
 
 /**
  * The ansible-core release series the inventory engine (and the ansible tool) is tested against:

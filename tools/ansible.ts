@@ -5,6 +5,7 @@ import { factCacheInvocation } from '../core/ansible/facts';
 import { sha256Hex } from '../core/sha256';
 import type { RunSpec } from '../core/runs/run';
 import type { ComposedRunInventory, MachineSecrets, Tool, ToolInputs } from './types';
+import { installRoot } from '../core/install-root';
 
 /**
  * The ansible tool (spec part A 2.1, 2.2): `ansible-playbook` from the system's packages.
@@ -24,7 +25,7 @@ import type { ComposedRunInventory, MachineSecrets, Tool, ToolInputs } from './t
  */
 export const RESULTS_FILE = '.cairn-ansible-results.jsonl';
 const PLUGIN_FILE = 'cairn_results.py';
-const PLUGIN = readFileSync(path.join(__dirname, 'ansible', PLUGIN_FILE), 'utf8');
+const PLUGIN = readFileSync(path.join(installRoot(__dirname, 1), 'tools', 'ansible', PLUGIN_FILE), 'utf8');
 export const INLINE_PLAYBOOK = 'playbook.yml';
 
 /** The file a stored inventory is written to: Ansible's YAML plugin needs a YAML extension. */

@@ -2,8 +2,10 @@ import { bundleWorkflowCode, type WorkflowBundleOption } from '@temporalio/worke
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { installRoot } from '../core/install-root';
 
-const ROOT = path.resolve(__dirname, '..');
+/** The install's root: the workflow bundle is always built from the TypeScript sources, also when Cairn runs compiled. */
+const ROOT = installRoot(__dirname, 1);
 const ENTRY = path.join(ROOT, 'workflows', 'index.ts');
 /** Git-ignored cache folder of the project, beside the Temporal CLI build. */
 export const BUNDLE_CACHE_DIR = path.join(ROOT, '.cache', 'workflow-bundle');

@@ -5,6 +5,28 @@
  */
 import { defineSignal } from '@temporalio/workflow';
 
+/**
+ * Cairn's custom search attributes on the Temporal namespace (the ops window: the Temporal UI and
+ * CLI find runs by them, e.g. `CairnRunStatus = 'failed'`). Registered at every start of `serve`
+ * and `worker` (cli/temporal-connection.ts `ensureSearchAttributes`); set when a run's workflow
+ * starts (services/runs/runs.ts) and the status kept current by the workflow (workflows/run.ts).
+ * Every one is a Keyword: matched exactly, never tokenized. Each key is the SDK's
+ * `SearchAttributeKey` (what `defineSearchAttributeKey` of @temporalio/common makes), written out
+ * because workflow code imports only @temporalio/workflow.
+ */
+const keyword = <N extends string>(name: N) => ({ name, type: 'KEYWORD' as const });
+export const SEARCH_ATTRIBUTES = {
+  runStatus: keyword('CairnRunStatus'),
+  tool: keyword('CairnTool'),
+  requester: keyword('CairnRequester'),
+  template: keyword('CairnTemplate'),
+  queue: keyword('CairnQueue'),
+  source: keyword('CairnSource'),
+} as const;
+
+/** The patch id guarding the run workflow's status upserts (replays of earlier histories skip them). */
+export const SEARCH_ATTRIBUTES_PATCH = 'cairn-search-attributes';
+
 /** A run's workflow: execute the tool once on the run's queue, raced against its timeout. */
 export const RUN_WORKFLOW = 'runWorkflow';
 /** A pipeline's, saved workflow's or split's workflow: its steps or shards as child run workflows. */

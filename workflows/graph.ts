@@ -3,15 +3,17 @@ import {
   condition,
   executeChild,
   isCancellation,
+  patched,
   proxyLocalActivities,
   setHandler,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { GraphActivities } from '../activities/graphs';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import { graphOutcome, graphSettled, nextSteps, type StepState } from '../core/runs/workflow-graph';
 import { runWorkflow } from './run';
-import { stepDecided, type GraphWorkflowInput } from './definitions';
+import { SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTES_PATCH, stepDecided, type GraphWorkflowInput } from './definitions';
 
 /**
  * A pipeline, saved workflow or split: one parent run whose steps are child runs, each its own
@@ -28,12 +30,20 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
   const decided = new Set<string>();
   setHandler(stepDecided, (stepRunId) => void decided.add(stepRunId));
 
+  // `CairnRunStatus` (set at start) follows the parent's recorded end; see workflows/run.ts.
+  const tracksStatus = patched(SEARCH_ATTRIBUTES_PATCH);
+  const publishStatus = async () => {
+    if (!tracksStatus) return;
+    const status = await store.runStatus(input.parentRunId);
+    if (status) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.runStatus, value: status }]);
+  };
+
   const claim = await store.claimParent(input.parentRunId);
-  if (claim === 'finished') return;
+  if (claim === 'finished') return publishStatus();
   const { steps, stepRunIds } = await store.loadGraph(input.parentRunId);
   if (claim === 'canceled') {
     await store.finishParent(input.parentRunId, { kind: 'canceled' });
-    return;
+    return publishStatus();
   }
 
   const states = new Map<string, StepState>(steps.map((s) => [s.name, 'waiting']));
@@ -104,4 +114,5 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
     outcome = { kind: 'canceled' };
   }
   await CancellationScope.nonCancellable(() => store.finishParent(input.parentRunId, outcome));
+  await CancellationScope.nonCancellable(publishStatus);
 }

@@ -4,14 +4,16 @@ import {
   CancellationScope,
   isCancellation,
   condition,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   sleep,
+  upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import type { RunActivities } from '../activities/runs';
-import { planDecided, type RunWorkflowInput } from './definitions';
+import { planDecided, SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTES_PATCH, type RunWorkflowInput } from './definitions';
 
 const TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000;
 const TIMER_FIRED = Symbol('timer fired');
@@ -30,7 +32,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     // workflows in flight keep the policy they were scheduled with and replay unchanged.
     retry: { initialInterval: '1s', maximumInterval: '10s', nonRetryableErrorTypes: ['RunNotFound'] },
   });
-  const { finishRun } = proxyLocalActivities<RunActivities>({
+  const { finishRun, runStatus } = proxyLocalActivities<RunActivities>({
     startToCloseTimeout: '30s',
     // Recording the end must outlast a database outage: retry until it lands.
     retry: { initialInterval: '500ms', maximumInterval: '10s' },
@@ -69,8 +71,19 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     }
   };
 
+  // The ops window (the Temporal UI and CLI for execution insight): `CairnRunStatus`, set at the
+  // workflow's start, follows the run's recorded status when the workflow sees it change (held at
+  // the plan gate, ended), read from the store, which alone decides it. Workflows recorded before the attribute existed replay without these steps.
+  const tracksStatus = patched(SEARCH_ATTRIBUTES_PATCH);
+  const publishStatus = async () => {
+    if (!tracksStatus) return;
+    const status = await runStatus(input.runId);
+    if (status) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.runStatus, value: status }]);
+  };
+
   let result = await execute();
   if (result.held) {
+    await publishStatus();
     try {
       await condition(() => decided);
       result = await execute();
@@ -80,6 +93,6 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     }
   }
   const final = result.outcome;
-  if (!final) return;
-  await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
+  if (final) await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
+  await CancellationScope.nonCancellable(publishStatus);
 }

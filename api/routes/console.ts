@@ -2,9 +2,10 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { installRoot } from '../../core/install-root';
 
 /** Where `npm install` (bin/setup.js, ui/build.mjs) puts the built console. */
-export const CONSOLE_DIST = path.resolve(__dirname, '..', '..', 'ui', 'dist');
+export const CONSOLE_DIST = path.join(installRoot(__dirname, 2), 'ui', 'dist');
 
 /**
  * The console loads only its own files: no inline script or style, no eval, no other origin, and

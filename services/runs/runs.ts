@@ -1,4 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { SearchAttributePair } from '@temporalio/common';
+import { createHash } from 'node:crypto';
 import { DomainError, badRequest, conflict, forbidden, notFound } from '../../core/errors';
 import { ansibleSpecOf, hostPatternFault } from '../../core/ansible/ansible-spec';
 import { newId } from '../../core/ids';
@@ -29,7 +31,7 @@ import { entryFields, recordMutation, unchanged, type AuditOrigin, type EntryDra
 import { requireCredentialsReady, requireCredentialsUsable, rerunCredentials } from '../credentials';
 import { requireQueueAllowed } from '../access/licensing';
 import { executionTaskQueue, runWorkflowId } from '../../workflows/ids';
-import { GRAPH_WORKFLOW, RUN_WORKFLOW, type GraphWorkflowInput, type RunWorkflowInput } from '../../workflows/definitions';
+import { GRAPH_WORKFLOW, RUN_WORKFLOW, SEARCH_ATTRIBUTES, type GraphWorkflowInput, type RunWorkflowInput } from '../../workflows/definitions';
 import type { ServerContext } from '../context';
 import { endUnrunChildren, recordRunEnd } from './run-lifecycle';
 import { PARENT_KINDS, type Run, type RunSourceKind, type RunSpec } from '../../core/runs/run';
@@ -396,6 +398,32 @@ export async function submitRun(
 }
 
 /**
+ * What the Temporal UI and CLI show of a run (docs/operations.md, "Finding runs in Temporal"): its
+ * search attributes (status, tool, requester, template, queue, source; the workflow keeps the
+ * status current) and a memo naming the command's digest (`sha256:` + hex SHA-256 of the command
+ * as submitted, so the command itself, which may name anything, stays out of Temporal) and the
+ * template.
+ */
+export function opsWindow(run: Run): { typedSearchAttributes: SearchAttributePair[]; memo: Record<string, string | null> } {
+  const keyword = (key: SearchAttributePair['key'], value: string | null): SearchAttributePair[] =>
+    value ? [{ key, value } as SearchAttributePair] : [];
+  return {
+    typedSearchAttributes: [
+      ...keyword(SEARCH_ATTRIBUTES.runStatus, run.status),
+      ...keyword(SEARCH_ATTRIBUTES.tool, run.tool),
+      ...keyword(SEARCH_ATTRIBUTES.requester, run.requested_by),
+      ...keyword(SEARCH_ATTRIBUTES.template, run.template_id),
+      ...keyword(SEARCH_ATTRIBUTES.queue, run.queue),
+      ...keyword(SEARCH_ATTRIBUTES.source, run.source_kind),
+    ],
+    memo: {
+      command_digest: `sha256:${createHash('sha256').update(run.spec.command ?? '').digest('hex')}`,
+      template_id: run.template_id,
+    },
+  };
+}
+
+/**
  * Starts the run's workflow on the pool queue, its tool routed to the run's queue. Workflow id =
  * run id, with both id policies set explicitly: starting a workflow that is still running returns
  * the running one (`USE_EXISTING`), and a workflow that has finished is never started again for
@@ -409,6 +437,7 @@ export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<vo
     taskQueue: ctx.config.poolQueue,
     workflowIdReusePolicy: 'REJECT_DUPLICATE',
     workflowIdConflictPolicy: 'USE_EXISTING',
+    ...opsWindow(run),
   } as const;
   const executionQueue = executionTaskQueue(ctx.config.poolQueue, run.queue);
   try {

@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEV_SERVER_TUNING } from '../../embedded/temporal';
 import { findTemporalCli } from '../../embedded/temporal-binary';
+import pino from 'pino';
+import { ensureSearchAttributes } from '../../cli/temporal-connection';
 import { prepareTemplateDatabase } from './database';
 import { startTsScript, type ChildHandle } from './processes';
 
@@ -30,6 +32,8 @@ export default async function globalSetup(): Promise<void> {
     },
   });
   globalThis.__cairnTestEnv = env;
+  // Servers register them at start too; done once here for tests whose workers start workflows directly.
+  await ensureSearchAttributes(env.connection, env.namespace ?? 'default', pino({ level: 'silent' }));
   process.env.CAIRN_TEST_TEMPORAL_ADDRESS = env.address;
 
   if (process.env.DATABASE_URL) {

@@ -10,6 +10,7 @@ import { installTemporalLogging } from '../../workers/runtime';
 import { DEV_SERVER_TUNING } from '../../embedded/temporal';
 import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binary';
 import { machineCacheDir } from '../../embedded/machine-cache';
+import { ensureSearchAttributes } from '../../cli/temporal-connection';
 
 /**
  * A Temporal server that can skip time, for tests of long waits (a schedule over weeks, an
@@ -97,6 +98,7 @@ export async function startTimeSkippingTemporal(): Promise<TimeSkippingTemporal>
       extraArgs: TIME_SKIPPING_TUNING.flatMap((value) => ['--dynamic-config-value', value]),
     },
   });
+  await ensureSearchAttributes(env.connection, env.namespace ?? 'default', pino({ level: 'silent' }));
   return { address: env.address, client: env.client.workflow, teardown: () => env.teardown() };
 }
 
