@@ -17,6 +17,8 @@ import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/runs/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
 import { startOutboxDispatcher } from '../services/outbox';
+import { AiProviderRegistry } from '../core/ai/provider';
+import { aiCallBounds, registerBuiltInAiProviders, startAiProvider } from '../services/ai/backends';
 import { attentionSettingsOf } from '../services/attention/attention-file';
 import { samlIdpCertificate } from '../services/access/saml-certificate';
 import { executionFacts } from '../runtime/sandbox-setup';
@@ -147,6 +149,15 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const attention = attentionSettingsOf(config);
     // So does a --saml-idp-cert file that cannot be read or holds no certificate.
     if (config.saml) samlIdpCertificate(config.saml);
+    // So does an AI provider that cannot be built, or whose endpoint the egress rule refuses.
+    const aiRegistry = new AiProviderRegistry();
+    const aiBounds = aiCallBounds(config.ai, config.delivery);
+    registerBuiltInAiProviders(aiRegistry, aiBounds);
+    aiRegistry.seal();
+    const ai = await startAiProvider(config.ai, aiRegistry, aiBounds).catch((err: Error) => {
+      throw new ConfigError(err.message);
+    });
+    if (config.ai) logger.info({ provider: config.ai.provider, model: config.ai.model, endpoint: new URL(config.ai.endpoint).host }, 'advisory AI on (--ai-provider)');
     const database = await openDatabase(config, logger);
     stack.push(database.stop);
     const { sql } = database;
@@ -202,6 +213,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       attention,
       execution: await executionFacts(config, (line) => logger.info(line)),
       notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
+      ai,
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { AttentionSettings } from '../core/runs/attention';
 import type { Config } from '../core/config';
+import type { AiProvider } from '../core/ai/provider';
 import type { ExecutionFacts } from '../core/runs/run-bound-settings';
 import type { Sealer } from '../core/credentials/seal';
 import type { Sql } from '../store/db';
@@ -40,6 +41,8 @@ export interface ServerContext {
   attention: AttentionSettings;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
+  /** The advisory AI provider built at start from --ai-provider (services/ai/backends.ts); undefined when AI is off. */
+  ai?: AiProvider;
 }
 
 /**
