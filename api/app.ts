@@ -31,6 +31,7 @@ import { runEvidenceRoutes } from './routes/run-evidence';
 import { runOutputRoutes } from './routes/run-output';
 import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
+import { aiRoutes } from './routes/ai';
 import { scheduleRoutes } from './routes/schedules';
 import { templateRoutes } from './routes/templates';
 import { triggerRoutes } from './routes/triggers';
@@ -84,6 +85,7 @@ export function createApp(server: ServerContext): Koa {
     accessRoutes(server),
     runRoutes(server),
     runDecisionRoutes(server),
+    aiRoutes(server),
     runOutputRoutes(server),
     runEvidenceRoutes(server),
     runReceiptRoutes(server),
