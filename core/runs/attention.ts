@@ -194,7 +194,7 @@ export interface AttentionRun {
   account_id: string | null;
   exec_host: string | null;
   attempts: number;
-  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string } } | null;
+  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string }; proposal?: { request: string; reasoning: string; provider: string; model: string } } | null;
   state_digest: string | null;
   workflow_started_at: Date | null;
   created_at: Date;
