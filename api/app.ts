@@ -32,6 +32,7 @@ import { runOutputRoutes } from './routes/run-output';
 import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
 import { aiRoutes } from './routes/ai';
+import { mcpRoutes } from './routes/mcp';
 import { scheduleRoutes } from './routes/schedules';
 import { templateRoutes } from './routes/templates';
 import { triggerRoutes } from './routes/triggers';
@@ -86,6 +87,7 @@ export function createApp(server: ServerContext): Koa {
     runRoutes(server),
     runDecisionRoutes(server),
     aiRoutes(server),
+    mcpRoutes(server),
     runOutputRoutes(server),
     runEvidenceRoutes(server),
     runReceiptRoutes(server),
