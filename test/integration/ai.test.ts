@@ -22,7 +22,7 @@ beforeAll(async () => {
     CAIRN_AI_ENDPOINT: peer.url,
     CAIRN_AI_ENDPOINT_ALLOW: 'true',
     CAIRN_AI_API_KEY: API_KEY,
-    CAIRN_AI_ASK_RATE: '6',
+    CAIRN_AI_ASK_RATE: '10',
   });
 }, 60_000);
 afterAll(async () => {
@@ -87,6 +87,28 @@ test('explain: no secret reaches the provider, the answer is kept with the run a
   expect((await viewer.post(`/v1/runs/${run.id}/explain`)).status).toBe(404);
 });
 
+test('explain: a run secret (a secret survey answer) printed in the log never reaches the provider', async () => {
+  const secret = `rs-${randomBytes(10).toString('hex')}`;
+  const template = await t.api.post('/v1/templates', {
+    name: unique('secret survey'),
+    tool: 'bash',
+    command: 'echo "token=$api_token"; echo "reversed $(echo $api_token | rev)"; exit 1',
+    survey: [{ var: 'api_token', type: 'password', min_length: 8 }],
+  });
+  expect(template.status).toBe(201);
+  const launched = await t.api.post(`/v1/templates/${template.body.id}/launch`, { answers: { api_token: secret } });
+  expect(launched.status).toBe(201);
+  await waitForRunEnd(t.api, launched.body.id);
+  peer.seen.length = 0;
+  peer.reply = () => `It printed ${secret} and failed.`;
+  const res = await t.api.post(`/v1/runs/${launched.body.id}/explain`);
+  expect(res.status).toBe(201);
+  expect(res.body.answer).not.toContain(secret);
+  expect(peer.seen).toHaveLength(1);
+  expect(peer.seen[0].raw).not.toContain(secret);
+  expect(promptOf(peer.seen[0])).toContain('api_token');
+});
+
 test('a prompt-injection log line changes nothing: no approval, no new run, the answer is only text', async () => {
   const held = await t.api.post('/v1/policies', { command_contains: 'waiting-for-a-person' });
   expect(held.status).toBe(201);
@@ -132,7 +154,7 @@ test('ask: the prompt holds only runs the caller may read; rate limited per acco
   const prompt = promptOf(peer.seen[0]);
   expect(prompt).toContain(own.body.id);
   expect(prompt).not.toContain(hidden.body.id);
-  for (let i = 1; i < 6; i++) expect((await operator.post('/v1/ai/ask', { question: `again ${i}` })).status).toBe(200);
+  for (let i = 1; i < 10; i++) expect((await operator.post('/v1/ai/ask', { question: `again ${i}` })).status).toBe(200);
   const limited = await operator.post('/v1/ai/ask', { question: 'once more' });
   expect(limited.status).toBe(429);
   expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
