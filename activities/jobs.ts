@@ -7,7 +7,10 @@ import { getInventory } from '../store/inventories';
 import { getInventorySource } from '../store/inventory-sources';
 import { putPayload, readPayload } from '../store/job-payloads';
 import { GitError } from '../core/project-paths';
-import { readTree } from '../runtime/git';
+import { archiveCommit, readTree } from '../runtime/git';
+
+/** The largest project tree sent to a relay worker, as a tar archive. */
+export const MAX_PROJECT_ARCHIVE_BYTES = 32 * 1024 * 1024;
 import { inventoryHostNames, resolveComposed, resolveInventory, runInventoryScript, yamlLayoutAnswer, type ComposedJob } from '../runtime/inventory-jobs';
 import { JobFailed, type JobSandbox } from '../runtime/sandboxed-job';
 
@@ -95,6 +98,15 @@ export function createJobActivities(deps: JobActivityDeps) {
         await deps.ensureCommit(job.projectId, job.commit);
         const read = await readTree(site, checkoutDir(site.projectsDir, job.projectId), job.commit, job.path, { maxEntries: job.maxEntries, maxFileBytes: job.maxFileBytes, timeoutMs: 60_000 });
         return answer(read.kind === 'file' && read.bytes ? { ...read, bytes: read.bytes.toString('base64') } : read);
+      });
+    },
+
+    /** A project's tree at a commit as a tar archive, for a relay worker's run (services/relay/relay.ts); the answer's payload id holds it in base64. */
+    async projectArchiveJob(job: { projectId: string; commit: string }): Promise<string> {
+      return asJob(async () => {
+        await deps.ensureCommit(job.projectId, job.commit);
+        const archive = await archiveCommit(site, checkoutDir(site.projectsDir, job.projectId), job.commit, MAX_PROJECT_ARCHIVE_BYTES, 120_000);
+        return answer(archive.toString('base64'));
       });
     },
   };

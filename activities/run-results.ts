@@ -1,4 +1,4 @@
-import { parseAnsibleResults } from '../core/ansible/ansible-results';
+import { parseAnsibleResults, resultsWanted, type AnsibleResults, type ResultsWanted } from '../core/ansible/ansible-results';
 import { FACTS_MANIFEST, FACTS_PREFIX, MAX_FACTS_BYTES } from '../core/ansible/facts';
 import { MAX_INVENTORY_HOSTS } from '../core/ansible/inventory';
 import type { Run } from '../core/runs/run';
@@ -9,17 +9,33 @@ import type { Sql } from '../store/db';
 import { MAX_RESULTS_BYTES, RESULTS_FILE } from '../tools/ansible';
 import { readWorkFile, workDirNames } from '../runtime/work-dir';
 
+/** What an ansible run left in its work dir, read back: its per-host and per-task results, and the facts it gathered. */
+export interface ToolResults {
+  results?: AnsibleResults;
+  /** Only when the run's fact cache is on and it has an inventory. */
+  facts?: { documents: FactsDocument[]; supplied: Record<string, string> };
+}
+
 /**
- * What an ansible run left in its work dir once it has exited, read back and stored before the
- * dir goes: the callback plugin's per-host and per-task results, and the facts it gathered when
- * its fact cache is on. The run may have replaced any file there: each is read only as a
- * top-level regular file, no link followed, no FIFO waited on (runtime/work-dir.ts).
+ * Reads what an ansible run left in its work dir once it has exited, before the dir goes: the
+ * callback plugin's per-host and per-task results, and the facts it gathered when its fact cache
+ * is on. The run may have replaced any file there: each is read only as a top-level regular file,
+ * no link followed, no FIFO waited on (runtime/work-dir.ts). The pool stores them at once
+ * (recordToolResults); a relay worker sends them through the relay in bounded batches.
  */
+export async function readToolResults(wants: ResultsWanted, workDir: string, outcome: ExecutionOutcome): Promise<ToolResults> {
+  if (!wants.ansible || outcome.kind !== 'exited') return {};
+  const facts = wants.facts ? { documents: await gatheredFacts(workDir), supplied: await suppliedDigests(workDir) } : undefined;
+  const written = await readWorkFile(workDir, RESULTS_FILE, MAX_RESULTS_BYTES);
+  return { results: written && parseAnsibleResults(written.bytes.toString('utf8')), facts };
+}
+
+/** Reads an ansible run's results and facts out of its work dir and stores them (services/ansible/). */
 export async function recordToolResults(sql: Sql, run: Run, workDir: string, outcome: ExecutionOutcome): Promise<ExecutionOutcome> {
   if (run.tool !== 'ansible' || outcome.kind !== 'exited') return outcome;
-  if (run.spec.fact_cache && run.spec.inventory_id) await storeGatheredFacts(sql, run, await gatheredFacts(workDir), await suppliedDigests(workDir));
-  const written = await readWorkFile(workDir, RESULTS_FILE, MAX_RESULTS_BYTES);
-  return storeAnsibleResults(sql, run, written && parseAnsibleResults(written.bytes.toString('utf8')), outcome);
+  const read = await readToolResults(resultsWanted(run), workDir, outcome);
+  if (read.facts) await storeGatheredFacts(sql, run, read.facts.documents, read.facts.supplied);
+  return storeAnsibleResults(sql, run, read.results, outcome);
 }
 
 /** The digests of the facts supplied to the run (its manifest), so facts it did not gather again are not stored twice. */

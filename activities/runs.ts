@@ -4,37 +4,14 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
-import { runView } from '../core/runs/run-view';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
-import { moveRun, recordRunEnd, unexplainedRelease } from '../services/runs/run-lifecycle';
-import { getTool } from '../tools/registry';
-import type { ToolInputs } from '../tools/types';
-import type { Injection } from '../core/credentials/credential-kinds';
-import { ansibleToolCredentials, scriptToolInjection } from '../tools/credential-injection';
-import { CredentialOpenError, openRunCredentials } from '../services/credentials';
-import { recordToolResults } from './run-results';
+import { moveRun, recordRunEnd } from '../services/runs/run-lifecycle';
+import { runView } from '../core/runs/run-view';
 import { RunInputError } from '../core/runs/run-outcome';
-import { runToolInputs } from '../services/runs/run-inputs';
-import { LogSink } from '../runtime/log-sink';
-import { MaskedOutput } from '../runtime/masked-output';
-import { createMasker } from '../core/masker';
-import { knownSecretValues, openRunSecrets, RunSecretsError } from '../core/runs/run-secrets';
-import type { Sealer } from '../core/credentials/seal';
-import { LauncherStopped, type ToolLauncher } from '../runtime/launcher';
-import { exitOutcome, killLeftoverProcess, type SpawnedTool } from '../runtime/process';
-import { toolPath } from '../tools/registry';
-import type { Run } from '../core/runs/run';
-import { checkoutDir, GitError } from '../core/project-paths';
-import { extractCommit } from '../runtime/git';
-import { createWorkDir, handOverWorkDir, removeWorkDir, WorkDirError, writeWorkFiles } from '../runtime/work-dir';
-import type { JobSandbox } from '../runtime/sandboxed-job';
-import type { SandboxBind } from '../runtime/sandbox';
-import type { ProcessExit } from '../runtime/process';
-import type { RunSpec } from '../core/runs/run';
 import type { Hold } from '../core/runs/policy-gate';
-import type { IacInputs } from '../tools/types';
-import { DomainError } from '../core/errors';
+import type { IacInputs, ToolInputs } from '../tools/types';
+import type { SandboxBind } from '../runtime/sandbox';
 import { newId } from '../core/ids';
 import { isPlanTool } from '../tools/iac';
 import { IAC_BINARIES, IacBinaryUnavailable } from '../embedded/iac-binaries';
@@ -42,9 +19,15 @@ import { goSite, IacSiteError, providerMirror, stageIacBinary, stateKeyOf, state
 import { markPlanApplied, tryStateLock, type StateLock } from '../store/iac';
 import { entryFields, serviceOrigin } from '../services/audit/audit';
 import { approvedPlan, judgeRunPlan, planSummary, readSavedPlan, recordPlan, SavedPlanError } from './iac';
-
-/** How long unpacking a project's commit into a run's work dir may take. */
-const PROJECT_COPY_TIMEOUT_MS = 300_000;
+import { prepareExecution } from '../services/runs/run-preparation';
+import { recordToolResults } from './run-results';
+import type { Sealer } from '../core/credentials/seal';
+import type { ToolLauncher } from '../runtime/launcher';
+import { killLeftoverProcess } from '../runtime/process';
+import type { Run } from '../core/runs/run';
+import { GitError } from '../core/project-paths';
+import { executeTool, projectFromCache, type AttemptTail } from '../runtime/tool-execution';
+import type { JobSandbox } from '../runtime/sandboxed-job';
 
 export interface RunActivityDeps {
   sql: Sql;
@@ -83,56 +66,8 @@ interface LeaseDetails {
 export const renewalPeriodMs = (leaseSeconds: number) => (leaseSeconds * 1000) / 3;
 const heartbeatEveryMs = (leaseSeconds: number) => Math.min(1000, renewalPeriodMs(leaseSeconds));
 
-/** The environment a tool sees: none of the server's own (it holds database and key material). */
-function toolEnvironment(run: Run, workDir: string, extra: Record<string, string>): Record<string, string> {
-  return {
-    ...extra,
-    PATH: toolPath(),
-    HOME: workDir,
-    LANG: 'C.UTF-8',
-    TMPDIR: workDir,
-    CAIRN_RUN_ID: run.id,
-    // A requeued run starts again from the top: a tool may use this to pick up where it was.
-    CAIRN_RUN_ATTEMPT: String(run.attempts),
-  };
-}
-
-/** A shard learns which slice of the work is its own. */
-function shardEnvironment(run: Run): Record<string, string> {
-  const shard = run.spec.shard;
-  return shard ? { CAIRN_SHARD_INDEX: String(shard.index), CAIRN_SHARD_COUNT: String(shard.count) } : {};
-}
-
 export function createRunActivities(deps: RunActivityDeps) {
   const { sql, logger } = deps;
-
-  /** Claims the run for this attempt: pending or requeued becomes running, with its event, in one write. */
-  async function claim(runId: string): Promise<{ run: Run; previous: Run } | 'finished' | 'canceled'> {
-    const result = await moveRun<'finished' | 'canceled'>(sql, runId, 'claim it', (previous) => {
-      if (!previous) throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
-      if (previous.finished_at) return { settled: 'finished' as const };
-      if (previous.cancel_requested_at) return { settled: 'canceled' as const };
-      return {
-        changes: { status: 'running' as const, started_at: previous.started_at ?? new Date(), attempts: previous.attempts + 1, exec_host: HOST },
-        event:
-          previous.status === 'pending' && previous.hold?.plan && previous.started_at
-            ? // Approved at the plan gate: it goes on to apply, and was announced as started already.
-              { kind: 'run.resumed', body: (next: Run) => ({ attempt: next.attempts, plan_digest: previous.hold!.plan!.digest }) }
-            : previous.status === 'pending'
-            ? { kind: 'run.started', body: (next: Run) => ({ run: runView(next, 'preview') }) }
-            : {
-                kind: 'run.requeued',
-                body: (next: Run) => ({
-                  attempt: next.attempts,
-                  previous_host: previous.exec_host,
-                  reason: 'the worker executing the run stopped renewing its lease',
-                }),
-              },
-        guard: { notCanceled: true },
-      };
-    });
-    return 'settled' in result ? result.settled : { run: result.moved, previous: result.previous };
-  }
 
   /**
    * Executes the run's tool for this attempt and records how it ended. A cancel (by a person or the
@@ -166,89 +101,119 @@ export function createRunActivities(deps: RunActivityDeps) {
 
   async function runTool(runId: string): Promise<ExecutionOutcome | 'skipped' | 'held'> {
     const ctx = Context.current();
-    const refusal = await unexplainedRelease(sql, runId);
-    if (refusal) {
-      logger.error({ runId }, `${refusal}; the run is ended without executing`);
-      return { kind: 'refused', message: refusal };
-    }
-    const claimed = await claim(runId);
-    if (claimed === 'finished') return 'skipped';
-    if (claimed === 'canceled') return { kind: 'canceled' };
-    const { run, previous } = claimed;
-    const definition = getTool(run.tool);
-    if (!definition) return { kind: 'spawn_failed', message: `the ${run.tool} tool is not available on this server` };
-    // The run's sealed secrets, opened only here: they join its extra vars and its masker's known values.
-    let secrets: Record<string, string>;
+    const note = (line: string) => appendLog(sql, runId, Buffer.from(`[cairn] ${line}\n`));
+    // What a terraform, opentofu or go run needs of this worker, resolved as it is prepared.
+    let binds: SandboxBind[] = [];
+    let iacInputs: IacInputs | undefined;
+    let stateKey: string | undefined;
+    // Heartbeats go on meanwhile: a tool's first build takes minutes.
+    const keepAlive = setInterval(() => ctx.heartbeat({ host: HOST } satisfies LeaseDetails), 1000);
+    let prepared;
     try {
-      secrets = openRunSecrets(deps.sealer, run);
-    } catch (err) {
-      if (err instanceof RunSecretsError) return { kind: 'spawn_failed', message: err.message };
-      throw err;
+      prepared = await prepareExecution(
+        sql,
+        {
+          ...deps,
+          executionInputs: async (run) => {
+            const resolved = await executionInputs(run, note);
+            binds = resolved.binds;
+            iacInputs = resolved.inputs.iac;
+            stateKey = resolved.stateKey;
+            return resolved.inputs;
+          },
+        },
+        runId,
+        HOST,
+        (run) => path.join(deps.site.workRoot, `${runId}-${run.attempts}`),
+      );
+    } finally {
+      clearInterval(keepAlive);
     }
-    // Its credentials, opened only here too: injected into the tool, every secret joining the masker.
-    const workDir = path.join(deps.site.workRoot, `${runId}-${run.attempts}`);
-    let injection: Injection;
-    // The ansible tool takes a machine credential its own way (tools/ansible.ts): user and key file
-    // as extra vars, the passwords and the key's passphrase through its inputs.
-    let machine: ToolInputs['machine'];
-    try {
-      const opened = await openRunCredentials(sql, deps.sealer, run, deps.federationIssuer);
-      if (run.tool === 'ansible') {
-        const { sshKeyFile, sshKeyPassphrase, password, becomePassword, ...rest } = ansibleToolCredentials(opened, workDir);
-        injection = rest;
-        machine = { sshKeyFile, sshKeyPassphrase, password, becomePassword };
-      } else {
-        injection = scriptToolInjection(opened, workDir);
-      }
-    } catch (err) {
-      if (err instanceof CredentialOpenError) return { kind: 'spawn_failed', message: err.message };
-      throw err;
+    if (prepared.kind === 'missing') throw ApplicationFailure.nonRetryable(`run ${runId} does not exist`, 'RunNotFound');
+    if (prepared.kind === 'skipped') return 'skipped';
+    if (prepared.kind === 'ended') {
+      if (prepared.outcome.kind === 'refused') logger.error({ runId }, `${prepared.outcome.message}; the run is ended without executing`);
+      return prepared.outcome;
     }
-
-    const sink = new LogSink(
-      (data) => appendLog(sql, runId, data),
-      (err) => logger.warn({ runId, err: (err as Error).message }, 'storing run output failed; will retry'),
-    );
+    const { run, previous } = prepared;
+    let preface: string | undefined;
     if (previous.status === 'running') {
       // The lost attempt's heartbeats named its host and tool pid: end that tool if it is here and alive.
       const lost = ctx.info.heartbeatDetails as LeaseDetails | undefined;
       if (lost?.host === HOST && lost.pid) await killLeftoverProcess(lost.pid, runId);
-      sink.write(Buffer.from(`\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`));
+      preface = `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n`;
     }
-
-    // Everything the tool writes passes the secret masker, which knows this run's secret values
-    // and the server's own, before it is stored.
-    const output = new MaskedOutput(createMasker([...knownSecretValues(secrets), ...knownSecretValues(Object.fromEntries(injection.secrets.entries())), ...deps.serverSecrets]), (data) => sink.write(data));
-
-    // What the tool needs resolved now (an ansible run's stored inventory, as it is at this start).
-    let inputs: ToolInputs;
     try {
-      inputs = { ...(await runToolInputs(sql, run)), ...(machine && { machine }) };
+      if (run.spec.project) await deps.ensureCommit(run.spec.project.id, run.spec.project.commit);
     } catch (err) {
-      if (err instanceof RunInputError) return { kind: 'spawn_failed', message: err.message };
+      if (err instanceof GitError) return { kind: 'spawn_failed', message: `the project's tree could not be placed in the run's work dir: ${err.message}` };
       throw err;
     }
-    const injectedVars = { ...injection.extraVars, ...secrets };
-    const spec: RunSpec = Object.keys(injectedVars).length ? { ...run.spec, extra_vars: { ...run.spec.extra_vars, ...injectedVars } } : run.spec;
-    const note = (line: string) => output.write(Buffer.from(`[cairn] ${line}\n`));
 
-    // A terraform or opentofu run's binary (built on first use, its progress in this log), its
-    // state and its phase; a go run's caches. Heartbeats go on meanwhile: a first build takes minutes.
-    let binds: SandboxBind[] = [];
-    let iacInputs: IacInputs | undefined;
-    let stateKey: string | undefined;
-    const keepAlive = setInterval(() => ctx.heartbeat({ host: HOST } satisfies LeaseDetails), 1000);
+    let lease: LeaseDetails = { host: HOST };
+    const heartbeat = setInterval(() => ctx.heartbeat(lease), heartbeatEveryMs(ctx.info.heartbeatTimeoutMs! / 1000));
+    let lock: StateLock | undefined;
+    try {
+      // Cairn's lock on the state it keeps, besides the tool's own: one run of a template plans or applies at a time.
+      if (stateKey) lock = await takeStateLock(stateKey, note);
+      return await executeTool(
+        deps.site,
+        deps.launcher,
+        {
+          runId,
+          attempt: run.attempts,
+          workDir: path.join(deps.site.workRoot, `${runId}-${run.attempts}`),
+          binary: prepared.binary,
+          argv: prepared.argv,
+          env: prepared.env,
+          files: prepared.files,
+          binds,
+          // Everything the tool writes passes the secret masker, which knows this run's secret
+          // values and the server's own, before it is stored.
+          maskValues: [...prepared.maskValues, ...deps.serverSecrets],
+          preface,
+        },
+        {
+          placeProject: run.spec.project && projectFromCache(deps.site, run.spec.project),
+          storeLog: (data) => appendLog(sql, runId, data),
+          onLogError: (err) => logger.warn({ runId, err: (err as Error).message }, 'storing run output failed; will retry'),
+          // Carried from the next heartbeat on; a run that ends within the second sends none at all.
+          onStarted: (pid) => (lease = { host: HOST, pid }),
+          cancelSignal: ctx.cancellationSignal,
+          onExecutionChange: deps.onExecutionChange,
+          afterExit: async (workDir, outcome, tail): Promise<ExecutionOutcome | 'held'> => {
+            // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
+            if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+            if (iacInputs && outcome.kind === 'exited' && outcome.exitCode === 0) {
+              const planned = await afterPlan(run, iacInputs, workDir, tail);
+              if (planned !== 'go on') return planned;
+            }
+            // An ansible run's per-host and per-task results are stored now, before its work dir goes.
+            return recordToolResults(sql, run, workDir, outcome);
+          },
+        },
+      );
+    } finally {
+      clearInterval(heartbeat);
+      await lock?.release().catch((err) => logger.warn({ runId, err: (err as Error).message }, 'releasing a state lock failed; its connection ends it'));
+    }
+  }
+
+  /**
+   * A terraform or opentofu run's binary (built on first use, its progress in the run's log), its
+   * state and its phase; a go run's caches. What cannot be had ends the run naming why.
+   */
+  async function executionInputs(run: Run, note: (line: string) => Promise<void>): Promise<{ inputs: Partial<ToolInputs>; binds: SandboxBind[]; stateKey?: string }> {
     try {
       if (isPlanTool(run.tool)) {
-        const staged = await stageIacBinary(deps.site, IAC_BINARIES[run.tool], note);
-        stateKey = stateKeyOf(run);
+        const staged = await stageIacBinary(deps.site, IAC_BINARIES[run.tool], (line) => void note(line));
+        const stateKey = stateKeyOf(run);
         const state = await stateSite(deps.site, stateKey);
         const mirror = await providerMirror(deps.site);
-        binds = [...staged.binds, ...state.binds, ...mirror.binds];
         // A run held at the plan gate and approved applies exactly the plan it saved.
         const savedPlan = !run.spec.dry_run && run.hold?.plan ? await approvedPlan(sql, deps.sealer, run) : undefined;
-        if (savedPlan) note(`applying the saved plan ${run.hold!.plan!.digest} that was approved (${run.hold!.plan!.summary})`);
-        iacInputs = {
+        if (savedPlan) await note(`applying the saved plan ${run.hold!.plan!.digest} that was approved (${run.hold!.plan!.summary})`);
+        const iac: IacInputs = {
           binary: staged.binary,
           phase: savedPlan ? 'apply' : 'plan',
           savedPlan,
@@ -256,141 +221,42 @@ export function createRunActivities(deps: RunActivityDeps) {
           providerMirror: mirror.dir,
           providerDownloads: deps.site.iacProviderDownloads ?? false,
         };
-        inputs.iac = iacInputs;
-      } else if (run.tool === 'go') {
-        const go = await goSite(deps.site);
-        binds = go.binds;
-        inputs.go = go;
+        return { inputs: { iac }, binds: [...staged.binds, ...state.binds, ...mirror.binds], stateKey };
       }
+      if (run.tool === 'go') {
+        const go = await goSite(deps.site);
+        return { inputs: { go }, binds: go.binds };
+      }
+      return { inputs: {}, binds: [] };
     } catch (err) {
       if (err instanceof IacBinaryUnavailable || err instanceof IacSiteError || err instanceof SavedPlanError) {
         // What the log said of it (a build's progress) is kept with the run.
-        note(err.message);
-        output.end();
-        await sink.close().catch(() => undefined);
-        return { kind: 'spawn_failed', message: err.message };
-      }
-      throw err;
-    } finally {
-      clearInterval(keepAlive);
-    }
-
-    let invocation;
-    try {
-      invocation = definition.invocation(spec, inputs);
-    } catch (err) {
-      if (err instanceof DomainError) {
-        output.end();
-        await sink.close().catch(() => undefined);
-        return { kind: 'spawn_failed', message: err.message };
+        await note(err.message);
+        throw new RunInputError(err.message);
       }
       throw err;
     }
-    try {
-      if (run.spec.project) await deps.ensureCommit(run.spec.project.id, run.spec.project.commit);
-      await prepareWorkDir(deps.site, workDir, { ...invocation.files, ...injection.files }, run.spec.project);
-    } catch (err) {
-      // Nothing of the run is left behind, its credential files least of all, whatever failed.
-      await removeWorkDir(workDir);
-      output.end();
-      await sink.close().catch(() => undefined);
-      if (err instanceof GitError) return { kind: 'spawn_failed', message: `the project's tree could not be placed in the run's work dir: ${err.message}` };
-      if (err instanceof WorkDirError) return { kind: 'spawn_failed', message: err.message };
-      throw err;
+  }
+
+  /**
+   * After a terraform or opentofu phase that exited 0: a plan is judged at the plan gate and
+   * applied, held or refused; an approved plan's apply is marked applied. `go on` records the
+   * outcome as for any tool.
+   */
+  async function afterPlan(run: Run, iac: IacInputs, workDir: string, tail: AttemptTail): Promise<ExecutionOutcome | 'held' | 'go on'> {
+    const ctx = Context.current();
+    const gated = await planGate(run, iac, workDir, tail.note);
+    if (gated === 'apply') {
+      const applied = await tail.launchAgain(['bash', 'cairn-iac.sh', 'apply']);
+      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+      if (applied.kind === 'exited' && applied.exitCode === 0) await markPlanApplied(sql, run.id);
+      return recordToolResults(sql, run, workDir, applied);
     }
-
-    deps.onExecutionChange?.(1);
-    let lease: LeaseDetails = { host: HOST };
-    const heartbeat = setInterval(() => ctx.heartbeat(lease), heartbeatEveryMs(ctx.info.heartbeatTimeoutMs! / 1000));
-    let outputOpen = true;
-    const closeOutput = async () => {
-      if (!outputOpen) return;
-      outputOpen = false;
-      output.end();
-      await sink.close();
-    };
-    let lock: StateLock | undefined;
-
-    /** Starts one process of the run in its work dir and waits for it; a cancel kills it. */
-    const launchOnce = async (argv: string[], env: Record<string, string>): Promise<ProcessExit | ExecutionOutcome> => {
-      let tool: SpawnedTool;
-      try {
-        tool = await deps.launcher.launch(argv, {
-          cwd: workDir,
-          env: toolEnvironment(run, workDir, { ...env, ...injection.env, ...shardEnvironment(run) }),
-          onOutput: (chunk) => output.write(chunk),
-          binds,
-        });
-      } catch (err) {
-        if (err instanceof LauncherStopped) throw err;
-        return { kind: 'spawn_failed', message: `could not start ${definition.binary}: ${(err as Error).message}` };
-      }
-      // Carried from the next heartbeat on; a run that ends within the second sends none at all.
-      lease = { host: HOST, pid: tool.pid };
-      const onCancel = () => tool.kill();
-      ctx.cancellationSignal.addEventListener('abort', onCancel);
-      // A cancel that arrived while the tool was starting has already fired its event.
-      if (ctx.cancellationSignal.aborted) onCancel();
-      try {
-        // A launcher that dies takes the execution with it: the error fails this attempt, which is retried.
-        return await tool.exited;
-      } finally {
-        ctx.cancellationSignal.removeEventListener('abort', onCancel);
-      }
-    };
-
-    try {
-      // Cairn's lock on the state it keeps, besides the tool's own: one run of a template plans or applies at a time.
-      if (stateKey) lock = await takeStateLock(stateKey, note);
-      let exit: ProcessExit | ExecutionOutcome;
-      try {
-        exit = await launchOnce(invocation.argv, invocation.env);
-      } finally {
-        if (!iacInputs) await closeOutput();
-      }
-      // Cancelled (by a cancel or the timeout): report it as such, now that the process is gone.
-      if (ctx.cancellationSignal.aborted) {
-        await closeOutput();
-        await ctx.cancelled;
-      }
-      if ('kind' in exit) return exit;
-      let outcome = exitOutcome(exit);
-      if (iacInputs && outcome.kind === 'exited' && outcome.exitCode === 0) {
-        const gated = await planGate(run, iacInputs, workDir, note);
-        if (gated === 'apply') {
-          try {
-            const applied = await launchOnce(['bash', 'cairn-iac.sh', 'apply'], invocation.env);
-            if (ctx.cancellationSignal.aborted) {
-              await closeOutput();
-              await ctx.cancelled;
-            }
-            if ('kind' in applied) return applied;
-            outcome = exitOutcome(applied);
-            if (outcome.kind === 'exited' && outcome.exitCode === 0) await markPlanApplied(sql, run.id);
-          } finally {
-            await closeOutput();
-          }
-        } else if (gated === 'hold') {
-          await closeOutput();
-          return (await holdAtPlanGate(run)) ?? { kind: 'canceled' };
-        } else if (gated !== 'done') {
-          await closeOutput();
-          return gated;
-        } else if (iacInputs.phase === 'apply') {
-          // The approved plan, applied: it is not kept any longer.
-          await markPlanApplied(sql, run.id);
-        }
-      }
-      await closeOutput();
-      // An ansible run's per-host and per-task results are stored now, before its work dir goes.
-      return await recordToolResults(sql, run, workDir, outcome);
-    } finally {
-      await closeOutput().catch(() => undefined);
-      clearInterval(heartbeat);
-      deps.onExecutionChange?.(-1);
-      await lock?.release().catch((err) => logger.warn({ runId, err: (err as Error).message }, 'releasing a state lock failed; its connection ends it'));
-      await removeWorkDir(workDir);
-    }
+    if (gated === 'hold') return (await holdAtPlanGate(run)) ?? { kind: 'canceled' };
+    if (gated !== 'done') return gated;
+    // The approved plan, applied: it is not kept any longer.
+    if (iac.phase === 'apply') await markPlanApplied(sql, run.id);
+    return 'go on';
   }
 
   /** Waits (heartbeating, cancellable) for Cairn's lock on one state, saying so once in the run's log. */
@@ -477,20 +343,3 @@ export function createRunActivities(deps: RunActivityDeps) {
 
 export type RunActivities = ReturnType<typeof createRunActivities>;
 
-/**
- * A fresh work dir for the run (runtime/work-dir.ts): the tool's files written first, by the
- * server into a dir nothing else has touched; then the dir handed to the account the tool runs
- * as; then a project's tree at the run's commit unpacked into it in the sandbox, as that account,
- * refusing to replace any of the tool's files (runtime/git.ts).
- */
-async function prepareWorkDir(
-  where: JobSandbox,
-  workDir: string,
-  files: Record<string, string | Buffer>,
-  project?: { id: string; commit: string },
-): Promise<void> {
-  await createWorkDir(workDir);
-  await writeWorkFiles(workDir, files, where.sandbox?.user);
-  await handOverWorkDir(workDir, where.sandbox?.user);
-  if (project) await extractCommit(where, checkoutDir(where.projectsDir, project.id), project.commit, workDir, PROJECT_COPY_TIMEOUT_MS);
-}

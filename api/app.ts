@@ -44,6 +44,7 @@ import { fleetRoutes } from './routes/fleet';
 import { factRoutes } from './routes/facts';
 import { estateRoutes } from './routes/estate';
 import { doctorRoutes } from './routes/doctor';
+import { relayRoutes } from './routes/relay';
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
 export function createApp(server: ServerContext): Koa {
@@ -114,6 +115,8 @@ export function createApp(server: ServerContext): Koa {
     estateRoutes(server),
     doctorRoutes(server),
     federationRoutes(server),
+    // /relay/v1 only when the server was started with --worker-token; otherwise it is no route.
+    ...(server.config.workerToken && server.relay ? [relayRoutes(server)] : []),
   ];
   for (const router of routers) {
     app.use(router.routes());

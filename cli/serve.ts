@@ -27,6 +27,7 @@ import { startAnchoring } from '../services/audit/audit-anchors';
 import { connectDatabase, waitForSessions, type Sql } from '../store/db';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
+import { startRelayDispatcher } from '../workers/relay-dispatch';
 import { installTemporalLogging } from '../workers/runtime';
 import { ConfigError, type Config } from '../core/config';
 import { connectTemporal, ensureNamespace } from './temporal-connection';
@@ -217,6 +218,12 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.
+    if (config.workerToken) {
+      const relay = startRelayDispatcher(context, { connection, namespace: config.temporalNamespace, logger });
+      context.relay = relay;
+      stack.push(() => relay.stop());
+      logger.info('serving the worker relay at /relay/v1 (--worker-token)');
+    }
     const anchoring = startAnchoring(context);
     stack.push(() => anchoring.stop());
 

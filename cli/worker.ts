@@ -12,6 +12,7 @@ import type { RunningWorker } from '../workers/execution';
 import { executionTaskQueue } from '../workflows/ids';
 import { startPoolWorker, type PoolWorkerOptions } from '../workers/pool';
 import { startQueueWorker } from '../workers/queue';
+import { startRelayWorker } from '../workers/relay-worker';
 import { installTemporalLogging } from '../workers/runtime';
 import { buildSealer, createLogger, openDatabase, serverSecretsOf, type ServerHarness } from './serve';
 import { connectTemporal } from './temporal-connection';
@@ -115,11 +116,69 @@ export async function startWorkerProcess(
   }
 }
 
-/** `cairn worker [--queue NAME]`: runs until SIGINT or SIGTERM, then stops cleanly. */
+/** Takes `--NAME VALUE` or `--NAME=VALUE` (or, for a switch, a bare `--NAME`) out of the arguments. */
+function takeFlag(args: string[], name: string, isSwitch = false): { value: string | undefined; rest: string[] } {
+  const rest: string[] = [];
+  let value: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === name) {
+      value = isSwitch ? 'true' : args[++i];
+      if (value === undefined) throw new ConfigError(`${name} needs a value`);
+    } else if (arg.startsWith(`${name}=`)) {
+      value = arg.slice(name.length + 1);
+    } else {
+      rest.push(arg);
+    }
+  }
+  return { value, rest };
+}
+
+/**
+ * Why a relay server URL is refused, or undefined: it must be http(s) without credentials, and
+ * plain http only to a loopback host unless the operator says otherwise (--allow-insecure-relay),
+ * since the worker token, the capability and a run's secrets travel on it.
+ */
+export function relayUrlFault(value: string, allowInsecure: boolean): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `--server: "${value}" is not a URL (try https://cairn.example.com)`;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return '--server: the relay is reached over https';
+  if (url.username || url.password || url.search || url.hash) return '--server: the URL carries no credentials, query or fragment';
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname) || url.hostname.startsWith('127.');
+  if (url.protocol === 'http:' && !loopback && !allowInsecure) {
+    return '--server: plain http is refused off loopback (the worker token and run secrets travel on it); use https, or --allow-insecure-relay on a network you trust';
+  }
+  return undefined;
+}
+
+/** `cairn worker [--queue NAME]`, or `cairn worker --server URL --worker-token T --queue NAME`: runs until SIGINT or SIGTERM, then stops cleanly. */
 export async function runWorkerCommand(args: string[], harness: WorkerHarness = {}): Promise<void> {
-  const { values, rest: unparsed } = parseFlags(args);
+  const server = takeFlag(args, '--server');
+  const token = takeFlag(server.rest, '--worker-token');
+  const insecure = takeFlag(token.rest, '--allow-insecure-relay', true);
+  const deliveryKey = takeFlag(insecure.rest, '--delivery-key');
+  const { values, rest: unparsed } = parseFlags(deliveryKey.rest);
   const { queue, rest } = takeQueueFlag(unparsed);
   if (rest.length) throw new ConfigError(`unknown argument ${rest[0]}`);
+  const serverUrl = server.value ?? process.env.CAIRN_SERVER_URL;
+  if (serverUrl) {
+    const workerToken = token.value ?? process.env.CAIRN_WORKER_TOKEN;
+    if (!workerToken) throw new ConfigError('a relay worker needs --worker-token (CAIRN_WORKER_TOKEN): the token its server was started with');
+    if (!queue) throw new ConfigError('a relay worker serves a named queue: add --queue NAME');
+    const fault = relayUrlFault(serverUrl, insecure.value === 'true');
+    if (fault) throw new ConfigError(fault);
+    // The worker's own token is not a server setting here: keep loadConfig from hashing it.
+    const config = loadConfig(values, { ...process.env, CAIRN_WORKER_TOKEN: undefined });
+    const logger = createLogger(config);
+    const worker = await startRelayWorker({ serverUrl, token: workerToken, queue, slots: config.poolSize, isolation: config, logger, deliveryKeyFile: deliveryKey.value });
+    stopOnSignal(logger, 'worker shutting down', worker.stop);
+    return;
+  }
+  if (token.value || deliveryKey.value) throw new ConfigError('--worker-token and --delivery-key on a worker go with --server URL (a relay worker)');
   const config = loadConfig(values);
   const logger = createLogger(config);
   const worker = await startWorkerProcess(config, queue, logger, harness);

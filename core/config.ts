@@ -9,6 +9,7 @@ import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } 
 import { SAML_SETTINGS, SamlSettingError, samlSettingsFrom, type SamlSettings } from './access/saml-settings';
 import { providerUrlFault } from './access/sign-in-flags';
 import { AI_SETTINGS, AiSettingError, aiSettingsFrom, type AiSettings } from './ai/settings';
+import { sha256 } from './sha256';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
 interface Setting {
@@ -68,6 +69,11 @@ export const SETTINGS = {
     help: 'keep only the newest N per-host and per-task ansible summaries of each host and task; N below 500 is taken as 500 (default: keep all)',
   },
   attentionFile: { flag: '--attention-file', env: 'CAIRN_ATTENTION_FILE', help: 'JSON file of attention alert thresholds for the install, organizations, queues and templates' },
+  workerToken: {
+    flag: '--worker-token',
+    env: 'CAIRN_WORKER_TOKEN',
+    help: 'serve /relay/v1 to outbound `cairn worker --server` processes presenting this bearer token; comma-separate a new and an old one while rotating (default: no relay)',
+  },
   federationIssuer: {
     flag: '--federation-issuer',
     env: 'CAIRN_FEDERATION_ISSUER',
@@ -190,6 +196,18 @@ const configSchema = z.object({
         return z.NEVER;
       }
       return value.replace(/\/+$/, '');
+    })
+    .optional(),
+  // Kept only as SHA-256 digests from here on: the token itself is not held by the running server.
+  workerToken: z
+    .string()
+    .transform((value, ctx) => {
+      const tokens = value.split(',').map((t) => t.trim()).filter(Boolean);
+      if (!tokens.length || tokens.some((t) => t.length < 16 || t.length > 512)) {
+        ctx.addIssue({ code: 'custom', message: 'a worker token is 16 to 512 characters (comma-separate two while rotating)' });
+        return z.NEVER;
+      }
+      return tokens.map((t) => sha256(t));
     })
     .optional(),
   factCacheAdminOnly: z

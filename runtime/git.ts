@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { execFile } from 'node:child_process';
 import { GitError, UNREACHABLE, type FetchSource, type GitCredential, type TreeEntry, type TreeRead } from '../core/project-paths';
 import { JobFailed, runSandboxedJob, type JobSandbox } from './sandboxed-job';
+import type { SandboxBind } from './sandbox';
 
 const execFileAsync = promisify(execFile);
 
@@ -233,13 +234,26 @@ const KEPT_FILE = /tar: (.+?): Cannot (?:open|mkdir|create symlink[^:]*|hard lin
  */
 export async function extractCommit(where: JobSandbox, checkout: string, commit: string, workDir: string, timeoutMs: number): Promise<void> {
   if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) throw new GitError(`not a commit id: ${commit}`);
+  await unpackIntoWorkDir(where, ['bash', '-c', EXTRACT_SCRIPT, 'cairn-extract', gitDirOf(checkout), commit], [{ path: checkout }], workDir, timeoutMs, [checkout, workDir]);
+}
+
+/**
+ * Unpacks a project's tree received as a tar archive (a relay worker's, fetched through the
+ * relay) into a run's work dir, the same way as {@link extractCommit}: in the sandbox as the run
+ * account, with no network, refusing to replace any of the tool's files.
+ */
+export async function extractArchive(where: JobSandbox, archive: string, workDir: string, timeoutMs: number): Promise<void> {
+  await unpackIntoWorkDir(where, ['bash', '-c', 'set -euo pipefail; tar -x --keep-old-files --no-same-owner -f "$1"', 'cairn-extract', archive], [{ path: archive }], workDir, timeoutMs, [archive, workDir]);
+}
+
+async function unpackIntoWorkDir(where: JobSandbox, argv: string[], binds: SandboxBind[], workDir: string, timeoutMs: number, paths: string[]): Promise<void> {
   try {
     await runSandboxedJob(where, {
       what: "unpacking the project's tree",
       name: 'extract',
-      argv: ['bash', '-c', EXTRACT_SCRIPT, 'cairn-extract', gitDirOf(checkout), commit],
+      argv,
       env: gitEnvironment(''),
-      binds: [{ path: checkout }],
+      binds,
       timeoutMs,
       maxOutputBytes: 0,
       network: 'none',
@@ -254,7 +268,27 @@ export async function extractCommit(where: JobSandbox, checkout: string, commit:
           'rename it in the repository (nothing was run)',
       );
     }
-    throw new GitError(withoutPaths(err.message, [checkout, workDir]));
+    throw new GitError(withoutPaths(err.message, paths));
+  }
+}
+
+/** The tree of `commit` as a tar archive (for a relay worker), read in the sandbox from the project's repository; at most `maxBytes`. */
+export async function archiveCommit(where: JobSandbox, checkout: string, commit: string, maxBytes: number, timeoutMs: number): Promise<Buffer> {
+  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) throw new GitError(`not a commit id: ${commit}`);
+  try {
+    return await runSandboxedJob(where, {
+      what: "archiving the project's tree",
+      name: 'archive',
+      argv: ['git', '--git-dir', gitDirOf(checkout), 'archive', '--format=tar', commit],
+      env: gitEnvironment(''),
+      binds: [{ path: checkout }],
+      timeoutMs,
+      maxOutputBytes: maxBytes,
+      network: 'none',
+    });
+  } catch (err) {
+    if (!(err instanceof JobFailed)) throw err;
+    throw new GitError(withoutPaths(err.message, [checkout]));
   }
 }
 

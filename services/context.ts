@@ -39,10 +39,18 @@ export interface ServerContext {
   execution: ExecutionFacts;
   /** Attention alert thresholds: the defaults with --attention-file over them (services/attention-file.ts), read at start. */
   attention: AttentionSettings;
+  /** Set when the server serves the worker relay (--worker-token): takes named queues' attempts for relay workers. */
+  relay?: RelayDispatch;
   /** The wait before a failed notification delivery's first retry, doubled for each later one. */
   notificationRetryBaseMs: number;
   /** The advisory AI provider built at start from --ai-provider (services/ai/backends.ts); undefined when AI is off. */
   ai?: AiProvider;
+}
+
+/** What a server serving the relay provides beside the API: a Temporal worker taking a named queue's attempts (workers/relay-dispatch.ts). */
+export interface RelayDispatch {
+  /** Starts taking the named queue's execution attempts for relay workers, if this server does not yet. */
+  serveQueue(queue: string): Promise<void>;
 }
 
 /**

@@ -11,11 +11,17 @@ export interface WorkerRow {
   renew_seconds: number;
   started_at: Date;
   renewed_at: Date;
+  /** `relay` for an outbound worker of the relay (schema/034_relay.sql), else `direct`. */
+  kind: 'direct' | 'relay';
+  /** A relay worker's Cairn version, as it reports it. */
+  version: string | null;
 }
 
 /** A worker as listed: its row, and whether it has missed three renewals in a row. */
 export interface ListedWorker extends WorkerRow {
   lost: boolean;
+  /** Runs a relay worker holds a lease on now (0 for a direct worker, whose runs Temporal tracks). */
+  runs_held: number;
 }
 
 /** Renewals a worker may miss before it counts as lost. */
@@ -25,7 +31,7 @@ export const MISSED_RENEWALS_LOST = 3;
  * Records the worker as alive now: inserts its row, or renews it. Renewing by upsert means a row
  * pruned while its worker was cut off from the database comes back with the next renewal.
  */
-export async function recordWorkerAlive(db: Db, worker: Omit<WorkerRow, 'started_at' | 'renewed_at'>): Promise<void> {
+export async function recordWorkerAlive(db: Db, worker: Omit<WorkerRow, 'started_at' | 'renewed_at' | 'kind' | 'version'>): Promise<void> {
   await db`
     INSERT INTO workers ${db({ ...worker } as Record<string, unknown>)}
     ON CONFLICT (id) DO UPDATE SET renewed_at = now()`;
@@ -46,7 +52,8 @@ export async function listWorkerPage(
   db: Db,
   page: PageRequest,
 ): Promise<Page<ListedWorker>> {
-  const columns = db`*, renewed_at < now() - make_interval(secs => renew_seconds * ${MISSED_RENEWALS_LOST}) AS lost`;
+  const columns = db`*, renewed_at < now() - make_interval(secs => renew_seconds * ${MISSED_RENEWALS_LOST}) AS lost,
+    (SELECT count(*) FROM relay_leases l WHERE l.worker_id = workers.id)::int AS runs_held`;
   return readPage(db, { columns, from: db`workers`, order: db`id` }, page);
 }
 

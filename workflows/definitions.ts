@@ -117,7 +117,7 @@ export const JOB_WORKFLOW = 'jobWorkflow';
 
 export interface JobWorkflowInput {
   /** The activity (activities/jobs.ts) that does the job. */
-  job: 'inventoryHostsJob' | 'resolveInventoryJob' | 'composedInventoryJob' | 'inventoryScriptJob' | 'projectTreeJob';
+  job: 'inventoryHostsJob' | 'resolveInventoryJob' | 'composedInventoryJob' | 'inventoryScriptJob' | 'projectTreeJob' | 'projectArchiveJob';
   input: unknown;
   taskQueue: string;
 }

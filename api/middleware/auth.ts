@@ -27,6 +27,8 @@ const PUBLIC = [
   // Provisioning callbacks: the host config key in the body is the credential (spec part A 1.1 rule 2).
   CALLBACK_PATH,
   EXTERNAL_CALLBACK_PATH,
+  // The worker relay: its routes check the worker token and the per-claim capability themselves (api/routes/relay.ts).
+  /^\/relay(\/.*)?$/,
 ];
 
 /** last_used_at is kept to the minute, so most requests stay a single read. */

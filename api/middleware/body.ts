@@ -50,6 +50,10 @@ const INVENTORY_WRITE = /^\/v1\/inventories(\/[^/]+)?\/?$/;
 const IMPORT_WRITE = /^\/v1\/import\/[^/]+\/?$/;
 export const IMPORT_BODY_LIMIT = 25 * 1024 * 1024;
 
+/** A relay worker's facts report (one host's facts may be 1 MiB): up to 8 MiB a call. */
+const RELAY_FACTS_WRITE = /^\/relay\/v1\/runs\/[^/]+\/host-facts$/;
+export const RELAY_FACTS_BODY_LIMIT = 8 * 1024 * 1024;
+
 const isImportWrite = (ctx: Context) => IMPORT_WRITE.test(ctx.path) && ctx.method === 'POST';
 
 function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
@@ -57,6 +61,7 @@ function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
     return { bytes: INVENTORY_BODY_LIMIT, name: '26 MiB limit for inventories' };
   }
   if (isImportWrite(ctx)) return { bytes: IMPORT_BODY_LIMIT, name: '25 MiB limit for imports' };
+  if (RELAY_FACTS_WRITE.test(ctx.path) && ctx.method === 'POST') return { bytes: RELAY_FACTS_BODY_LIMIT, name: '8 MiB limit for relay facts reports' };
   return { bytes: WRITE_BODY_LIMIT, name: '1 MiB limit for writes' };
 }
 

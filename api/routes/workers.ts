@@ -29,5 +29,9 @@ export function workerView(worker: ListedWorker) {
     renewed_at: worker.renewed_at,
     renew_seconds: worker.renew_seconds,
     lease: worker.lost ? ('lost' as const) : ('fresh' as const),
+    kind: worker.kind,
+    version: worker.version,
+    last_contact: worker.renewed_at,
+    runs_held: worker.runs_held,
   };
 }

@@ -1,3 +1,4 @@
+import type { Run } from '../runs/run';
 /**
  * An ansible run's per-host and per-task results, as Cairn's callback plugin reports them
  * (tools/ansible/cairn_results.py), read into summaries (spec part A 2.1 rule 3, 4.1, 4.4). Pure.
@@ -119,3 +120,15 @@ export function noHostFailure(results: AnsibleResults): string | undefined {
   }
   return undefined;
 }
+
+/** What a run's exit leaves to read: an ansible run's results, and its facts when its fact cache is on over a stored inventory. */
+export interface ResultsWanted {
+  ansible: boolean;
+  facts: boolean;
+}
+
+export const resultsWanted = (run: Pick<Run, 'tool' | 'spec'>): ResultsWanted => ({
+  ansible: run.tool === 'ansible',
+  facts: run.tool === 'ansible' && !!run.spec.fact_cache && !!run.spec.inventory_id,
+});
+
