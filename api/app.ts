@@ -31,6 +31,8 @@ import { runEvidenceRoutes } from './routes/run-evidence';
 import { runOutputRoutes } from './routes/run-output';
 import { runReceiptRoutes } from './routes/run-receipt';
 import { runRoutes } from './routes/runs';
+import { aiRoutes } from './routes/ai';
+import { mcpRoutes } from './routes/mcp';
 import { scheduleRoutes } from './routes/schedules';
 import { templateRoutes } from './routes/templates';
 import { triggerRoutes } from './routes/triggers';
@@ -85,6 +87,8 @@ export function createApp(server: ServerContext): Koa {
     accessRoutes(server),
     runRoutes(server),
     runDecisionRoutes(server),
+    aiRoutes(server),
+    mcpRoutes(server),
     runOutputRoutes(server),
     runEvidenceRoutes(server),
     runReceiptRoutes(server),

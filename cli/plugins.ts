@@ -12,14 +12,18 @@ export interface LoadedExtensions {
 }
 
 /**
- * Fills the process's registries (spec part A 1.3): built-ins are in them already; the plugins of
+ * Fills the process's registries (spec part A 1.3): built-ins are in them already (the AI
+ * providers' in the registry passed in); the plugins of
  * `--plugins-dir` are started and registered in filename order; then every registry is sealed,
  * before the process serves. A directory that cannot be read stops the start; a plugin that fails
  * is logged and skipped (runtime/plugins.ts).
  */
-export async function loadExtensions(pluginsDir: string | undefined, logger: Logger): Promise<LoadedExtensions> {
+export async function loadExtensions(
+  pluginsDir: string | undefined,
+  logger: Logger,
+  aiProviders: AiProviderRegistry = new AiProviderRegistry(),
+): Promise<LoadedExtensions> {
   const extensions = new ExtensionRegistry();
-  const aiProviders = new AiProviderRegistry();
   let stop = async () => {};
   if (pluginsDir) {
     const dir = path.resolve(pluginsDir);

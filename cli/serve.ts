@@ -17,6 +17,8 @@ import { createMetrics } from '../services/metrics';
 import { RunActivityHub } from '../services/runs/run-activity-hub';
 import { startSweeper } from '../services/sweeper';
 import { startOutboxDispatcher } from '../services/outbox';
+import { AiProviderRegistry } from '../core/ai/provider';
+import { aiCallBounds, registerBuiltInAiProviders, startAiProvider } from '../services/ai/backends';
 import { attentionSettingsOf } from '../services/attention/attention-file';
 import { samlIdpCertificate } from '../services/access/saml-certificate';
 import { executionFacts } from '../runtime/sandbox-setup';
@@ -149,6 +151,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const attention = attentionSettingsOf(config);
     // So does a --saml-idp-cert file that cannot be read or holds no certificate.
     if (config.saml) samlIdpCertificate(config.saml);
+    // The AI providers: the built-ins now, a plugin's when plugins load; the configured one is built once they have.
+    const aiRegistry = new AiProviderRegistry();
+    const aiBounds = aiCallBounds(config.ai, config.delivery);
+    registerBuiltInAiProviders(aiRegistry, aiBounds);
     const database = await openDatabase(config, logger);
     stack.push(database.stop);
     const { sql } = database;
@@ -188,8 +194,13 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
 
     // Plugins start before anything serves, and end with the server (after the worker stops).
-    const loaded = await loadExtensions(config.pluginsDir, logger);
+    const loaded = await loadExtensions(config.pluginsDir, logger, aiRegistry);
     stack.push(loaded.stop);
+    // An AI provider that cannot be built, or whose endpoint the egress rule refuses, stops the start.
+    const ai = await startAiProvider(config.ai, aiRegistry, aiBounds).catch((err: Error) => {
+      throw new ConfigError(err.message);
+    });
+    if (config.ai) logger.info({ provider: config.ai.provider, model: config.ai.model, endpoint: new URL(config.ai.endpoint).host }, 'advisory AI on (--ai-provider)');
 
     const metrics = createMetrics(sql, config.poolSize);
     const hub = new RunActivityHub(sql, logger);
@@ -210,6 +221,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       execution: await executionFacts(config, (line) => logger.info(line)),
       notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
       extensions: loaded.extensions,
+      ai,
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.

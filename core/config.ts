@@ -8,6 +8,7 @@ import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type
 import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } from './access/oidc-settings';
 import { SAML_SETTINGS, SamlSettingError, samlSettingsFrom, type SamlSettings } from './access/saml-settings';
 import { providerUrlFault } from './access/sign-in-flags';
+import { AI_SETTINGS, AiSettingError, aiSettingsFrom, type AiSettings } from './ai/settings';
 import { sha256 } from './sha256';
 
 /** One setting: its flag, the environment variable that also sets it, and a word on what it does. */
@@ -89,6 +90,8 @@ export const SETTINGS = {
   ...OIDC_SETTINGS,
   // SAML 2.0 sign-in: the identity provider, this service provider and the attribute mapping (core/access/saml-settings.ts).
   ...SAML_SETTINGS,
+  // The advisory AI provider and its bounds (core/ai/settings.ts).
+  ...AI_SETTINGS,
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -267,6 +270,8 @@ export type Config = z.output<typeof configSchema> & {
   oidc: OidcSettings | undefined;
   /** SAML 2.0 sign-in; undefined while --saml-idp-sso-url is unset. */
   saml: SamlSettings | undefined;
+  /** The advisory AI provider; undefined while --ai-provider is unset. Prints without its key. */
+  ai: AiSettings | undefined;
 };
 
 export class ConfigError extends Error {}
@@ -329,6 +334,14 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     if (err instanceof SamlSettingError) throw new ConfigError(err.message);
     throw err;
   }
+  let ai: AiSettings | undefined;
+  try {
+    ai = aiSettingsFrom(raw, env);
+  } catch (err) {
+    if (err instanceof AiSettingError) throw new ConfigError(err.message);
+    throw err;
+  }
+  if (ai) Object.defineProperty(ai, 'apiKey', { enumerable: false });
   const colon = config.listen.lastIndexOf(':');
   return {
     ...config,
@@ -339,6 +352,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     delivery,
     oidc,
     saml,
+    ai,
   };
 }
 

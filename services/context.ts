@@ -3,6 +3,7 @@ import type { ExtensionRegistry } from '../core/extensions';
 import type { Logger } from 'pino';
 import type { AttentionSettings } from '../core/runs/attention';
 import type { Config } from '../core/config';
+import type { AiProvider } from '../core/ai/provider';
 import type { ExecutionFacts } from '../core/runs/run-bound-settings';
 import type { Sealer } from '../core/credentials/seal';
 import type { Sql } from '../store/db';
@@ -45,6 +46,8 @@ export interface ServerContext {
   notificationRetryBaseMs: number;
   /** The notifiers and secret sources extensions registered (cli/plugins.ts); absent in tools that start no server. */
   extensions?: ExtensionRegistry;
+  /** The advisory AI provider built at start from --ai-provider (services/ai/backends.ts); undefined when AI is off. */
+  ai?: AiProvider;
 }
 
 /** What a server serving the relay provides beside the API: a Temporal worker taking a named queue's attempts (workers/relay-dispatch.ts). */

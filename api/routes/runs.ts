@@ -7,7 +7,7 @@ import { readableRun, readerOf } from '../../services/access/access';
 import { runView } from '../../core/runs/run-view';
 import type { ServerContext } from '../../services/context';
 import { jobRequest } from '../../services/runs/launch';
-import { cancelRun, relaunchFailedRun, rerunRun, retryRun, submitRun } from '../../services/runs/runs';
+import { cancelRun, relaunchFailedRun, rerunRun, retryRun, submitRun, type RunRequest } from '../../services/runs/runs';
 import { listChildRuns, listRuns } from '../../store/runs';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
@@ -19,7 +19,7 @@ import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
 import { TERMINAL_STATUSES } from '../../core/runs/run';
 
-const runSubmission = z.strictObject({
+export const runSubmission = z.strictObject({
   tool,
   // Required, except for an ansible run naming its `playbook` (refined below).
   command: command.optional(),
@@ -42,6 +42,25 @@ const runSubmission = z.strictObject({
   }
   requireCommandOrPlaybook(input, ctx);
 });
+
+
+/** The run request a checked submission of POST /v1/runs (or an AI proposal, api/routes/ai.ts) makes. */
+export function runRequestOf(input: z.output<typeof runSubmission>): RunRequest {
+  const request = jobRequest({
+    tool: input.tool,
+    command: input.command ?? '',
+    ansible: ansibleInputOf(input),
+    extraVars: input.extra_vars,
+    dryRun: input.dry_run,
+    queue: input.queue,
+    timeout: input.timeout,
+    shards: input.shards,
+  });
+  if (input.notifications?.length) request.notifications = input.notifications;
+  if (input.change !== undefined) request.spec = { ...request.spec, change: input.change };
+  if (input.credentials?.length) request.credentials = input.credentials;
+  return request;
+}
 
 const RUN_STATUSES = ['held', 'pending', 'running', ...TERMINAL_STATUSES] as const;
 
@@ -67,19 +86,7 @@ export function runRoutes(server: ServerContext): Router {
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
-    const request = jobRequest({
-      tool: input.tool,
-      command: input.command ?? '',
-      ansible: ansibleInputOf(input),
-      extraVars: input.extra_vars,
-      dryRun: input.dry_run,
-      queue: input.queue,
-      timeout: input.timeout,
-      shards: input.shards,
-    });
-    if (input.notifications?.length) request.notifications = input.notifications;
-    if (input.change !== undefined) request.spec = { ...request.spec, change: input.change };
-    if (input.credentials?.length) request.credentials = input.credentials;
+    const request = runRequestOf(input);
     const { run, created } = await submitRun(server, caller, originOf(ctx), request, idempotencyKey(ctx));
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/v1/runs/${run.id}`);

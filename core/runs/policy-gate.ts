@@ -69,6 +69,11 @@ export interface Hold {
    * the approval binds to and the apply checks, and what the plan does.
    */
   plan?: { digest: string; summary: string };
+  /**
+   * A run an AI proposed (POST /v1/ai/propose-run): the plain-language request it came from and the
+   * model's reasoning, shown on the attention item; held for a person like an agent's run.
+   */
+  proposal?: { request: string; reasoning: string; provider: string; model: string };
 }
 
 export type GateVerdict =

@@ -280,7 +280,12 @@ export async function submitRun(
     throw forbidden(`a deny policy refuses this run (${verdict.policies.join(', ')})`, { policies: verdict.policies });
   }
   // A proposal held whatever the policies say (a drift reconcile's saved plan) carries its own hold.
-  const hold = verdict.verdict === 'hold' ? (request.hold ? { ...verdict.hold, plan: request.hold.plan } : verdict.hold) : (request.hold ?? null);
+  const hold =
+    verdict.verdict === 'hold'
+      ? request.hold
+        ? { ...verdict.hold, agent_hold: verdict.hold.agent_hold || request.hold.agent_hold, ...(request.hold.plan ? { plan: request.hold.plan } : {}), ...(request.hold.proposal ? { proposal: request.hold.proposal } : {}) }
+        : verdict.hold
+      : (request.hold ?? null);
   const timeoutSeconds = request.timeout && request.timeout > 0 ? request.timeout : ctx.config.runTimeout;
   const kind = request.kind ?? 'run';
   const requester = {
