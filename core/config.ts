@@ -5,6 +5,7 @@ import { formatByteSize, parseByteSize } from './byte-size';
 import { parseDuration } from './duration';
 import { RUN_BOUND_SETTINGS } from './runs/run-bound-settings';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notifications/notification-settings';
+import { FORGE_SETTINGS, ForgeSettingError, forgeSettingsFrom, type ForgeSettings } from './access/forge-settings';
 import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } from './access/oidc-settings';
 import { SAML_SETTINGS, SamlSettingError, samlSettingsFrom, type SamlSettings } from './access/saml-settings';
 import { providerUrlFault } from './access/sign-in-flags';
@@ -78,6 +79,8 @@ export const SETTINGS = {
   ...OIDC_SETTINGS,
   // SAML 2.0 sign-in: the identity provider, this service provider and the attribute mapping (core/access/saml-settings.ts).
   ...SAML_SETTINGS,
+  // Forge links: each forge's address and OAuth client, and the callback (core/access/forge-settings.ts).
+  ...FORGE_SETTINGS,
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -243,6 +246,8 @@ export type Config = z.output<typeof configSchema> & {
   oidc: OidcSettings | undefined;
   /** SAML 2.0 sign-in; undefined while --saml-idp-sso-url is unset. */
   saml: SamlSettings | undefined;
+  /** Forge links; undefined while no forge's client id is set. Prints without client secrets. */
+  forge: ForgeSettings | undefined;
 };
 
 export class ConfigError extends Error {}
@@ -305,6 +310,13 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     if (err instanceof SamlSettingError) throw new ConfigError(err.message);
     throw err;
   }
+  let forge: ForgeSettings | undefined;
+  try {
+    forge = forgeSettingsFrom(raw, env);
+  } catch (err) {
+    if (err instanceof ForgeSettingError) throw new ConfigError(err.message);
+    throw err;
+  }
   const colon = config.listen.lastIndexOf(':');
   return {
     ...config,
@@ -315,6 +327,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     delivery,
     oidc,
     saml,
+    forge,
   };
 }
 

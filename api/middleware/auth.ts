@@ -19,6 +19,8 @@ const PUBLIC = [
   /^\/auth\/oidc(\/login|\/callback)?$/,
   // SAML sign-in: its start and metadata are public, its assertion consumer checked by the assertion's signature and InResponseTo (spec part B 5.1).
   /^\/auth\/saml(\/login|\/acs|\/metadata)?$/,
+  // Forge links: the callback is checked by its state and the browser's cookie (spec part B 5.1).
+  /^\/auth\/forge\/callback$/,
   /^\/v1\/runs\/[^/]+\/stream$/,
   // The seal and the federation discovery documents (spec part B 5.1).
   /^\/\.well-known\/(seal\.json|openid-configuration|jwks\.json)$/,
