@@ -56,6 +56,12 @@ export const SETTINGS = {
     env: 'CAIRN_PROJECT_LOCAL_ROOTS',
     help: 'comma-separated directories on this server whose git repositories projects may name by path or file:// (default: none; projects fetch over https or ssh only)',
   },
+  open: {
+    flag: '--open',
+    env: 'CAIRN_OPEN',
+    help: 'run open: while the install holds no token at all, a /v1 request without one acts as the first admin (default false; never on an install with tokens)',
+    switch: true,
+  },
   factCacheAdminOnly: {
     flag: '--fact-cache-admin-only',
     env: 'CAIRN_FACT_CACHE_ADMIN_ONLY',
@@ -192,6 +198,10 @@ const configSchema = z.object({
       return value.replace(/\/+$/, '');
     })
     .optional(),
+  open: z
+    .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
   factCacheAdminOnly: z
     .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
     .default('false')
