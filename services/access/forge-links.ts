@@ -13,6 +13,7 @@ import {
   takePendingForgeLink,
   type ForgeLink,
 } from '../../store/forge-links';
+import { getAccountById } from '../../store/accounts';
 import { actorKindOf, type Caller } from '../../store/tokens';
 import { recordMutation, unchanged, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
@@ -162,8 +163,8 @@ export async function completeForgeLink(
   const client = settings.forges.get(pending.forge as ForgeKind);
   if (!client) throw badRequest(`the ${pending.forge} forge is no longer linkable on this server`);
   const user = await forgeUser(server, settings, client, query.code, pending.code_verifier);
-  const [account] = await server.sql<{ username: string }[]>`SELECT username FROM accounts WHERE id = ${pending.account_id}`;
-  if (!account) throw notFound('the account that started the link');
+  const account = await getAccountById(server.sql, pending.account_id);
+  if (!account || account.disabled) throw notFound('the account that started the link');
   const origin: AuditOrigin = { actor: account.username, method: 'GET', path: FORGE_CALLBACK_PATH, withheld: new Set() };
   return recordMutation(server.sql, origin, 201, async (tx, entry) => {
     const existing = await forgeLinkOf(tx, client.kind, client.baseUrl, user.id);
