@@ -26,6 +26,9 @@ beforeAll(async () => {
     CAIRN_FORGE_GITHUB_URL: peer.url,
     CAIRN_FORGE_GITHUB_CLIENT_ID: CLIENT.id,
     CAIRN_FORGE_GITHUB_CLIENT_SECRET: CLIENT.secret,
+    CAIRN_FORGE_GITLAB_URL: peer.url,
+    CAIRN_FORGE_GITLAB_CLIENT_ID: CLIENT.id,
+    CAIRN_FORGE_GITLAB_CLIENT_SECRET: CLIENT.secret,
     CAIRN_FORGE_GITEA_URL: peer.url,
     CAIRN_FORGE_GITEA_CLIENT_ID: CLIENT.id,
     CAIRN_FORGE_GITEA_CLIENT_SECRET: CLIENT.secret,
@@ -88,6 +91,7 @@ test('a person links, lists and unlinks a forge account; the chain records both,
   expect(listed.body.links).toEqual([done.body]);
   expect(listed.body.linkable).toEqual([
     { forge: 'github', forge_url: peer.url },
+    { forge: 'gitlab', forge_url: peer.url },
     { forge: 'gitea', forge_url: peer.url },
   ]);
   // Another person sees only their own.
@@ -118,6 +122,36 @@ test('a Gitea link reads /api/v1/user', async () => {
   expect(done.body).toMatchObject({ forge: 'gitea', forge_user_id: String(user.id), login: user.login });
 });
 
+test('a GitLab link uses /oauth/authorize and reads /api/v4/user (username as login)', async () => {
+  const frank = await person(t.api, 'viewer');
+  const user = forgeUser();
+  peer.signIn(user);
+  const { res } = await start(frank.token, 'gitlab');
+  expect(new URL(res.body.authorize_url).pathname).toBe('/oauth/authorize');
+  expect(new URL(res.body.authorize_url).searchParams.get('scope')).toBe('read_user');
+  const done = await link(frank.token, user, 'gitlab');
+  expect(done.status).toBe(201);
+  expect(done.body).toMatchObject({ forge: 'gitlab', forge_user_id: String(user.id), login: user.login });
+});
+
+test('a forge that answers an error, or a code it does not accept, links nothing', async () => {
+  const p = await person(t.api, 'viewer');
+  peer.signIn(forgeUser());
+  const declined = await start(p.token);
+  const back = new URL(callback);
+  back.searchParams.set('state', new URL(declined.res.body.authorize_url).searchParams.get('state')!);
+  back.searchParams.set('error', 'access_denied');
+  expect((await callbackWith(back.toString(), declined.cookie)).status).toBe(401);
+
+  const forged = await start(p.token);
+  const url = new URL(await atForge(forged.res.body.authorize_url));
+  url.searchParams.set('code', 'not-a-code-the-forge-issued');
+  const refused = await callbackWith(url.toString(), forged.cookie);
+  expect(refused.status).toBe(401);
+  expect(refused.text).toContain('invalid_grant');
+  expect((await t.as(p.token).get('/v1/me/forge-links')).body.links).toEqual([]);
+});
+
 test('an agent may not link or unlink: 403', async () => {
   const owner = await person(t.api, 'operator');
   const agent = await tokenOf(t.api, owner, 'agent');
@@ -132,7 +166,9 @@ test('bad input names the field; no token is a 401', async () => {
   const res = await t.as(p.token).post('/v1/me/forge-links', { forge: 'bitbucket' });
   expect(res.status).toBe(400);
   expect(res.text).toContain('forge');
-  expect((await t.as(p.token).post('/v1/me/forge-links', { forge: 'gitlab' })).status).toBe(400);
+  const missing = await t.as(p.token).post('/v1/me/forge-links', {});
+  expect(missing.status).toBe(400);
+  expect(missing.text).toContain('forge');
   expect((await t.as(null).post('/v1/me/forge-links', { forge: 'github' })).status).toBe(401);
   expect((await t.as(null).get('/v1/me/forge-links')).status).toBe(401);
 });
