@@ -212,3 +212,30 @@ test('a forge account linked to one person cannot be linked by another: 409; rel
   expect(taken.status).toBe(409);
   expect((await t.as(b.token).get('/v1/me/forge-links')).body.links).toEqual([]);
 });
+
+test('calls to the forge pass the egress rule: a forge on loopback without SERVICE_EGRESS_ALLOW is refused (502), nothing linked', async () => {
+  const port = await reservePort();
+  const closed = await startTestServer({
+    CAIRN_LISTEN: `127.0.0.1:${port}`,
+    CAIRN_FORGE_REDIRECT_URL: `http://127.0.0.1:${port}/auth/forge/callback`,
+    CAIRN_FORGE_GITEA_URL: peer.url,
+    CAIRN_FORGE_GITEA_CLIENT_ID: CLIENT.id,
+    CAIRN_FORGE_GITEA_CLIENT_SECRET: CLIENT.secret,
+  });
+  try {
+    const p = await person(closed.api, 'viewer');
+    const res = await closed.as(p.token).post('/v1/me/forge-links', { forge: 'gitea' });
+    expect(res.status).toBe(201);
+    const cookie = (res.headers.get('set-cookie') ?? '').split(';')[0];
+    const back = new URL(`${closed.url}/auth/forge/callback`);
+    back.searchParams.set('state', new URL(res.body.authorize_url).searchParams.get('state')!);
+    back.searchParams.set('code', 'any');
+    const answer = await callbackWith(back.toString(), cookie);
+    expect(answer.status).toBe(502);
+    expect(answer.text).toContain('refused by the egress rule');
+    expect(answer.text).not.toContain(CLIENT.secret);
+    expect((await closed.as(p.token).get('/v1/me/forge-links')).body.links).toEqual([]);
+  } finally {
+    await closed.stop();
+  }
+});
