@@ -10,6 +10,7 @@ import { loggablePath } from './hook-path';
 import { accessRoutes } from './routes/access';
 import { accountRoutes } from './routes/accounts';
 import { oidcRoutes } from './routes/oidc';
+import { forgeLinkRoutes } from './routes/forge-links';
 import { samlRoutes } from './routes/saml';
 import { auditRoutes } from './routes/audit';
 import { federationRoutes } from './routes/federation';
@@ -84,6 +85,7 @@ export function createApp(server: ServerContext): Koa {
     accountRoutes(server),
     oidcRoutes(server),
     samlRoutes(server),
+    forgeLinkRoutes(server),
     accessRoutes(server),
     runRoutes(server),
     runDecisionRoutes(server),

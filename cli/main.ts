@@ -43,6 +43,7 @@ async function serveCommand(args: string[]): Promise<void> {
   const logger = createLogger(config);
   const server = await startServer(config, logger);
   if (server.adminToken) process.stdout.write(`admin token: ${server.adminToken}\n`);
+  if (config.open) process.stdout.write('WARNING: this install is OPEN (--open): requests without a token act as its admin until the first token is minted\n');
   process.stdout.write(`Cairn is serving at ${server.url}\n`);
   if (server.temporalUiUrl) process.stdout.write(`Temporal UI: ${server.temporalUiUrl}\n`);
   stopOnSignal(logger, 'shutting down', server.stop);

@@ -25,6 +25,7 @@ import { executionFacts } from '../runtime/sandbox-setup';
 import { DEFAULT_RETRY_BASE_MS } from '../core/notifications/notification-kinds';
 import { startAnchoring } from '../services/audit/audit-anchors';
 import { connectDatabase, waitForSessions, type Sql } from '../store/db';
+import { liveTokenCount, openCaller } from '../store/tokens';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { startRelayDispatcher } from '../workers/relay-dispatch';
@@ -140,6 +141,25 @@ export interface ServerHarness {
 }
 
 /** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
+/**
+ * An install running open (spec part B 5.1): only when chosen at start and only while it holds no
+ * token at all. With tokens, --open stops the start; open, the log says so loudly.
+ */
+async function announceOpen(sql: Sql, config: Config, logger: Logger): Promise<void> {
+  const live = await liveTokenCount(sql);
+  if (live > 0) {
+    throw new ConfigError(
+      `--open (CAIRN_OPEN): this install holds ${live} live token${live === 1 ? '' : 's'}; an install runs open only with no tokens at all. Start without --open and use a token.`,
+    );
+  }
+  const caller = await openCaller(sql);
+  if (!caller) throw new ConfigError('--open (CAIRN_OPEN): the install has no enabled admin account for open requests to act as');
+  logger.warn(
+    { open: true, acts_as: caller.account.username, listen: config.listen },
+    `THIS INSTALL IS OPEN: every /v1 request without a token acts as the admin ${caller.account.username}; anyone who can reach ${config.listen} controls it. The first token minted ends it; start without --open to require tokens.`,
+  );
+}
+
 export async function startServer(config: Config, logger: Logger = createLogger(config), harness: ServerHarness = {}): Promise<RunningServer> {
   const stack: (() => Promise<void>)[] = [];
   const stopAll = async () => {
@@ -160,7 +180,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     const { sql } = database;
     const applied = await migrate(sql);
     if (applied.length) logger.info({ applied }, 'schema migrations applied');
-    const adminToken = await bootstrapAdmin(sql);
+    const adminToken = await bootstrapAdmin(sql, { open: config.open });
+    if (config.open) await announceOpen(sql, config, logger);
     const identity = await loadInstallIdentity(sql, sealer).catch((err) => {
       if (err instanceof InstallIdentityError) throw new ConfigError(err.message);
       throw err;

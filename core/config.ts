@@ -5,6 +5,7 @@ import { formatByteSize, parseByteSize } from './byte-size';
 import { parseDuration } from './duration';
 import { RUN_BOUND_SETTINGS } from './runs/run-bound-settings';
 import { DeliverySettingError, deliverySettingsFrom, NOTIFICATION_SETTINGS, type DeliverySettings } from './notifications/notification-settings';
+import { FORGE_SETTINGS, ForgeSettingError, forgeSettingsFrom, type ForgeSettings } from './access/forge-settings';
 import { OIDC_SETTINGS, OidcSettingError, oidcSettingsFrom, type OidcSettings } from './access/oidc-settings';
 import { SAML_SETTINGS, SamlSettingError, samlSettingsFrom, type SamlSettings } from './access/saml-settings';
 import { providerUrlFault } from './access/sign-in-flags';
@@ -62,6 +63,12 @@ export const SETTINGS = {
     env: 'CAIRN_PROJECT_LOCAL_ROOTS',
     help: 'comma-separated directories on this server whose git repositories projects may name by path or file:// (default: none; projects fetch over https or ssh only)',
   },
+  open: {
+    flag: '--open',
+    env: 'CAIRN_OPEN',
+    help: 'run open: while the install holds no token at all, a /v1 request without one acts as the first admin (default false; never on an install with tokens)',
+    switch: true,
+  },
   factCacheAdminOnly: {
     flag: '--fact-cache-admin-only',
     env: 'CAIRN_FACT_CACHE_ADMIN_ONLY',
@@ -92,6 +99,8 @@ export const SETTINGS = {
   ...SAML_SETTINGS,
   // The advisory AI provider and its bounds (core/ai/settings.ts).
   ...AI_SETTINGS,
+  // Forge links: each forge's address and OAuth client, and the callback (core/access/forge-settings.ts).
+  ...FORGE_SETTINGS,
 } satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -216,6 +225,10 @@ const configSchema = z.object({
       return tokens.map((t) => sha256(t));
     })
     .optional(),
+  open: z
+    .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
   factCacheAdminOnly: z
     .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
     .default('false')
@@ -272,6 +285,8 @@ export type Config = z.output<typeof configSchema> & {
   saml: SamlSettings | undefined;
   /** The advisory AI provider; undefined while --ai-provider is unset. Prints without its key. */
   ai: AiSettings | undefined;
+  /** Forge links; undefined while no forge's client id is set. Prints without client secrets. */
+  forge: ForgeSettings | undefined;
 };
 
 export class ConfigError extends Error {}
@@ -342,6 +357,13 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     throw err;
   }
   if (ai) Object.defineProperty(ai, 'apiKey', { enumerable: false });
+  let forge: ForgeSettings | undefined;
+  try {
+    forge = forgeSettingsFrom(raw, env);
+  } catch (err) {
+    if (err instanceof ForgeSettingError) throw new ConfigError(err.message);
+    throw err;
+  }
   const colon = config.listen.lastIndexOf(':');
   return {
     ...config,
@@ -353,6 +375,7 @@ export function loadConfig(flagValues: Partial<Record<SettingName, string>>, env
     oidc,
     saml,
     ai,
+    forge,
   };
 }
 

@@ -1,3 +1,4 @@
+import { liveTokenCount } from '../store/tokens';
 import { boundOf, enforcementOf, RUN_BOUND_SETTINGS } from '../core/runs/run-bound-settings';
 import { ANSIBLE_CORE_TESTED_RELEASES } from '../tools/ansible-inventory';
 import { chainHead, verifiedPrefix } from '../store/audit';
@@ -61,6 +62,7 @@ export async function runDoctor(ctx: ServerContext): Promise<DoctorAnswer> {
   const coreVersion = ctx.execution.ansibleCore;
   const checks = await Promise.all([
     guarded('database', 'error', () => databaseCheck(ctx)),
+    guarded('open_install', 'warning', () => openInstallCheck(ctx)),
     guarded('temporal', 'error', () => temporalCheck(ctx)),
     guarded('workers', 'error', () => workersCheck(ctx)),
     guarded('encryption_key', 'warning', async () => encryptionKeyCheck(ctx)),
@@ -79,6 +81,23 @@ export async function runDoctor(ctx: ServerContext): Promise<DoctorAnswer> {
     checked_at: checkedAt.toISOString(),
     checks,
     ansible: { core_version: coreVersion, tested_releases: [...ANSIBLE_CORE_TESTED_RELEASES] },
+  };
+}
+
+/** Whether the install runs open (--open and no token at all): said loudly, as a failed check. */
+async function openInstallCheck(ctx: ServerContext): Promise<DoctorCheck> {
+  const name = 'open_install';
+  if (!ctx.config.open) return { name, ok: true, severity: 'warning', detail: 'every /v1 request needs a token' };
+  const live = await liveTokenCount(ctx.sql);
+  if (live > 0) {
+    return { name, ok: true, severity: 'warning', detail: `started with --open, but the install now holds ${plural(live, 'token')}: every /v1 request needs one; start without --open`, facts: { open_flag: true, open: false } };
+  }
+  return {
+    name,
+    ok: false,
+    severity: 'warning',
+    detail: 'THIS INSTALL IS OPEN (--open, and no token at all): every /v1 request without a token acts as its admin; anyone who can reach it controls it. Mint a token (cairn token create) to end it.',
+    facts: { open_flag: true, open: true },
   };
 }
 

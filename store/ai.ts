@@ -1,6 +1,6 @@
 import type { Db } from './db';
 
-/** A run's stored explanation (schema/035_ai.sql). */
+/** A run's stored explanation (schema/036_ai.sql). */
 export interface RunExplanation {
   run_id: string;
   provider: string;

@@ -66,6 +66,39 @@ export async function resolveToken(db: Db, secretHash: Buffer): Promise<Caller |
   };
 }
 
+/** The id an open install's token-less caller carries (services/access/open-install.ts); no token row has it. */
+export const OPEN_TOKEN_ID = 'tok_open';
+
+/** How many live tokens the install holds (expired ones do not count). */
+export async function liveTokenCount(db: Db): Promise<number> {
+  const [row] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM tokens WHERE expires_at IS NULL OR expires_at > now()`;
+  return row.n;
+}
+
+/**
+ * The caller of an open install's token-less request: its first enabled admin, with a token that
+ * exists nowhere, while the install holds no live token at all; otherwise nothing.
+ */
+export async function openCaller(db: Db): Promise<Caller | undefined> {
+  const [row] = await db`
+    SELECT a.id, a.username, a.role, a.password_hash, a.profile, a.disabled, a.created_at, a.updated_at
+    FROM accounts a
+    WHERE a.role = 'admin' AND NOT a.disabled
+      AND NOT EXISTS (SELECT 1 FROM tokens WHERE expires_at IS NULL OR expires_at > now())
+    ORDER BY a.created_at, a.id LIMIT 1`;
+  if (!row) return undefined;
+  return {
+    token: {
+      id: OPEN_TOKEN_ID, account_id: row.id, name: 'open install', kind: 'user', created_by: 'cairn', created_by_type: 'system',
+      created_at: row.created_at, expires_at: null, last_used_at: new Date(),
+    },
+    account: {
+      id: row.id, username: row.username, role: row.role, password_hash: row.password_hash,
+      profile: row.profile, disabled: row.disabled, created_at: row.created_at, updated_at: row.updated_at,
+    },
+  };
+}
+
 /** Records that a token was used; the caller does this at most about once a minute per token. */
 export async function touchToken(db: Db, id: string): Promise<void> {
   await db`UPDATE tokens SET last_used_at = now()

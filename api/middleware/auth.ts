@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import { forbidden, unauthorized } from '../../core/errors';
 import { hashBearerSecret } from '../../core/credentials/secrets';
 import type { Role } from '../../store/accounts';
-import { resolveToken, touchToken, type Caller } from '../../store/tokens';
+import { openCaller, resolveToken, touchToken, type Caller } from '../../store/tokens';
 import type { ServerContext } from '../../services/context';
 import { HOOK_PATH } from '../hook-path';
 import { CALLBACK_PATH, EXTERNAL_CALLBACK_PATH } from '../../core/ansible/callbacks';
@@ -19,6 +19,8 @@ const PUBLIC = [
   /^\/auth\/oidc(\/login|\/callback)?$/,
   // SAML sign-in: its start and metadata are public, its assertion consumer checked by the assertion's signature and InResponseTo (spec part B 5.1).
   /^\/auth\/saml(\/login|\/acs|\/metadata)?$/,
+  // Forge links: the callback is checked by its state and the browser's cookie (spec part B 5.1).
+  /^\/auth\/forge\/callback$/,
   /^\/v1\/runs\/[^/]+\/stream$/,
   // The seal and the federation discovery documents (spec part B 5.1).
   /^\/\.well-known\/(seal\.json|openid-configuration|jwks\.json)$/,
@@ -53,6 +55,9 @@ export function authenticate(server: ServerContext) {
       }
       caller = await resolveToken(server.sql, hashBearerSecret(cookie));
       if (!caller || caller.token.kind !== 'session') throw unauthorized('the console session is not valid (signed out, revoked or expired); sign in again');
+    } else if (!header && server.config.open && (caller = await openCaller(server.sql))) {
+      // An install running open (--open, and no token at all): the request acts as its first admin
+      // (spec part B 5.1). The first token minted, by anyone, ends it.
     } else {
       const match = /^Bearer\s+(\S+)$/i.exec(header);
       if (!match) throw unauthorized('this route needs an Authorization: Bearer <token> header');

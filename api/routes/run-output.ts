@@ -2,7 +2,8 @@ import Router from '@koa/router';
 import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable, type Writable } from 'node:stream';
 import { z } from 'zod';
-import { DomainError, notFound } from '../../core/errors';
+import { DomainError, conflict, notFound } from '../../core/errors';
+import { OPEN_TOKEN_ID } from '../../store/tokens';
 import { hashBearerSecret } from '../../core/credentials/secrets';
 import type { ServerContext } from '../../services/context';
 import type { Sql } from '../../store/db';
@@ -124,6 +125,9 @@ export function runOutputRoutes(server: ServerContext): Router {
     parseInput(noFields, ctx.request.body);
     // A ticket opens the run's output, so it goes only to a caller who may read the run.
     const run = await readableRun(server.sql, caller, ctx.params.id);
+    if (caller.token.id === OPEN_TOKEN_ID) {
+      throw conflict('an install running open has no token to bind a stream ticket to: read the output with GET /v1/runs/{id}/output, or mint a token (which ends open running)');
+    }
     // Each ticket is a chain entry: the limit keeps a viewer from growing the chain without bound.
     await admitStreamTicket(server.sql, caller.account.id);
     const ticket = randomBytes(32).toString('base64url');

@@ -11,10 +11,10 @@ import { appendEntry, serviceOrigin } from '../audit/audit';
 /**
  * The accounts' start-up work, before the server serves. Every start: accounts made before
  * usernames were folded get their username key. First start only: creates the `admin` account
- * and mints its token, returned to be printed once. The settings row marks it done in the same
+ * and mints its token, returned to be printed once (none when the install starts open, --open). The settings row marks it done in the same
  * transaction, so a later start (or a second server starting at the same moment) never mints another.
  */
-export async function bootstrapAdmin(sql: Sql): Promise<string | undefined> {
+export async function bootstrapAdmin(sql: Sql, options: { open?: boolean } = {}): Promise<string | undefined> {
   await fillUsernameKeys(sql);
   return sql.begin(async (tx) => {
     await takeLock(tx, LOCKS.bootstrap);
@@ -27,6 +27,15 @@ export async function bootstrapAdmin(sql: Sql): Promise<string | undefined> {
       password_hash: await hashPassword(randomBytes(24).toString('base64url')),
       profile: {},
     });
+    if (options.open) {
+      // An install started open mints no token: its token-less requests act as this admin.
+      await appendEntry(tx, serviceOrigin('START', 'cairn serve'), 'created', {
+        id: newId('aud'),
+        body: { kind: 'install.bootstrapped', account_id: account.id, open: true },
+        run_id: null,
+      });
+      return undefined;
+    }
     const { token, secret } = await mintToken(tx, account, {
       name: 'first-start admin token',
       kind: 'user',

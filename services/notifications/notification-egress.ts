@@ -104,6 +104,8 @@ export async function connectChecked(egress: Egress, host: string, port: number,
 export interface HttpAnswer {
   status: number;
   statusText: string;
+  /** The answer's body, when the request asked for it (`readLimit`), cut at that many bytes. */
+  body?: string;
 }
 
 /** The URL with a path appended (`/api/annotations` onto an instance's base URL). */
@@ -117,7 +119,7 @@ export function withPath(base: string, path: string): URL {
 export async function sendHttp(
   egress: Egress,
   url: URL,
-  request: { method: string; headers: Record<string, string>; body: string },
+  request: { method: string; headers: Record<string, string>; body: string; readLimit?: number },
   timeoutMs: number,
   signal?: AbortSignal,
 ): Promise<HttpAnswer> {
@@ -140,10 +142,18 @@ export async function sendHttp(
     const abort = () => req.destroy(new Error('the delivery was stopped'));
     signal?.addEventListener('abort', abort, { once: true });
     req.on('response', (res) => {
-      res.resume();
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        if (request.readLimit === undefined || size >= request.readLimit) return;
+        chunks.push(chunk);
+        size += chunk.length;
+      });
       res.on('end', () => {
         socket.destroy();
-        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '' });
+        const answer: HttpAnswer = { status: res.statusCode ?? 0, statusText: res.statusMessage ?? '' };
+        if (request.readLimit !== undefined) answer.body = Buffer.concat(chunks).subarray(0, request.readLimit).toString('utf8');
+        resolve(answer);
       });
       res.on('error', reject);
     });

@@ -45,6 +45,7 @@ test('an admin gets every check, the install healthy, and the ansible versions',
   expect(answer).toMatchObject({ ok: true, checked_at: expect.any(String), ansible: { tested_releases: ['2.14'] } });
   expect(answer.checks.map((c: any) => c.name)).toEqual([
     'database',
+    'open_install',
     'temporal',
     'workers',
     'encryption_key',
