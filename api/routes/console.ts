@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { describeRoute } from '../openapi/registry';
 
 /** Where `npm install` (bin/setup.js, ui/build.mjs) puts the built console. */
 export const CONSOLE_DIST = path.resolve(__dirname, '..', '..', 'ui', 'dist');
@@ -58,10 +59,13 @@ async function readOrUndefined(file: string): Promise<Buffer | undefined> {
 export function consoleRoutes(): Router {
   const router = new Router();
 
+  describeRoute({ method: 'get', path: '/', summary: 'List or read root' });
   router.get('/', (ctx) => ctx.redirect('/ui/'));
   // Routes match with or without a trailing slash, so only the bare /ui may redirect (else /ui/ loops).
+  describeRoute({ method: 'get', path: '/ui', summary: 'List or read ui' });
   router.get('/ui', (ctx, next) => (ctx.path === '/ui' ? ctx.redirect('/ui/') : next()));
 
+  describeRoute({ method: 'get', path: '/ui/assets/:name', summary: 'Read one of assets' });
   router.get('/ui/assets/:name', async (ctx) => {
     consoleHeaders(ctx);
     const name = ctx.params.name;
@@ -77,6 +81,7 @@ export function consoleRoutes(): Router {
     ctx.body = body;
   });
 
+  describeRoute({ method: 'get', path: '/ui/{*rest}', summary: 'List or read {*rest}' });
   router.get('/ui/{*rest}', async (ctx) => {
     consoleHeaders(ctx);
     ctx.set('Cache-Control', 'no-cache');

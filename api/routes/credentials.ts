@@ -26,6 +26,7 @@ import { fitsBytes } from '../schemas/common';
 import { credentialInput, credentialTypeInput } from '../schemas/credentials';
 import { parseInput, queryObject } from '../validate';
 import type { Context } from 'koa';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Credentials and custom credential types (spec part A 2.9, 4.9; part B 5.2, 5.3). Operators and
@@ -44,11 +45,13 @@ export function credentialRoutes(server: ServerContext): Router {
     return parseInput(credentialInput, ctx.request.body);
   };
 
+  describeRoute({ method: 'get', path: '/v1/credential-kinds', summary: 'List or read credential kinds', role: 'viewer' });
   router.get('/v1/credential-kinds', async (ctx) => {
     requireRole(ctx, 'viewer');
     ctx.body = { kinds: BUILT_IN_KINDS.map(kindView), count: BUILT_IN_KINDS.length };
   });
 
+  describeRoute({ method: 'post', path: '/v1/credentials', summary: 'Create or submit credentials', role: 'operator', ok: 201 });
   router.post('/v1/credentials', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { credential, type } = await createCredential(server, caller, originOf(ctx), await draftOf(ctx));
@@ -57,6 +60,7 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = credentialView(credential, type);
   });
 
+  describeRoute({ method: 'get', path: '/v1/credentials', summary: 'List or read credentials', role: 'viewer' });
   router.get('/v1/credentials', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(
@@ -71,24 +75,28 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('credentials', await credentialViews(sql, rows), total, query.offset);
   });
 
+  describeRoute({ method: 'get', path: '/v1/credentials/:id', summary: 'Read one of credentials', role: 'viewer' });
   router.get('/v1/credentials/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const { credential, type } = await readableCredential(sql, caller, ctx.params.id);
     ctx.body = credentialView(credential, type);
   });
 
+  describeRoute({ method: 'put', path: '/v1/credentials/:id', summary: 'Replace one of credentials', role: 'operator' });
   router.put('/v1/credentials/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { credential, type } = await replaceCredential(server, caller, originOf(ctx), ctx.params.id, await draftOf(ctx));
     ctx.body = credentialView(credential, type);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/credentials/:id', summary: 'Delete one of credentials', role: 'operator', ok: 204 });
   router.delete('/v1/credentials/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeCredential(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/v1/credential-types', summary: 'Create or submit credential types', role: 'admin', body: credentialTypeInput, ok: 201 });
   router.post('/v1/credential-types', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const type = await createType(server, caller, originOf(ctx), parseInput(credentialTypeInput, ctx.request.body));
@@ -97,11 +105,13 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = typeView(type);
   });
 
+  describeRoute({ method: 'get', path: '/v1/credential-types', summary: 'List or read credential types', role: 'admin' });
   router.get('/v1/credential-types', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'credential_types', (page) => listCredentialTypePage(sql, page), typeView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/credential-types/:id', summary: 'Read one of credential types', role: 'admin' });
   router.get('/v1/credential-types/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     const type = await getCredentialType(sql, ctx.params.id);
@@ -109,11 +119,13 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = typeView(type);
   });
 
+  describeRoute({ method: 'put', path: '/v1/credential-types/:id', summary: 'Replace one of credential types', role: 'admin', body: credentialTypeInput });
   router.put('/v1/credential-types/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     ctx.body = typeView(await replaceType(server, originOf(ctx), ctx.params.id, parseInput(credentialTypeInput, ctx.request.body)));
   });
 
+  describeRoute({ method: 'delete', path: '/v1/credential-types/:id', summary: 'Delete one of credential types', role: 'admin', ok: 204 });
   router.delete('/v1/credential-types/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     await removeType(server, originOf(ctx), ctx.params.id);

@@ -17,6 +17,7 @@ import { answerConfigList } from '../paging';
 import { inventorySourceInput } from '../schemas/inventory-sources';
 import { parseInput } from '../validate';
 import { noFields } from '../schemas/common';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Dynamic inventory sources (spec part A 4.12), owned by their inventory: operators and admins
@@ -40,6 +41,7 @@ export function inventorySourceRoutes(server: ServerContext): Router {
     };
   };
 
+  describeRoute({ method: 'post', path: '/v1/inventory-sources', summary: 'Create or submit inventory sources', role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const source = await createInventorySource(server, caller, originOf(ctx), draftOf(ctx.request.body));
@@ -48,27 +50,32 @@ export function inventorySourceRoutes(server: ServerContext): Router {
     ctx.body = inventorySourceView(source, caller);
   });
 
+  describeRoute({ method: 'get', path: '/v1/inventory-sources', summary: 'List or read inventory sources', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'inventory_sources', (page) => listInventorySourcePage(sql, page, readerOf(caller)), (row) => inventorySourceView(row, caller));
   });
 
+  describeRoute({ method: 'get', path: '/v1/inventory-sources/:id', summary: 'Read one of inventory sources', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = inventorySourceView(await readableInventorySource(sql, caller, ctx.params.id), caller);
   });
 
+  describeRoute({ method: 'put', path: '/v1/inventory-sources/:id', summary: 'Replace one of inventory sources', role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = inventorySourceView(await replaceInventorySource(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/inventory-sources/:id', summary: 'Delete one of inventory sources', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeInventorySource(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/v1/inventory-sources/:id/refresh', summary: 'Refresh of one of inventory sources', role: 'operator', body: noFields });
   router.post('/:id/refresh', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);

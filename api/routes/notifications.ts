@@ -29,6 +29,7 @@ import { requireRole } from '../middleware/auth';
 import { answerConfigList, listEnvelope, pageQuery } from '../paging';
 import { attachmentInput, deliveryListQuery, targetInput } from '../schemas/notifications';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Named notification targets, their attachments and deliveries (spec part A 4.8), and what a run's
@@ -52,6 +53,7 @@ export function notificationRoutes(server: ServerContext): Router {
     return targetView(target, (await targetDeliveryStats(sql, [id])).get(id));
   };
 
+  describeRoute({ method: 'post', path: '/v1/notifications', summary: 'Create or submit notifications', role: 'admin', ok: 201 });
   router.post('/v1/notifications', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const target = await createTarget(server, caller, originOf(ctx), draftOf(ctx.request.body, originOf(ctx)));
@@ -60,6 +62,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = await viewOf(target.id);
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications', summary: 'List or read notifications', role: 'operator' });
   router.get('/v1/notifications', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(
@@ -73,23 +76,27 @@ export function notificationRoutes(server: ServerContext): Router {
     );
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications/:id', summary: 'Read one of notifications', role: 'operator' });
   router.get('/v1/notifications/:id', async (ctx) => {
     requireRole(ctx, 'operator');
     ctx.body = await viewOf(ctx.params.id);
   });
 
+  describeRoute({ method: 'put', path: '/v1/notifications/:id', summary: 'Replace one of notifications', role: 'viewer' });
   router.put('/v1/notifications/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await replaceTarget(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body, originOf(ctx)));
     ctx.body = await viewOf(ctx.params.id);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id', summary: 'Delete one of notifications', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await removeTarget(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/attachments', summary: 'List or read attachments of one of notifications', role: 'operator' });
   router.get('/v1/notifications/:id/attachments', async (ctx) => {
     requireRole(ctx, 'operator');
     const query = parseInput(z.strictObject(pageQuery(1000, 1000)), queryObject(ctx.query));
@@ -98,6 +105,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('attachments', rows.map(attachmentView), total, query.offset);
   });
 
+  describeRoute({ method: 'post', path: '/v1/notifications/:id/attachments', summary: 'Attachments of one of notifications', role: 'viewer', body: attachmentInput, ok: 201 });
   router.post('/v1/notifications/:id/attachments', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(attachmentInput, ctx.request.body);
@@ -106,12 +114,14 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = attachmentView(attachment);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id/attachments/:attachment', summary: 'Delete one of attachments', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id/attachments/:attachment', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await detachTarget(server, caller, originOf(ctx), ctx.params.id, ctx.params.attachment);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/deliveries', summary: 'List or read deliveries of one of notifications', role: 'operator' });
   router.get('/v1/notifications/:id/deliveries', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const query = parseInput(z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery }), queryObject(ctx.query));
@@ -121,6 +131,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('deliveries', rows.map(deliveryView), total, query.offset);
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/notifications', summary: 'List or read notifications of one of runs', role: 'operator' });
   router.get('/v1/runs/:id/notifications', async (ctx) => {
     // Whoever reads the run reads what its targets were told (target ids and states, never a URL).
     const run = await readableRun(sql, requireRole(ctx, 'operator'), ctx.params.id);

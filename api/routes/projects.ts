@@ -18,6 +18,7 @@ import { requireRole } from '../middleware/auth';
 import { answerConfigList } from '../paging';
 import { browseQuery, projectInput } from '../schemas/projects';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Git projects (spec part A 4.5). Operators and admins create them; the creator manages one.
@@ -29,6 +30,7 @@ export function projectRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/projects' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/projects', summary: 'Create or submit projects', role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const project = await createProject(server, caller, originOf(ctx), draftOf(ctx));
@@ -37,27 +39,32 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = projectView(project);
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects', summary: 'List or read projects', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'projects', (page) => listProjectPage(sql, page, readerOf(caller)), projectView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects/:id', summary: 'Read one of projects', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = projectView(await readableProject(sql, caller, ctx.params.id));
   });
 
+  describeRoute({ method: 'put', path: '/v1/projects/:id', summary: 'Replace one of projects', role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = projectView(await replaceProject(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));
   });
 
+  describeRoute({ method: 'delete', path: '/v1/projects/:id', summary: 'Delete one of projects', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeProject(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects/:id/files', summary: 'List or read files of one of projects', role: 'viewer', query: browseQuery });
   router.get('/:id/files', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(browseQuery, queryObject(ctx.query));
@@ -65,6 +72,7 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = { project_id: project.id, commit: project.commit_sha, ...(await listProjectFiles(server, project, query.path)) };
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects/:id/file', summary: 'List or read file of one of projects', role: 'viewer', body: projectInput, query: browseQuery });
   router.get('/:id/file', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(browseQuery, queryObject(ctx.query));

@@ -19,6 +19,7 @@ import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 import { noFields } from '../schemas/common';
 import type { Run } from '../../core/runs/run';
+import { describeRoute } from '../openapi/registry';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;
@@ -84,6 +85,7 @@ async function* eventLines(sql: Sql, runId: string, after: number): AsyncGenerat
 export function runOutputRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs/:id' });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/logs', summary: 'List or read logs of one of runs', role: 'viewer', query: logQuery });
   router.get('/logs', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(logQuery, queryObject(ctx.query));
@@ -99,6 +101,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     ctx.body = Readable.from(logBytes(server.sql, run.id, from, total), { objectMode: false });
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/events', summary: 'List or read events of one of runs', role: 'viewer', query: eventQuery });
   router.get('/events', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(eventQuery, queryObject(ctx.query));
@@ -119,6 +122,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     };
   });
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/stream-ticket', summary: 'Stream ticket of one of runs', role: 'viewer', body: noFields, ok: 201 });
   router.post('/stream-ticket', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     parseInput(noFields, ctx.request.body);
@@ -137,6 +141,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     ctx.body = { ticket, expires_in: STREAM_TICKET_SECONDS };
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/stream', summary: 'List or read stream of one of runs', query: streamQuery });
   router.get('/stream', async (ctx) => {
     // The query is checked before the ticket is spent, so a mistyped position costs no ticket.
     const query = parseInput(streamQuery, queryObject(ctx.query));

@@ -18,6 +18,7 @@ import { notificationEntries } from '../schemas/notifications';
 import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
 import { TERMINAL_STATUSES } from '../../core/runs/run';
+import { describeRoute } from '../openapi/registry';
 
 const runSubmission = z.strictObject({
   tool,
@@ -64,6 +65,7 @@ const runListQuery = z.strictObject({
 export function runRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
+  describeRoute({ method: 'post', path: '/v1/runs', summary: 'Create or submit runs', role: 'operator', body: runSubmission });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
@@ -86,6 +88,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = runView(run);
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs', summary: 'List or read runs', role: 'viewer', query: runListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(runListQuery, queryObject(ctx.query));
@@ -95,6 +98,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('runs', rows.map((run) => runView(run, 'preview')), total, query.offset);
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id', summary: 'Read one of runs', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const run = await readableRun(server.sql, caller, ctx.params.id);
@@ -103,6 +107,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = { ...runView(run), ...(isPlanTool(run.tool) ? { plan: plan ? planView(plan) : null } : {}) };
   });
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/cancel', summary: 'Cancel of one of runs', role: 'operator', body: noFields });
   router.post('/:id/cancel', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);
@@ -116,6 +121,7 @@ export function runRoutes(server: ServerContext): Router {
     ['retry', retryRun],
     ['relaunch-failed', relaunchFailedRun],
   ] as const) {
+    describeRoute({ method: 'post', path: `/v1/runs/:id/${path}`, summary: `Create or submit ${path}`, role: 'operator', body: noFields, ok: 201 });
     router.post(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'operator');
       parseInput(noFields, ctx.request.body);
@@ -131,6 +137,7 @@ export function runRoutes(server: ServerContext): Router {
     ['steps', ['pipeline', 'workflow']],
     ['shards', ['split']],
   ] as const) {
+    describeRoute({ method: 'get', path: `/v1/runs/:id/${path}`, summary: `List or read ${path}`, role: 'viewer' });
     router.get(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       // A step or shard carries its parent's requester and template, so whoever reads the parent reads them all.

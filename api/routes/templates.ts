@@ -13,6 +13,7 @@ import { idempotencyKey } from '../schemas/run-fields';
 import { workflowToGraph } from '../schemas/steps';
 import { launchInput, templateInput } from '../schemas/templates';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Templates (spec part A 2.3, 2.4, 4.6; part B 8). Operators and admins create them, as they may
@@ -27,6 +28,7 @@ export function templateRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/templates' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/templates', summary: 'Create or submit templates', role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const template = await createTemplate(server, caller, originOf(ctx), draftOf(ctx));
@@ -35,28 +37,33 @@ export function templateRoutes(server: ServerContext): Router {
     ctx.body = templateView(template);
   });
 
+  describeRoute({ method: 'get', path: '/v1/templates', summary: 'List or read templates', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'templates', (page) => listTemplatePage(sql, page, readerOf(caller)), templateView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/templates/:id', summary: 'Read one of templates', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = templateView(await readableTemplate(sql, caller, ctx.params.id));
   });
 
+  describeRoute({ method: 'put', path: '/v1/templates/:id', summary: 'Replace one of templates', role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { template, cleared } = await replaceTemplate(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx));
     ctx.body = { ...templateView(template), ...(Object.keys(cleared).length ? { secret_defaults_cleared: cleared } : {}) };
   });
 
+  describeRoute({ method: 'delete', path: '/v1/templates/:id', summary: 'Delete one of templates', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeTemplate(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/v1/templates/:id/launch', summary: 'Launch of one of templates', role: 'operator', body: launchInput });
   router.post('/:id/launch', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(launchInput, ctx.request.body ?? {});
