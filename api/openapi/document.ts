@@ -135,7 +135,7 @@ export function buildOpenApiDocument(routes: DescribedRoute[], version: string):
     const okType = route.okType ?? 'application/json';
     const answers: Json = {
       [String(ok)]:
-        ok === 204
+        ok === 204 || (ok >= 300 && ok < 400)
           ? { description: route.okDescription ?? 'Done; no body.' }
           : {
               description: route.okDescription ?? 'Success.',

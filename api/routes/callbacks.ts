@@ -39,16 +39,16 @@ export function callbackRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'post', path: '/v1/templates/:id/callback', summary: 'Callback of one of templates' });
+  describeRoute({ method: 'post', path: '/v1/templates/:id/callback', summary: 'Provisioning callback: a host asks for a run of this template; the host config key is the credential', errors: [403, 429], ok: 201 });
   router.post('/v1/templates/:id/callback', async (ctx) => {
     await answer(ctx, { templateId: ctx.params.id });
   });
 
-  describeRoute({ method: 'post', path: '/api/v2/job_templates/:external/callback', summary: 'Callback of one of job_templates' });
+  describeRoute({ method: 'post', path: '/api/v2/job_templates/:external/callback', summary: 'AWX-compatible provisioning callback (the host config key is the credential)', errors: [403, 429] });
   router.post('/api/v2/job_templates/:external/callback', async (ctx) => {
     await answer(ctx, { externalId: ctx.params.external });
   });
-  describeRoute({ method: 'post', path: '/api/v2/job_templates/:external/callback/', summary: 'Callback of one of job_templates', ok: 201 });
+  describeRoute({ method: 'post', path: '/api/v2/job_templates/:external/callback/', summary: 'AWX-compatible provisioning callback, with the trailing slash AWX clients send', errors: [403, 429], ok: 201 });
   router.post('/api/v2/job_templates/:external/callback/', async (ctx) => {
     await answer(ctx, { externalId: ctx.params.external });
   });

@@ -51,7 +51,7 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = { kinds: BUILT_IN_KINDS.map(kindView), count: BUILT_IN_KINDS.length };
   });
 
-  describeRoute({ method: 'post', path: '/v1/credentials', summary: 'Create or submit credentials', role: 'operator', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/credentials', summary: 'Create a credential', body: credentialInput, role: 'operator', ok: 201 });
   router.post('/v1/credentials', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { credential, type } = await createCredential(server, caller, originOf(ctx), await draftOf(ctx));
@@ -82,7 +82,7 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = credentialView(credential, type);
   });
 
-  describeRoute({ method: 'put', path: '/v1/credentials/:id', summary: 'Replace one of credentials', role: 'operator' });
+  describeRoute({ method: 'put', path: '/v1/credentials/:id', summary: 'Replace a credential', body: credentialInput, role: 'operator' });
   router.put('/v1/credentials/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { credential, type } = await replaceCredential(server, caller, originOf(ctx), ctx.params.id, await draftOf(ctx));

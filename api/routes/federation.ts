@@ -33,7 +33,7 @@ export function federationRoutes(server: ServerContext): Router {
     ctx.body = body;
   };
 
-  describeRoute({ method: 'get', path: DISCOVERY_PATH, summary: 'List or read DISCOVERY_PATH' });
+  describeRoute({ method: 'get', path: DISCOVERY_PATH, summary: 'Federation: OpenID discovery document (public)', errors: [404] });
   router.get(DISCOVERY_PATH, (ctx) => {
     const iss = configured();
     publicDocument(ctx, {
@@ -47,13 +47,13 @@ export function federationRoutes(server: ServerContext): Router {
     });
   });
 
-  describeRoute({ method: 'get', path: JWKS_PATH, summary: 'List or read JWKS_PATH' });
+  describeRoute({ method: 'get', path: JWKS_PATH, summary: 'Federation: the published key set (public)', errors: [404] });
   router.get(JWKS_PATH, async (ctx) => {
     configured();
     publicDocument(ctx, await publishedKeySet(server.sql));
   });
 
-  describeRoute({ method: 'get', path: '/v1/federation/keys', summary: 'List or read keys', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/federation/keys', summary: 'Federation: list signing keys', role: 'admin' });
   router.get('/v1/federation/keys', async (ctx) => {
     requireRole(ctx, 'admin');
     configured();
@@ -66,7 +66,7 @@ export function federationRoutes(server: ServerContext): Router {
     ['/v1/federation/keys/rotate', rotateKeys],
     ['/v1/federation/keys/rotate/emergency', rotateKeysInEmergency],
   ] as const) {
-    describeRoute({ method: 'post', path: path, summary: 'Create or submit path', role: 'admin', ok: 201 });
+    describeRoute({ method: 'post', path: path, summary: path.endsWith('emergency') ? 'Federation: rotate signing keys in an emergency (old key withdrawn at once)' : 'Federation: rotate signing keys', role: 'admin', ok: 201 });
     router.post(path, async (ctx) => {
       requireRole(ctx, 'admin');
       configured();

@@ -15,7 +15,7 @@ import { describeRoute } from '../openapi/registry';
 export function hookRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/hooks' });
 
-  describeRoute({ method: 'post', path: '/hooks/:token', summary: 'POST one of hooks' });
+  describeRoute({ method: 'post', path: '/hooks/:token', summary: 'Webhook delivery: the path token and the signature are the credential', bodyType: 'application/json', errors: [401, 403, 404, 413, 429] });
   router.post('/:token', async (ctx) => {
     // Counted from the request's first byte: the answer is due within five seconds of it.
     const receivedAt = (ctx.state.receivedAt as number | undefined) ?? Date.now();

@@ -18,7 +18,7 @@ import { describeRoute } from '../openapi/registry';
 export function importRoutes(server: ServerContext): Router {
   const router = new Router();
 
-  describeRoute({ method: 'post', path: '/v1/import/:format', summary: 'POST one of import', role: 'admin', query: importQuery });
+  describeRoute({ method: 'post', path: '/v1/import/:format', summary: 'Import another system\'s export (preview unless apply=true)', errors: [413, 422], role: 'admin', query: importQuery });
   router.post('/v1/import/:format', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const query = parseInput(importQuery, queryObject(ctx.query));

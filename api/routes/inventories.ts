@@ -53,7 +53,7 @@ export function inventoryRoutes(server: ServerContext): Router {
     return { name: input.name, content: input.content, format: input.format ?? null, org_id: input.org_id ?? null, queue: input.queue ?? '', id: input.id };
   };
 
-  describeRoute({ method: 'post', path: '/v1/inventories', summary: 'Create or submit inventories', role: 'operator', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/inventories', summary: 'Create an inventory (static, smart, or composed with `sources`)', body: inventoryInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const inventory = await createInventory(server, caller, originOf(ctx), draftOf(ctx.request.body));
@@ -102,7 +102,7 @@ export function inventoryRoutes(server: ServerContext): Router {
     ctx.body = inventoryView(await readableInventory(sql, caller, ctx.params.id), caller);
   });
 
-  describeRoute({ method: 'put', path: '/v1/inventories/:id', summary: 'Replace one of inventories', role: 'operator' });
+  describeRoute({ method: 'put', path: '/v1/inventories/:id', summary: 'Replace an inventory', body: inventoryInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = inventoryView(await replaceInventory(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);

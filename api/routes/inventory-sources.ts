@@ -41,7 +41,7 @@ export function inventorySourceRoutes(server: ServerContext): Router {
     };
   };
 
-  describeRoute({ method: 'post', path: '/v1/inventory-sources', summary: 'Create or submit inventory sources', role: 'operator', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/inventory-sources', summary: 'Create an inventory source', body: inventorySourceInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const source = await createInventorySource(server, caller, originOf(ctx), draftOf(ctx.request.body));
@@ -62,7 +62,7 @@ export function inventorySourceRoutes(server: ServerContext): Router {
     ctx.body = inventorySourceView(await readableInventorySource(sql, caller, ctx.params.id), caller);
   });
 
-  describeRoute({ method: 'put', path: '/v1/inventory-sources/:id', summary: 'Replace one of inventory sources', role: 'operator' });
+  describeRoute({ method: 'put', path: '/v1/inventory-sources/:id', summary: 'Replace an inventory source', body: inventorySourceInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = inventorySourceView(await replaceInventorySource(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);

@@ -53,7 +53,7 @@ export function notificationRoutes(server: ServerContext): Router {
     return targetView(target, (await targetDeliveryStats(sql, [id])).get(id));
   };
 
-  describeRoute({ method: 'post', path: '/v1/notifications', summary: 'Create or submit notifications', role: 'admin', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/notifications', summary: 'Create a notification target', role: 'admin', body: targetInput, ok: 201 });
   router.post('/v1/notifications', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const target = await createTarget(server, caller, originOf(ctx), draftOf(ctx.request.body, originOf(ctx)));
@@ -82,7 +82,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = await viewOf(ctx.params.id);
   });
 
-  describeRoute({ method: 'put', path: '/v1/notifications/:id', summary: 'Replace one of notifications', role: 'viewer' });
+  describeRoute({ method: 'put', path: '/v1/notifications/:id', summary: 'Replace a notification target', role: 'viewer', body: targetInput, errors: [403] });
   router.put('/v1/notifications/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await replaceTarget(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body, originOf(ctx)));

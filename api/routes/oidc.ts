@@ -50,7 +50,7 @@ export function oidcRoutes(server: ServerContext): Router {
     ctx.redirect(location);
   });
 
-  describeRoute({ method: 'get', path: OIDC_CALLBACK_PATH, summary: 'List or read OIDC_CALLBACK_PATH', query: oidcCallbackQuery });
+  describeRoute({ method: 'get', path: OIDC_CALLBACK_PATH, summary: 'OpenID Connect sign-in callback (checked by state and the browser cookie)', ok: 302, okDescription: 'Signed in; redirected to the console.', errors: [404], query: oidcCallbackQuery });
   router.get(OIDC_CALLBACK_PATH, async (ctx) => {
     const settings = oidcSettingsOf(server.config);
     // The query holds a single-use code: no page this leads to may pass it on as a referrer.

@@ -30,7 +30,7 @@ export function projectRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/projects' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/projects', summary: 'Create or submit projects', role: 'operator', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/projects', summary: 'Create a git project', body: projectInput, bodyExample: { name: 'web', url: 'https://git.example.com/ops/web.git', branch: 'main' }, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const project = await createProject(server, caller, originOf(ctx), draftOf(ctx));
@@ -51,7 +51,7 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = projectView(await readableProject(sql, caller, ctx.params.id));
   });
 
-  describeRoute({ method: 'put', path: '/v1/projects/:id', summary: 'Replace one of projects', role: 'operator' });
+  describeRoute({ method: 'put', path: '/v1/projects/:id', summary: 'Replace a project', body: projectInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = projectView(await replaceProject(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));

@@ -36,7 +36,7 @@ export function samlRoutes(server: ServerContext): Router {
     ctx.redirect(location);
   });
 
-  describeRoute({ method: 'post', path: SAML_ACS_PATH, summary: 'Create or submit SAML_ACS_PATH' });
+  describeRoute({ method: 'post', path: SAML_ACS_PATH, summary: 'SAML assertion consumer (the signed assertion is the credential)', body: samlAcsForm, bodyType: 'application/x-www-form-urlencoded', ok: 302, okDescription: 'Signed in; redirected to the console with a session cookie.' });
   router.post(SAML_ACS_PATH, async (ctx) => {
     const settings = samlSettingsOf(server.config);
     ctx.set('Cache-Control', 'no-store');

@@ -22,7 +22,7 @@ export function scheduleRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/schedules' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/schedules', summary: 'Create or submit schedules', role: 'operator', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/schedules', summary: 'Create a schedule', body: scheduleInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const schedule = await createSchedule(server, caller, originOf(ctx), draftOf(ctx));
@@ -49,7 +49,7 @@ export function scheduleRoutes(server: ServerContext): Router {
     ctx.body = scheduleView(await readableSchedule(server, requireRole(ctx, 'viewer'), ctx.params.id));
   });
 
-  describeRoute({ method: 'put', path: '/v1/schedules/:id', summary: 'Replace one of schedules', role: 'operator' });
+  describeRoute({ method: 'put', path: '/v1/schedules/:id', summary: 'Replace a schedule', body: scheduleInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = scheduleView(await replaceSchedule(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));

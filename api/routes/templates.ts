@@ -28,7 +28,7 @@ export function templateRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/templates' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/templates', summary: 'Create or submit templates', role: 'operator', ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/templates', summary: 'Create a template', body: templateInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const template = await createTemplate(server, caller, originOf(ctx), draftOf(ctx));
@@ -49,7 +49,7 @@ export function templateRoutes(server: ServerContext): Router {
     ctx.body = templateView(await readableTemplate(sql, caller, ctx.params.id));
   });
 
-  describeRoute({ method: 'put', path: '/v1/templates/:id', summary: 'Replace one of templates', role: 'operator' });
+  describeRoute({ method: 'put', path: '/v1/templates/:id', summary: 'Replace a template', body: templateInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { template, cleared } = await replaceTemplate(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx));
