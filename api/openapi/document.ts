@@ -66,15 +66,17 @@ export function jsonSchemaOf(schema: z.ZodType, prefix: string, components: Json
 /** `/v1/runs/:id` as OpenAPI writes it, `/v1/runs/{id}`, and the names of its parameters. */
 export function openApiPath(path: string): { path: string; params: string[] } {
   const params: string[] = [];
-  const converted = path.replace(/:([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?/g, (_m, name: string) => {
-    params.push(name);
-    return `{${name}}`;
+  // `:name` is one segment; `{*name}` (path-to-regexp 8's wildcard) is the rest of the path.
+  const converted = path.replace(/:([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?|\{\*([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string | undefined, _re, rest: string | undefined) => {
+    const param = (name ?? rest) as string;
+    params.push(param);
+    return `{${param}}`;
   });
   return { path: converted, params };
 }
 
 /** A path with its parameters filled in, to ask the authentication middleware whether it is public. */
-const samplePath = (path: string) => path.replace(/:([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?/g, 'x');
+const samplePath = (path: string) => path.replace(/:([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?|\{\*[A-Za-z_][A-Za-z0-9_]*\}/g, 'x');
 
 const operationId = (method: string, path: string) =>
   method +

@@ -26,7 +26,7 @@ export function accessRoutes(server: ServerContext): Router {
     ['team', 'teams', teamMemberInput],
     ['org', 'orgs', orgMemberInput],
   ] as const) {
-    describeRoute({ method: 'post', path: `/v1/${path}`, summary: `Create or submit ${path}`, role: 'admin', body: groupInput, ok: 201 });
+    describeRoute({ method: 'post', path: `/v1/${path}`, summary: `Create one of ${path}`, role: 'admin', body: groupInput, ok: 201 });
     router.post(`/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       const input = parseInput(groupInput, ctx.request.body);
@@ -34,7 +34,7 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.body = groupView(await createGroup(sql, caller, originOf(ctx), kind, input.name));
     });
 
-    describeRoute({ method: 'get', path: `/v1/${path}`, summary: `List or read ${path}`, role: 'viewer' });
+    describeRoute({ method: 'get', path: `/v1/${path}`, summary: `List ${path}`, role: 'viewer' });
     router.get(`/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       const memberId = caller.account.role === 'admin' ? undefined : caller.account.id;
@@ -48,7 +48,7 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.status = 204;
     });
 
-    describeRoute({ method: 'post', path: `/v1/${path}/:id/members`, summary: `Members of one of ${path}`, role: 'admin', body: memberInput });
+    describeRoute({ method: 'post', path: `/v1/${path}/:id/members`, summary: `Add a member to one of ${path}`, role: 'admin', body: memberInput });
     router.post(`/${path}/:id/members`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       const input = parseInput(memberInput, ctx.request.body);
@@ -57,14 +57,14 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.body = membershipView(membership);
     });
 
-    describeRoute({ method: 'get', path: `/v1/${path}/:id/members`, summary: `List or read members of one of ${path}`, role: 'viewer' });
+    describeRoute({ method: 'get', path: `/v1/${path}/:id/members`, summary: `List members of one of ${path}`, role: 'viewer' });
     router.get(`/${path}/:id/members`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       const group = await visibleGroup(sql, caller, kind, ctx.params.id);
       await answerConfigList(ctx, 'members', (page) => listMembers(sql, kind as GroupKind, group.id, page), membershipView);
     });
 
-    describeRoute({ method: 'delete', path: `/v1/${path}/:id/members/:userId`, summary: 'Delete one of members', role: 'admin', ok: 204 });
+    describeRoute({ method: 'delete', path: `/v1/${path}/:id/members/:userId`, summary: 'Remove a member', role: 'admin', ok: 204 });
     router.delete(`/${path}/:id/members/:userId`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       await removeMember(sql, caller, originOf(ctx), kind, ctx.params.id, ctx.params.userId);
@@ -72,7 +72,7 @@ export function accessRoutes(server: ServerContext): Router {
     });
   }
 
-  describeRoute({ method: 'post', path: '/v1/grants', summary: 'Create or submit grants', role: 'viewer', body: grantInput });
+  describeRoute({ method: 'post', path: '/v1/grants', summary: 'Create a grant', role: 'viewer', body: grantInput });
   router.post('/grants', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(grantInput, ctx.request.body);
@@ -81,13 +81,13 @@ export function accessRoutes(server: ServerContext): Router {
     ctx.body = grantView(grant);
   });
 
-  describeRoute({ method: 'get', path: '/v1/grants', summary: 'List or read grants', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/grants', summary: 'List grants', role: 'viewer' });
   router.get('/grants', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'grants', (page) => listGrants(sql, page, grantViewerOf(caller)), grantView);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/grants/:id', summary: 'Delete one of grants', role: 'viewer', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/grants/:id', summary: 'Delete a grant', role: 'viewer', ok: 204 });
   router.delete('/grants/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await removeGrant(sql, caller, originOf(ctx), ctx.params.id);

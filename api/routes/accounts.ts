@@ -33,7 +33,7 @@ export function accountRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/auth/login', summary: 'Create or submit login', body: login });
+  describeRoute({ method: 'post', path: '/v1/auth/login', summary: 'Sign in with a user name and password; answers a session token', body: login, errors: [401, 429], bodyExample: { username: 'admin', password: 'correct horse battery staple' } });
   router.post('/auth/login', async (ctx) => {
     const input = parseInput(login, ctx.request.body);
     withholdFields(originOf(ctx), ['password']);
@@ -52,7 +52,7 @@ export function accountRoutes(server: ServerContext): Router {
     }
   });
 
-  describeRoute({ method: 'post', path: '/v1/auth/check', summary: 'Create or submit check', body: noFields });
+  describeRoute({ method: 'post', path: '/v1/auth/check', summary: 'Check whether the caller\'s role and grants allow an action', body: noFields });
   router.post('/auth/check', async (ctx) => {
     const caller = callerOf(ctx);
     parseInput(noFields, ctx.request.body);
@@ -64,7 +64,7 @@ export function accountRoutes(server: ServerContext): Router {
     };
   });
 
-  describeRoute({ method: 'get', path: '/v1/auth/me', summary: 'List or read me' });
+  describeRoute({ method: 'get', path: '/v1/auth/me', summary: 'Who the caller is (user, role, token)' });
   router.get('/auth/me', async (ctx) => {
     const caller = callerOf(ctx);
     ctx.body = {
@@ -76,7 +76,7 @@ export function accountRoutes(server: ServerContext): Router {
     };
   });
 
-  describeRoute({ method: 'post', path: '/v1/auth/logout', summary: 'Create or submit logout', body: noFields, ok: 204 });
+  describeRoute({ method: 'post', path: '/v1/auth/logout', summary: 'Sign out: revoke the calling session token', body: noFields, ok: 204 });
   router.post('/auth/logout', async (ctx) => {
     const caller = callerOf(ctx);
     parseInput(noFields, ctx.request.body);
@@ -85,7 +85,7 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'post', path: '/v1/tokens', summary: 'Create or submit tokens', role: 'viewer', body: tokenCreate, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/tokens', summary: 'Create a token', role: 'viewer', body: tokenCreate, ok: 201 });
   router.post('/tokens', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(tokenCreate, ctx.request.body);
@@ -94,20 +94,20 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.body = { ...tokenView({ ...token, username: account.username }), token: secret };
   });
 
-  describeRoute({ method: 'get', path: '/v1/tokens', summary: 'List or read tokens', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/tokens', summary: 'List tokens', role: 'admin' });
   router.get('/tokens', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'tokens', (page) => listTokens(sql, page), tokenView);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/tokens/:id', summary: 'Delete one of tokens', role: 'admin', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/tokens/:id', summary: 'Delete a token', role: 'admin', ok: 204 });
   router.delete('/tokens/:id', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     await revokeToken(sql, requestOf(ctx, caller, 204), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'post', path: '/v1/users', summary: 'Create or submit users', role: 'admin', body: userCreate, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/users', summary: 'Create a user', role: 'admin', body: userCreate, ok: 201 });
   router.post('/users', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const input = parseInput(userCreate, ctx.request.body);
@@ -118,13 +118,13 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.body = userView(account);
   });
 
-  describeRoute({ method: 'get', path: '/v1/users', summary: 'List or read users', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/users', summary: 'List users', role: 'admin' });
   router.get('/users', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'users', (page) => listAccounts(sql, page), userView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/users/:id', summary: 'Read one of users', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/users/:id', summary: 'Read a user', role: 'admin' });
   router.get('/users/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     const account = await getAccountById(sql, ctx.params.id);
@@ -132,7 +132,7 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.body = userView(account);
   });
 
-  describeRoute({ method: 'put', path: '/v1/users/:id', summary: 'Replace one of users', role: 'admin', body: userUpdate });
+  describeRoute({ method: 'put', path: '/v1/users/:id', summary: 'Replace a user', role: 'admin', body: userUpdate });
   router.put('/users/:id', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const input = parseInput(userUpdate, ctx.request.body);
@@ -140,7 +140,7 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.body = userView(await updateUser(sql, requestOf(ctx, caller, 200), ctx.params.id, input));
   });
 
-  describeRoute({ method: 'delete', path: '/v1/users/:id', summary: 'Delete one of users', role: 'admin', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/users/:id', summary: 'Delete a user', role: 'admin', ok: 204 });
   router.delete('/users/:id', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     await deleteUser(sql, requestOf(ctx, caller, 204), ctx.params.id);

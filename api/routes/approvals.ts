@@ -14,7 +14,7 @@ import { describeRoute } from '../openapi/registry';
  */
 export function approvalRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/approvals' });
-  describeRoute({ method: 'get', path: '/v1/approvals', summary: 'List or read approvals', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/approvals', summary: 'List pending approvals', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const waiting = await listWaitingApprovalSteps(server.sql, readerOf(caller));

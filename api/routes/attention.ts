@@ -15,7 +15,7 @@ import { describeRoute } from '../openapi/registry';
  */
 export function attentionRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/attention' });
-  describeRoute({ method: 'get', path: '/v1/attention', summary: 'List or read attention', role: 'viewer', query: attentionQuery });
+  describeRoute({ method: 'get', path: '/v1/attention', summary: 'What needs attention', role: 'viewer', query: attentionQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(attentionQuery, queryObject(ctx.query));

@@ -25,14 +25,14 @@ import { describeRoute } from '../openapi/registry';
 export function callbackRoutes(server: ServerContext): Router {
   const router = new Router();
 
-  describeRoute({ method: 'post', path: '/v1/templates/:id/callback-key', summary: 'Callback key of one of templates', role: 'operator', body: noFields });
+  describeRoute({ method: 'post', path: '/v1/templates/:id/callback-key', summary: 'Mint a template\'s host config key', role: 'operator', body: noFields });
   router.post('/v1/templates/:id/callback-key', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);
     ctx.body = await mintCallbackKey(server, caller, originOf(ctx), ctx.params.id);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/templates/:id/callback-key', summary: 'Delete callback key of one of templates', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/templates/:id/callback-key', summary: 'Revoke a template\'s host config key', role: 'operator', ok: 204 });
   router.delete('/v1/templates/:id/callback-key', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await revokeCallbackKey(server, caller, originOf(ctx), ctx.params.id);

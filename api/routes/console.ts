@@ -59,13 +59,13 @@ async function readOrUndefined(file: string): Promise<Buffer | undefined> {
 export function consoleRoutes(): Router {
   const router = new Router();
 
-  describeRoute({ method: 'get', path: '/', summary: 'List or read root' });
+  describeRoute({ method: 'get', path: '/', summary: 'The web console\'s entry (redirect)', ok: 302, okDescription: 'Redirect to /ui/.' });
   router.get('/', (ctx) => ctx.redirect('/ui/'));
   // Routes match with or without a trailing slash, so only the bare /ui may redirect (else /ui/ loops).
-  describeRoute({ method: 'get', path: '/ui', summary: 'List or read ui' });
+  describeRoute({ method: 'get', path: '/ui', summary: 'The web console', ok: 302, okDescription: 'Redirect to /ui/.' });
   router.get('/ui', (ctx, next) => (ctx.path === '/ui' ? ctx.redirect('/ui/') : next()));
 
-  describeRoute({ method: 'get', path: '/ui/assets/:name', summary: 'Read one of assets' });
+  describeRoute({ method: 'get', path: '/ui/assets/:name', summary: 'A web console asset', okType: 'application/octet-stream' });
   router.get('/ui/assets/:name', async (ctx) => {
     consoleHeaders(ctx);
     const name = ctx.params.name;
@@ -81,7 +81,7 @@ export function consoleRoutes(): Router {
     ctx.body = body;
   });
 
-  describeRoute({ method: 'get', path: '/ui/{*rest}', summary: 'List or read {*rest}' });
+  describeRoute({ method: 'get', path: '/ui/{*rest}', summary: 'The web console (client-side routes)', okType: 'text/html', errors: [503] });
   router.get('/ui/{*rest}', async (ctx) => {
     consoleHeaders(ctx);
     ctx.set('Cache-Control', 'no-cache');

@@ -45,7 +45,7 @@ export function credentialRoutes(server: ServerContext): Router {
     return parseInput(credentialInput, ctx.request.body);
   };
 
-  describeRoute({ method: 'get', path: '/v1/credential-kinds', summary: 'List or read credential kinds', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/credential-kinds', summary: 'List credential kinds', role: 'viewer' });
   router.get('/v1/credential-kinds', async (ctx) => {
     requireRole(ctx, 'viewer');
     ctx.body = { kinds: BUILT_IN_KINDS.map(kindView), count: BUILT_IN_KINDS.length };
@@ -60,7 +60,7 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = credentialView(credential, type);
   });
 
-  describeRoute({ method: 'get', path: '/v1/credentials', summary: 'List or read credentials', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/credentials', summary: 'List credentials', role: 'viewer' });
   router.get('/v1/credentials', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(
@@ -75,7 +75,7 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('credentials', await credentialViews(sql, rows), total, query.offset);
   });
 
-  describeRoute({ method: 'get', path: '/v1/credentials/:id', summary: 'Read one of credentials', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/credentials/:id', summary: 'Read a credential', role: 'viewer' });
   router.get('/v1/credentials/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const { credential, type } = await readableCredential(sql, caller, ctx.params.id);
@@ -89,14 +89,14 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = credentialView(credential, type);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/credentials/:id', summary: 'Delete one of credentials', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/credentials/:id', summary: 'Delete a credential', role: 'operator', ok: 204 });
   router.delete('/v1/credentials/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeCredential(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'post', path: '/v1/credential-types', summary: 'Create or submit credential types', role: 'admin', body: credentialTypeInput, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/credential-types', summary: 'Create a credential type', role: 'admin', body: credentialTypeInput, ok: 201 });
   router.post('/v1/credential-types', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const type = await createType(server, caller, originOf(ctx), parseInput(credentialTypeInput, ctx.request.body));
@@ -105,13 +105,13 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = typeView(type);
   });
 
-  describeRoute({ method: 'get', path: '/v1/credential-types', summary: 'List or read credential types', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/credential-types', summary: 'List credential types', role: 'admin' });
   router.get('/v1/credential-types', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'credential_types', (page) => listCredentialTypePage(sql, page), typeView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/credential-types/:id', summary: 'Read one of credential types', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/credential-types/:id', summary: 'Read a credential type', role: 'admin' });
   router.get('/v1/credential-types/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     const type = await getCredentialType(sql, ctx.params.id);
@@ -119,13 +119,13 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = typeView(type);
   });
 
-  describeRoute({ method: 'put', path: '/v1/credential-types/:id', summary: 'Replace one of credential types', role: 'admin', body: credentialTypeInput });
+  describeRoute({ method: 'put', path: '/v1/credential-types/:id', summary: 'Replace a credential type', role: 'admin', body: credentialTypeInput });
   router.put('/v1/credential-types/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     ctx.body = typeView(await replaceType(server, originOf(ctx), ctx.params.id, parseInput(credentialTypeInput, ctx.request.body)));
   });
 
-  describeRoute({ method: 'delete', path: '/v1/credential-types/:id', summary: 'Delete one of credential types', role: 'admin', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/credential-types/:id', summary: 'Delete a credential type', role: 'admin', ok: 204 });
   router.delete('/v1/credential-types/:id', async (ctx) => {
     requireRole(ctx, 'admin');
     await removeType(server, originOf(ctx), ctx.params.id);

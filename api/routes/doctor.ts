@@ -15,7 +15,7 @@ const doctorQuery = z.strictObject({});
  */
 export function doctorRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/doctor' });
-  describeRoute({ method: 'get', path: '/v1/doctor', summary: 'List or read doctor', role: 'admin', query: doctorQuery });
+  describeRoute({ method: 'get', path: '/v1/doctor', summary: 'Health checks of the install', role: 'admin', query: doctorQuery });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'admin');
     parseInput(doctorQuery, queryObject(ctx.query));

@@ -23,7 +23,7 @@ const reconcileBody = z.strictObject({ template_id: templateId });
 export function driftRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/drift' });
 
-  describeRoute({ method: 'get', path: '/v1/drift', summary: 'List or read drift', role: 'viewer', query: driftQuery });
+  describeRoute({ method: 'get', path: '/v1/drift', summary: 'List drift', role: 'viewer', query: driftQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(driftQuery, queryObject(ctx.query));
@@ -47,7 +47,7 @@ export function driftRoutes(server: ServerContext): Router {
     );
   });
 
-  describeRoute({ method: 'post', path: '/v1/drift/reconcile', summary: 'Create or submit reconcile', role: 'operator', body: reconcileBody, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/drift/reconcile', summary: 'Reconcile drift by submitting runs', role: 'operator', body: reconcileBody, ok: 201 });
   router.post('/reconcile', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const body = parseInput(reconcileBody, ctx.request.body ?? {});

@@ -20,33 +20,33 @@ import { describeRoute } from '../openapi/registry';
 export function factRoutes(server: ServerContext): Router {
   const router = new Router();
 
-  describeRoute({ method: 'get', path: '/v1/inventories/:id/facts', summary: 'List or read facts of one of inventories', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/inventories/:id/facts', summary: 'The facts of a inventory', role: 'operator' });
   router.get('/v1/inventories/:id/facts', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = await inventoryFacts(server, caller, ctx.params.id);
   });
 
-  describeRoute({ method: 'get', path: '/v1/inventories/:id/facts/:host', summary: 'Read one of facts', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/inventories/:id/facts/:host', summary: 'Read a fact', role: 'operator' });
   router.get('/v1/inventories/:id/facts/:host', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = await inventoryHostFacts(server, caller, ctx.params.id, ctx.params.host);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts', summary: 'Delete facts of one of inventories', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts', summary: 'Delete facts (a inventory)', role: 'operator', ok: 204 });
   router.delete('/v1/inventories/:id/facts', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await clearFacts(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts/:host', summary: 'Delete one of facts', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts/:host', summary: 'Delete a fact', role: 'operator', ok: 204 });
   router.delete('/v1/inventories/:id/facts/:host', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await clearFacts(server, caller, originOf(ctx), ctx.params.id, ctx.params.host);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'get', path: '/v1/hosts/:host/facts', summary: 'List or read facts of one of hosts', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/hosts/:host/facts', summary: 'The facts of a host', role: 'viewer' });
   router.get('/v1/hosts/:host/facts', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = await hostFacts(server, caller, ctx.params.host);

@@ -62,7 +62,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = await viewOf(target.id);
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications', summary: 'List or read notifications', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications', summary: 'List notifications', role: 'operator' });
   router.get('/v1/notifications', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(
@@ -76,7 +76,7 @@ export function notificationRoutes(server: ServerContext): Router {
     );
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications/:id', summary: 'Read one of notifications', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications/:id', summary: 'Read a notification', role: 'operator' });
   router.get('/v1/notifications/:id', async (ctx) => {
     requireRole(ctx, 'operator');
     ctx.body = await viewOf(ctx.params.id);
@@ -89,14 +89,14 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = await viewOf(ctx.params.id);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/notifications/:id', summary: 'Delete one of notifications', role: 'viewer', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id', summary: 'Delete a notification', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await removeTarget(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications/:id/attachments', summary: 'List or read attachments of one of notifications', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/attachments', summary: 'The attachments of a notification', role: 'operator' });
   router.get('/v1/notifications/:id/attachments', async (ctx) => {
     requireRole(ctx, 'operator');
     const query = parseInput(z.strictObject(pageQuery(1000, 1000)), queryObject(ctx.query));
@@ -105,7 +105,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('attachments', rows.map(attachmentView), total, query.offset);
   });
 
-  describeRoute({ method: 'post', path: '/v1/notifications/:id/attachments', summary: 'Attachments of one of notifications', role: 'viewer', body: attachmentInput, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/notifications/:id/attachments', summary: 'Attachments (a notification)', role: 'viewer', body: attachmentInput, ok: 201 });
   router.post('/v1/notifications/:id/attachments', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(attachmentInput, ctx.request.body);
@@ -114,14 +114,14 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = attachmentView(attachment);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/notifications/:id/attachments/:attachment', summary: 'Delete one of attachments', role: 'viewer', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id/attachments/:attachment', summary: 'Delete a attachment', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id/attachments/:attachment', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await detachTarget(server, caller, originOf(ctx), ctx.params.id, ctx.params.attachment);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications/:id/deliveries', summary: 'List or read deliveries of one of notifications', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/deliveries', summary: 'The deliveries of a notification', role: 'operator' });
   router.get('/v1/notifications/:id/deliveries', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const query = parseInput(z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery }), queryObject(ctx.query));
@@ -131,7 +131,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('deliveries', rows.map(deliveryView), total, query.offset);
   });
 
-  describeRoute({ method: 'get', path: '/v1/runs/:id/notifications', summary: 'List or read notifications of one of runs', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/runs/:id/notifications', summary: 'The notifications of a run', role: 'operator' });
   router.get('/v1/runs/:id/notifications', async (ctx) => {
     // Whoever reads the run reads what its targets were told (target ids and states, never a URL).
     const run = await readableRun(sql, requireRole(ctx, 'operator'), ctx.params.id);

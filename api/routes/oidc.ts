@@ -34,12 +34,12 @@ export function oidcRoutes(server: ServerContext): Router {
   const secure = (ctx: Context) => ctx.secure || server.config.oidc?.redirectUrl.startsWith('https://') === true;
 
   // Whether this server offers the sign-in, for the console's sign-in page.
-  describeRoute({ method: 'get', path: '/auth/oidc', summary: 'List or read oidc' });
+  describeRoute({ method: 'get', path: '/auth/oidc', summary: 'Whether OpenID Connect sign-in is enabled (public)' });
   router.get('/auth/oidc', (ctx) => {
     ctx.body = server.config.oidc ? { enabled: true, login_url: '/auth/oidc/login' } : { enabled: false };
   });
 
-  describeRoute({ method: 'get', path: '/auth/oidc/login', summary: 'List or read login', query: signInLoginQuery });
+  describeRoute({ method: 'get', path: '/auth/oidc/login', summary: 'Start sign-in (redirect to the identity provider; public)', query: signInLoginQuery });
   router.get('/auth/oidc/login', async (ctx) => {
     oidcSettingsOf(server.config);
     const { mode } = parseInput(signInLoginQuery, queryObject(ctx.query));

@@ -27,7 +27,7 @@ const pipelineBody = z.strictObject({
  */
 export function pipelineRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/pipelines' });
-  describeRoute({ method: 'post', path: '/v1/pipelines', summary: 'Create or submit pipelines', role: 'operator', body: pipelineBody });
+  describeRoute({ method: 'post', path: '/v1/pipelines', summary: 'Submit a pipeline of steps', role: 'operator', body: pipelineBody });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(pipelineBody, ctx.request.body);

@@ -21,7 +21,7 @@ export function policyRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/policies' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/policies', summary: 'Create or submit policies', body: policyInput, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/policies', summary: 'Create a policy', body: policyInput, ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireWriter(ctx);
     const fields = policyFields(parseInput(policyInput, ctx.request.body));
@@ -31,13 +31,13 @@ export function policyRoutes(server: ServerContext): Router {
     ctx.body = policyView(policy);
   });
 
-  describeRoute({ method: 'get', path: '/v1/policies', summary: 'List or read policies', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/policies', summary: 'List policies', role: 'operator' });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(ctx, 'policies', (page) => listPolicyPage(sql, page), policyView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/policies/:id', summary: 'Read one of policies', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/policies/:id', summary: 'Read a policy', role: 'operator' });
   router.get('/:id', async (ctx) => {
     requireRole(ctx, 'operator');
     const policy = await getPolicy(sql, ctx.params.id);
@@ -45,14 +45,14 @@ export function policyRoutes(server: ServerContext): Router {
     ctx.body = policyView(policy);
   });
 
-  describeRoute({ method: 'put', path: '/v1/policies/:id', summary: 'Replace one of policies', body: policyInput });
+  describeRoute({ method: 'put', path: '/v1/policies/:id', summary: 'Replace a policy', body: policyInput });
   router.put('/:id', async (ctx) => {
     requireWriter(ctx);
     const fields = policyFields(parseInput(policyInput, ctx.request.body));
     ctx.body = policyView(await replacePolicy(server, originOf(ctx), ctx.params.id, fields));
   });
 
-  describeRoute({ method: 'delete', path: '/v1/policies/:id', summary: 'Delete one of policies', role: 'admin', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/policies/:id', summary: 'Delete a policy', role: 'admin', ok: 204 });
   router.delete('/:id', async (ctx) => {
     requireWriter(ctx);
     await removePolicy(server, originOf(ctx), ctx.params.id);

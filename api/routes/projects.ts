@@ -39,13 +39,13 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = projectView(project);
   });
 
-  describeRoute({ method: 'get', path: '/v1/projects', summary: 'List or read projects', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/projects', summary: 'List projects', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'projects', (page) => listProjectPage(sql, page, readerOf(caller)), projectView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/projects/:id', summary: 'Read one of projects', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/projects/:id', summary: 'Read a project', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = projectView(await readableProject(sql, caller, ctx.params.id));
@@ -57,14 +57,14 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = projectView(await replaceProject(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));
   });
 
-  describeRoute({ method: 'delete', path: '/v1/projects/:id', summary: 'Delete one of projects', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/projects/:id', summary: 'Delete a project', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeProject(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'get', path: '/v1/projects/:id/files', summary: 'List or read files of one of projects', role: 'viewer', query: browseQuery });
+  describeRoute({ method: 'get', path: '/v1/projects/:id/files', summary: 'The files of a project', role: 'viewer', query: browseQuery });
   router.get('/:id/files', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(browseQuery, queryObject(ctx.query));
@@ -72,7 +72,7 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = { project_id: project.id, commit: project.commit_sha, ...(await listProjectFiles(server, project, query.path)) };
   });
 
-  describeRoute({ method: 'get', path: '/v1/projects/:id/file', summary: 'List or read file of one of projects', role: 'viewer', body: projectInput, query: browseQuery });
+  describeRoute({ method: 'get', path: '/v1/projects/:id/file', summary: 'The file of a project', role: 'viewer', body: projectInput, query: browseQuery });
   router.get('/:id/file', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(browseQuery, queryObject(ctx.query));

@@ -37,7 +37,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
   for (const decision of ['approve', 'reject'] as const) {
-    describeRoute({ method: 'post', path: `/v1/runs/:id/${decision}`, summary: `Create or submit ${decision}`, role: 'admin', body: decisionBody });
+    describeRoute({ method: 'post', path: `/v1/runs/:id/${decision}`, summary: `Record a ${decision} decision on a run`, role: 'admin', body: decisionBody });
     router.post(`/:id/${decision}`, async (ctx) => {
       // An agent is refused first, whatever its role: it never decides (spec part B 5.2 item 6).
       refuseAgentDecision(callerOf(ctx));
@@ -48,7 +48,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     });
   }
 
-  describeRoute({ method: 'get', path: '/v1/runs/:id/decisions', summary: 'List or read decisions of one of runs', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/runs/:id/decisions', summary: 'The decisions of a run', role: 'viewer' });
   router.get('/:id/decisions', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const run = await readableRun(server.sql, caller, ctx.params.id);
@@ -66,7 +66,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     };
   });
 
-  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:decision/corrections', summary: 'Corrections of one of decisions', role: 'admin', body: correctionBody, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:decision/corrections', summary: 'Corrections (a decision)', role: 'admin', body: correctionBody, ok: 201 });
   router.post('/:id/decisions/:decision/corrections', async (ctx) => {
     // As with approvals, an agent is refused first, whatever its role.
     refuseAgentRecordChange(callerOf(ctx));
@@ -77,7 +77,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     ctx.body = decisionView(record);
   });
 
-  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:record/redact', summary: 'Redact of one of decisions', role: 'admin', body: redactionBody });
+  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:record/redact', summary: 'Redact (a decision)', role: 'admin', body: redactionBody });
   router.post('/:id/decisions/:record/redact', async (ctx) => {
     // As with approvals, an agent is refused first, whatever its role.
     refuseAgentRecordChange(callerOf(ctx));

@@ -20,7 +20,7 @@ const evidenceQuery = z.strictObject({
 export function runEvidenceRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
-  describeRoute({ method: 'get', path: '/v1/runs/:id/evidence', summary: 'List or read evidence of one of runs', role: 'viewer', query: evidenceQuery });
+  describeRoute({ method: 'get', path: '/v1/runs/:id/evidence', summary: 'The run\'s evidence', role: 'viewer', query: evidenceQuery });
   router.get('/:id/evidence', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(evidenceQuery, queryObject(ctx.query));

@@ -24,7 +24,7 @@ const receiptQuery = z.strictObject({
 export function runReceiptRoutes(server: ServerContext): Router {
   const router = new Router();
 
-  describeRoute({ method: 'get', path: '/v1/runs/:id/receipt', summary: 'List or read receipt of one of runs', role: 'viewer', query: receiptQuery });
+  describeRoute({ method: 'get', path: '/v1/runs/:id/receipt', summary: 'The run\'s signed receipt', role: 'viewer', query: receiptQuery });
   router.get('/v1/runs/:id/receipt', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(receiptQuery, queryObject(ctx.query));

@@ -65,7 +65,7 @@ const runListQuery = z.strictObject({
 export function runRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
-  describeRoute({ method: 'post', path: '/v1/runs', summary: 'Create or submit runs', role: 'operator', body: runSubmission });
+  describeRoute({ method: 'post', path: '/v1/runs', summary: 'Submit a run', role: 'operator', body: runSubmission, ok: 201, okDescription: 'The run (201 when created; 200 when an Idempotency-Key repeats an earlier submission).', errors: [409, 422, 429], bodyExample: { tool: 'shell', command: 'uname -a' } });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
@@ -88,7 +88,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = runView(run);
   });
 
-  describeRoute({ method: 'get', path: '/v1/runs', summary: 'List or read runs', role: 'viewer', query: runListQuery });
+  describeRoute({ method: 'get', path: '/v1/runs', summary: 'List runs', role: 'viewer', query: runListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(runListQuery, queryObject(ctx.query));
@@ -98,7 +98,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('runs', rows.map((run) => runView(run, 'preview')), total, query.offset);
   });
 
-  describeRoute({ method: 'get', path: '/v1/runs/:id', summary: 'Read one of runs', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/runs/:id', summary: 'Read a run', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const run = await readableRun(server.sql, caller, ctx.params.id);
@@ -107,7 +107,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = { ...runView(run), ...(isPlanTool(run.tool) ? { plan: plan ? planView(plan) : null } : {}) };
   });
 
-  describeRoute({ method: 'post', path: '/v1/runs/:id/cancel', summary: 'Cancel of one of runs', role: 'operator', body: noFields });
+  describeRoute({ method: 'post', path: '/v1/runs/:id/cancel', summary: 'Cancel a run', role: 'operator', body: noFields });
   router.post('/:id/cancel', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);
@@ -121,7 +121,7 @@ export function runRoutes(server: ServerContext): Router {
     ['retry', retryRun],
     ['relaunch-failed', relaunchFailedRun],
   ] as const) {
-    describeRoute({ method: 'post', path: `/v1/runs/:id/${path}`, summary: `Create or submit ${path}`, role: 'operator', body: noFields, ok: 201 });
+    describeRoute({ method: 'post', path: `/v1/runs/:id/${path}`, summary: `Create one of ${path}`, role: 'operator', body: noFields, ok: 201 });
     router.post(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'operator');
       parseInput(noFields, ctx.request.body);
@@ -137,7 +137,7 @@ export function runRoutes(server: ServerContext): Router {
     ['steps', ['pipeline', 'workflow']],
     ['shards', ['split']],
   ] as const) {
-    describeRoute({ method: 'get', path: `/v1/runs/:id/${path}`, summary: `List or read ${path}`, role: 'viewer' });
+    describeRoute({ method: 'get', path: `/v1/runs/:id/${path}`, summary: `List ${path}`, role: 'viewer' });
     router.get(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       // A step or shard carries its parent's requester and template, so whoever reads the parent reads them all.

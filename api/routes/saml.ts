@@ -15,18 +15,18 @@ export function samlRoutes(server: ServerContext): Router {
   const secure = (ctx: Context) => ctx.secure || server.config.saml?.acsUrl.startsWith('https://') === true;
 
   // Whether this server offers the sign-in, for the console's sign-in page.
-  describeRoute({ method: 'get', path: '/auth/saml', summary: 'List or read saml' });
+  describeRoute({ method: 'get', path: '/auth/saml', summary: 'Whether SAML sign-in is enabled (public)' });
   router.get('/auth/saml', (ctx) => {
     ctx.body = server.config.saml ? { enabled: true, login_url: '/auth/saml/login' } : { enabled: false };
   });
 
-  describeRoute({ method: 'get', path: '/auth/saml/metadata', summary: 'List or read metadata' });
+  describeRoute({ method: 'get', path: '/auth/saml/metadata', summary: 'SAML service provider metadata (public)' });
   router.get('/auth/saml/metadata', (ctx) => {
     ctx.type = 'application/samlmetadata+xml';
     ctx.body = samlMetadata(server);
   });
 
-  describeRoute({ method: 'get', path: '/auth/saml/login', summary: 'List or read login', query: signInLoginQuery });
+  describeRoute({ method: 'get', path: '/auth/saml/login', summary: 'Start sign-in (redirect to the identity provider; public)', query: signInLoginQuery });
   router.get('/auth/saml/login', async (ctx) => {
     samlSettingsOf(server.config);
     const { mode } = parseInput(signInLoginQuery, queryObject(ctx.query));

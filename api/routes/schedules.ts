@@ -31,20 +31,20 @@ export function scheduleRoutes(server: ServerContext): Router {
     ctx.body = scheduleView(schedule);
   });
 
-  describeRoute({ method: 'get', path: '/v1/schedules', summary: 'List or read schedules', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/schedules', summary: 'List schedules', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'schedules', (page) => listSchedulePage(sql, page, readerOf(caller)), scheduleView);
   });
 
   // Before `/:id`, which would take `preview` for an id.
-  describeRoute({ method: 'get', path: '/v1/schedules/preview', summary: 'List or read preview', role: 'viewer', query: previewQuery });
+  describeRoute({ method: 'get', path: '/v1/schedules/preview', summary: 'Preview a schedule\'s next times', role: 'viewer', query: previewQuery });
   router.get('/preview', async (ctx) => {
     requireRole(ctx, 'viewer');
     ctx.body = previewSchedule(parseInput(previewQuery, queryObject(ctx.query)));
   });
 
-  describeRoute({ method: 'get', path: '/v1/schedules/:id', summary: 'Read one of schedules', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/schedules/:id', summary: 'Read a schedule', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     ctx.body = scheduleView(await readableSchedule(server, requireRole(ctx, 'viewer'), ctx.params.id));
   });
@@ -55,7 +55,7 @@ export function scheduleRoutes(server: ServerContext): Router {
     ctx.body = scheduleView(await replaceSchedule(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));
   });
 
-  describeRoute({ method: 'delete', path: '/v1/schedules/:id', summary: 'Delete one of schedules', role: 'operator', body: scheduleInput, ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/schedules/:id', summary: 'Delete a schedule', role: 'operator', body: scheduleInput, ok: 204 });
   router.delete('/:id', async (ctx) => {
     await removeSchedule(server, requireRole(ctx, 'operator'), originOf(ctx), ctx.params.id);
     ctx.status = 204;

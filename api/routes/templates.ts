@@ -37,13 +37,13 @@ export function templateRoutes(server: ServerContext): Router {
     ctx.body = templateView(template);
   });
 
-  describeRoute({ method: 'get', path: '/v1/templates', summary: 'List or read templates', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/templates', summary: 'List templates', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'templates', (page) => listTemplatePage(sql, page, readerOf(caller)), templateView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/templates/:id', summary: 'Read one of templates', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/templates/:id', summary: 'Read a template', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = templateView(await readableTemplate(sql, caller, ctx.params.id));
@@ -56,14 +56,14 @@ export function templateRoutes(server: ServerContext): Router {
     ctx.body = { ...templateView(template), ...(Object.keys(cleared).length ? { secret_defaults_cleared: cleared } : {}) };
   });
 
-  describeRoute({ method: 'delete', path: '/v1/templates/:id', summary: 'Delete one of templates', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/templates/:id', summary: 'Delete a template', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeTemplate(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'post', path: '/v1/templates/:id/launch', summary: 'Launch of one of templates', role: 'operator', body: launchInput });
+  describeRoute({ method: 'post', path: '/v1/templates/:id/launch', summary: 'Launch a run from a template', role: 'operator', body: launchInput });
   router.post('/:id/launch', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(launchInput, ctx.request.body ?? {});

@@ -20,7 +20,7 @@ export function triggerRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/triggers' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/triggers', summary: 'Create or submit triggers', role: 'operator', body: triggerCreateInput, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/triggers', summary: 'Create a trigger', role: 'operator', body: triggerCreateInput, ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(triggerCreateInput, ctx.request.body);
@@ -35,18 +35,18 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = { ...triggerView(trigger), secret, hook_path: hookPath };
   });
 
-  describeRoute({ method: 'get', path: '/v1/triggers', summary: 'List or read triggers', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/triggers', summary: 'List triggers', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'triggers', (page) => listTriggerPage(sql, page, readerOf(caller)), triggerView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/triggers/:id', summary: 'Read one of triggers', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/triggers/:id', summary: 'Read a trigger', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     ctx.body = triggerView(await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id));
   });
 
-  describeRoute({ method: 'put', path: '/v1/triggers/:id', summary: 'Replace one of triggers', role: 'operator', body: triggerUpdateInput });
+  describeRoute({ method: 'put', path: '/v1/triggers/:id', summary: 'Replace a trigger', role: 'operator', body: triggerUpdateInput });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(triggerUpdateInput, ctx.request.body);
@@ -61,7 +61,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = triggerView(trigger);
   });
 
-  describeRoute({ method: 'post', path: '/v1/triggers/:id/rotate-secret', summary: 'Rotate secret of one of triggers', role: 'operator', body: rotateSecretInput });
+  describeRoute({ method: 'post', path: '/v1/triggers/:id/rotate-secret', summary: 'Rotate secret (a trigger)', role: 'operator', body: rotateSecretInput });
   router.post('/:id/rotate-secret', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(rotateSecretInput, ctx.request.body);
@@ -69,7 +69,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = { ...triggerView(trigger), secret };
   });
 
-  describeRoute({ method: 'delete', path: '/v1/triggers/:id', summary: 'Delete one of triggers', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/triggers/:id', summary: 'Delete a trigger', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     await removeTrigger(server, requireRole(ctx, 'operator'), originOf(ctx), ctx.params.id);
     ctx.status = 204;

@@ -12,7 +12,7 @@ import { describeRoute } from '../openapi/registry';
  */
 export function workerRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/workers' });
-  describeRoute({ method: 'get', path: '/v1/workers', summary: 'List or read workers', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/workers', summary: 'List workers', role: 'viewer' });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'workers', (page) => listWorkerPage(server.sql, page), workerView);

@@ -59,13 +59,15 @@ test('public routes say so, token routes name the bearer scheme and answer 401 i
   for (const [path, method] of [
     ['/healthz', 'get'],
     ['/readyz', 'get'],
-    ['/v1/auth/login', 'post'],
     ['/.well-known/openid-configuration', 'get'],
     ['/auth/oidc/callback', 'get'],
   ]) {
     expect([path, doc.paths[path][method].security]).toEqual([path, []]);
     expect(doc.paths[path][method].responses['401']).toBeUndefined();
   }
+  // Sign-in is public, and its 401 is about the password, not a token.
+  expect(doc.paths['/v1/auth/login'].post.security).toEqual([]);
+  expect(doc.paths['/ui/{rest}'].get.parameters).toEqual([expect.objectContaining({ name: 'rest', in: 'path' })]);
   const runs = doc.paths['/v1/runs/{id}'].get;
   expect(runs.security).toBeUndefined();
   expect(runs.responses['401']).toEqual({ $ref: '#/components/responses/Error401' });
@@ -85,6 +87,14 @@ test('bodies and queries come from the zod schemas the routes validate with', ()
   expect(create.responses['403']).toBeDefined();
   const files = doc.paths['/v1/projects/{id}/files'].get;
   expect(files.parameters).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'id', in: 'path', required: true }), expect.objectContaining({ name: 'path', in: 'query' })]));
+});
+
+test('examples ride along: bodies a client sends and the errors it may get', () => {
+  const submit = doc.paths['/v1/runs'].post;
+  expect(submit.requestBody.content['application/json'].example).toEqual({ tool: 'shell', command: 'uname -a' });
+  expect(submit.responses['201']).toBeDefined();
+  expect(doc.components.responses.Error401.content['application/json'].example).toEqual({ error: expect.any(String) });
+  expect(doc.paths['/healthz'].get.responses['200'].content['application/json'].example).toEqual({ status: 'ok' });
 });
 
 test('the document asks for a token of any role, like every other read', async () => {
