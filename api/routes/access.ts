@@ -6,7 +6,7 @@ import { listGrants } from '../../store/access';
 import { listGroups, listMembers, type GroupKind } from '../../store/groups';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { grantInput, groupInput, orgMemberInput, teamMemberInput } from '../schemas/access';
 import { parseInput } from '../validate';
 import { describeRoute } from '../openapi/registry';
@@ -34,7 +34,7 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.body = groupView(await createGroup(sql, caller, originOf(ctx), kind, input.name));
     });
 
-    describeRoute({ method: 'get', path: `/v1/${path}`, summary: `List ${path}`, role: 'viewer' });
+    describeRoute({ method: 'get', path: `/v1/${path}`, summary: `List ${path}`, role: 'viewer', query: configListQuery });
     router.get(`/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       const memberId = caller.account.role === 'admin' ? undefined : caller.account.id;
@@ -57,7 +57,7 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.body = membershipView(membership);
     });
 
-    describeRoute({ method: 'get', path: `/v1/${path}/:id/members`, summary: `List members of one of ${path}`, role: 'viewer' });
+    describeRoute({ method: 'get', path: `/v1/${path}/:id/members`, summary: `List members of one of ${path}`, role: 'viewer', query: configListQuery });
     router.get(`/${path}/:id/members`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       const group = await visibleGroup(sql, caller, kind, ctx.params.id);
@@ -81,7 +81,7 @@ export function accessRoutes(server: ServerContext): Router {
     ctx.body = grantView(grant);
   });
 
-  describeRoute({ method: 'get', path: '/v1/grants', summary: 'List grants', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/grants', summary: 'List grants', role: 'viewer', query: configListQuery });
   router.get('/grants', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'grants', (page) => listGrants(sql, page, grantViewerOf(caller)), grantView);

@@ -20,7 +20,7 @@ import { actorKindOf, listTokens, type Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
 import { CONSOLE_HEADER, clearSessionCookie, fromConsole, sessionCookieOf, setSessionCookie } from '../middleware/console-session';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { login, tokenCreate, userCreate, userUpdate } from '../schemas/accounts';
 import { parseInput } from '../validate';
 import { noFields } from '../schemas/common';
@@ -94,13 +94,13 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.body = { ...tokenView({ ...token, username: account.username }), token: secret };
   });
 
-  describeRoute({ method: 'get', path: '/v1/tokens', summary: 'List tokens', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/tokens', summary: 'List tokens', role: 'admin', query: configListQuery });
   router.get('/tokens', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'tokens', (page) => listTokens(sql, page), tokenView);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/tokens/:id', summary: 'Delete a token', role: 'admin', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/tokens/:id', summary: 'Revoke a token', role: 'admin', ok: 204 });
   router.delete('/tokens/:id', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     await revokeToken(sql, requestOf(ctx, caller, 204), ctx.params.id);
@@ -118,7 +118,7 @@ export function accountRoutes(server: ServerContext): Router {
     ctx.body = userView(account);
   });
 
-  describeRoute({ method: 'get', path: '/v1/users', summary: 'List users', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/users', summary: 'List users', role: 'admin', query: configListQuery });
   router.get('/users', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'users', (page) => listAccounts(sql, page), userView);

@@ -21,7 +21,7 @@ import {
 import { getCredentialType, listCredentialPage, listCredentialTypePage } from '../../store/credentials';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList, listEnvelope, pageQuery } from '../paging';
+import { answerConfigList, listEnvelope, pageQuery, configListQuery } from '../paging';
 import { fitsBytes } from '../schemas/common';
 import { credentialInput, credentialTypeInput } from '../schemas/credentials';
 import { parseInput, queryObject } from '../validate';
@@ -35,6 +35,13 @@ import { describeRoute } from '../openapi/registry';
  * caller may read and `total` counts only that. Custom types are admin only. No read ever carries
  * a secret.
  */
+/** The credential list's query: the configuration paging and a `kind` filter. */
+const credentialListQuery = z.strictObject({
+  ...pageQuery(1000, 1000),
+  id: z.array(z.string().refine(fitsBytes(512), 'id must be at most 512 bytes')).optional(),
+  kind: z.string({ message: 'kind must be a string' }).optional(),
+});
+
 export function credentialRoutes(server: ServerContext): Router {
   const router = new Router();
   const { sql } = server;
@@ -60,17 +67,10 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = credentialView(credential, type);
   });
 
-  describeRoute({ method: 'get', path: '/v1/credentials', summary: 'List credentials', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/credentials', summary: 'List credentials', role: 'viewer', query: credentialListQuery });
   router.get('/v1/credentials', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
-    const query = parseInput(
-      z.strictObject({
-        ...pageQuery(1000, 1000),
-        id: z.array(z.string().refine(fitsBytes(512), 'id must be at most 512 bytes')).optional(),
-        kind: z.string({ message: 'kind must be a string' }).optional(),
-      }),
-      queryObject(ctx.query, ['id']),
-    );
+    const query = parseInput(credentialListQuery, queryObject(ctx.query, ['id']));
     const { rows, total } = await listCredentialPage(sql, { limit: query.limit, offset: query.offset, ids: query.id, kind: query.kind }, readerOf(caller));
     ctx.body = listEnvelope('credentials', await credentialViews(sql, rows), total, query.offset);
   });
@@ -105,7 +105,7 @@ export function credentialRoutes(server: ServerContext): Router {
     ctx.body = typeView(type);
   });
 
-  describeRoute({ method: 'get', path: '/v1/credential-types', summary: 'List credential types', role: 'admin' });
+  describeRoute({ method: 'get', path: '/v1/credential-types', summary: 'List credential types', role: 'admin', query: configListQuery });
   router.get('/v1/credential-types', async (ctx) => {
     requireRole(ctx, 'admin');
     await answerConfigList(ctx, 'credential_types', (page) => listCredentialTypePage(sql, page), typeView);

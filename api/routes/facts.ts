@@ -20,7 +20,7 @@ import { describeRoute } from '../openapi/registry';
 export function factRoutes(server: ServerContext): Router {
   const router = new Router();
 
-  describeRoute({ method: 'get', path: '/v1/inventories/:id/facts', summary: 'The facts of a inventory', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/inventories/:id/facts', summary: 'The facts of an inventory', role: 'operator' });
   router.get('/v1/inventories/:id/facts', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = await inventoryFacts(server, caller, ctx.params.id);
@@ -32,14 +32,14 @@ export function factRoutes(server: ServerContext): Router {
     ctx.body = await inventoryHostFacts(server, caller, ctx.params.id, ctx.params.host);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts', summary: 'Delete facts (a inventory)', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts', summary: 'Forget the facts of an inventory', role: 'operator', ok: 204 });
   router.delete('/v1/inventories/:id/facts', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await clearFacts(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts/:host', summary: 'Delete a fact', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/inventories/:id/facts/:host', summary: 'Forget one host\'s facts', role: 'operator', ok: 204 });
   router.delete('/v1/inventories/:id/facts/:host', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await clearFacts(server, caller, originOf(ctx), ctx.params.id, ctx.params.host);

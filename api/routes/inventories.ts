@@ -14,7 +14,7 @@ import {
 import { listInventoryPage } from '../../store/inventories';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { composedInventoryInput, inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
 import { composedPreviewInput } from '../schemas/inventory-sources';
 import { definitionOf, previewComposed } from '../../services/ansible/composed-inventories';
@@ -76,7 +76,7 @@ export function inventoryRoutes(server: ServerContext): Router {
     ctx.body = await previewInventory(server, caller, { content: input.content, format: input.format }, input.limit ?? undefined);
   });
 
-  describeRoute({ method: 'post', path: '/v1/inventories/:id/preview', summary: 'Preview (a inventory)', role: 'operator', body: storedPreviewInput });
+  describeRoute({ method: 'post', path: '/v1/inventories/:id/preview', summary: 'Preview a stored inventory\'s hosts', role: 'operator', body: storedPreviewInput });
   router.post('/:id/preview', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(storedPreviewInput, ctx.request.body ?? {});
@@ -90,13 +90,13 @@ export function inventoryRoutes(server: ServerContext): Router {
     ctx.body = await previewInventory(server, caller, { id: ctx.params.id }, input.limit ?? undefined);
   });
 
-  describeRoute({ method: 'get', path: '/v1/inventories', summary: 'List inventories', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/inventories', summary: 'List inventories', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'inventories', (page) => listInventoryPage(sql, page, readerOf(caller)), inventorySummaryView);
   });
 
-  describeRoute({ method: 'get', path: '/v1/inventories/:id', summary: 'Read a inventory', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/inventories/:id', summary: 'Read an inventory', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = inventoryView(await readableInventory(sql, caller, ctx.params.id), caller);
@@ -108,7 +108,7 @@ export function inventoryRoutes(server: ServerContext): Router {
     ctx.body = inventoryView(await replaceInventory(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/inventories/:id', summary: 'Delete a inventory', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/inventories/:id', summary: 'Delete an inventory', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeInventory(server, caller, originOf(ctx), ctx.params.id);

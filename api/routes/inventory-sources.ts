@@ -13,7 +13,7 @@ import {
 import { listInventorySourcePage } from '../../store/inventory-sources';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { inventorySourceInput } from '../schemas/inventory-sources';
 import { parseInput } from '../validate';
 import { noFields } from '../schemas/common';
@@ -50,13 +50,13 @@ export function inventorySourceRoutes(server: ServerContext): Router {
     ctx.body = inventorySourceView(source, caller);
   });
 
-  describeRoute({ method: 'get', path: '/v1/inventory-sources', summary: 'List inventory sources', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/inventory-sources', summary: 'List inventory sources', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'inventory_sources', (page) => listInventorySourcePage(sql, page, readerOf(caller)), (row) => inventorySourceView(row, caller));
   });
 
-  describeRoute({ method: 'get', path: '/v1/inventory-sources/:id', summary: 'Read a inventory source', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/inventory-sources/:id', summary: 'Read an inventory source', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = inventorySourceView(await readableInventorySource(sql, caller, ctx.params.id), caller);
@@ -68,14 +68,14 @@ export function inventorySourceRoutes(server: ServerContext): Router {
     ctx.body = inventorySourceView(await replaceInventorySource(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/inventory-sources/:id', summary: 'Delete a inventory source', role: 'operator', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/inventory-sources/:id', summary: 'Delete an inventory source', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeInventorySource(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'post', path: '/v1/inventory-sources/:id/refresh', summary: 'Refresh (a inventory source)', role: 'operator', body: noFields });
+  describeRoute({ method: 'post', path: '/v1/inventory-sources/:id/refresh', summary: 'Refresh an inventory source now', role: 'operator', body: noFields });
   router.post('/:id/refresh', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);

@@ -26,7 +26,7 @@ import {
 } from '../../store/notifications';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList, listEnvelope, pageQuery } from '../paging';
+import { answerConfigList, listEnvelope, pageQuery, configListQuery } from '../paging';
 import { attachmentInput, deliveryListQuery, targetInput } from '../schemas/notifications';
 import { parseInput, queryObject } from '../validate';
 import { describeRoute } from '../openapi/registry';
@@ -38,6 +38,9 @@ import { describeRoute } from '../openapi/registry';
  * management of the object (services/notifications.ts); operators read, a target's deliveries only
  * of the runs they may read. No read ever carries a target's `url` or `key`.
  */
+const attachmentListQuery = z.strictObject(pageQuery(1000, 1000));
+const deliveryPageQuery = z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery });
+
 export function notificationRoutes(server: ServerContext): Router {
   const router = new Router();
   const { sql } = server;
@@ -62,7 +65,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = await viewOf(target.id);
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications', summary: 'List notifications', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications', summary: 'List notifications', role: 'operator', query: configListQuery });
   router.get('/v1/notifications', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(
@@ -96,16 +99,16 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications/:id/attachments', summary: 'The attachments of a notification', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/attachments', summary: 'The attachments of a notification', query: attachmentListQuery, role: 'operator' });
   router.get('/v1/notifications/:id/attachments', async (ctx) => {
     requireRole(ctx, 'operator');
-    const query = parseInput(z.strictObject(pageQuery(1000, 1000)), queryObject(ctx.query));
+    const query = parseInput(attachmentListQuery, queryObject(ctx.query));
     if (!(await getTarget(sql, ctx.params.id))) throw notFound(`notification target ${ctx.params.id}`);
     const { rows, total } = await listAttachmentsOfTarget(sql, ctx.params.id, query);
     ctx.body = listEnvelope('attachments', rows.map(attachmentView), total, query.offset);
   });
 
-  describeRoute({ method: 'post', path: '/v1/notifications/:id/attachments', summary: 'Attachments (a notification)', role: 'viewer', body: attachmentInput, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/notifications/:id/attachments', summary: 'Attach a notification target to a template or project', role: 'viewer', body: attachmentInput, ok: 201 });
   router.post('/v1/notifications/:id/attachments', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(attachmentInput, ctx.request.body);
@@ -114,17 +117,17 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = attachmentView(attachment);
   });
 
-  describeRoute({ method: 'delete', path: '/v1/notifications/:id/attachments/:attachment', summary: 'Delete a attachment', role: 'viewer', ok: 204 });
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id/attachments/:attachment', summary: 'Delete an attachment', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id/attachments/:attachment', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await detachTarget(server, caller, originOf(ctx), ctx.params.id, ctx.params.attachment);
     ctx.status = 204;
   });
 
-  describeRoute({ method: 'get', path: '/v1/notifications/:id/deliveries', summary: 'The deliveries of a notification', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/deliveries', summary: 'The deliveries of a notification', query: deliveryPageQuery, role: 'operator' });
   router.get('/v1/notifications/:id/deliveries', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
-    const query = parseInput(z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery }), queryObject(ctx.query));
+    const query = parseInput(deliveryPageQuery, queryObject(ctx.query));
     if (!(await getTarget(sql, ctx.params.id))) throw notFound(`notification target ${ctx.params.id}`);
     // Only deliveries of runs the caller may read (spec part B 5.2 rule 5).
     const { rows, total } = await listDeliveriesOfTarget(sql, ctx.params.id, query, readerOf(caller));

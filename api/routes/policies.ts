@@ -7,7 +7,7 @@ import { getPolicy, listPolicyPage, type Policy } from '../../store/policies';
 import type { Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { policyFields, policyInput } from '../schemas/policies';
 import { parseInput } from '../validate';
 import { describeRoute } from '../openapi/registry';
@@ -31,7 +31,7 @@ export function policyRoutes(server: ServerContext): Router {
     ctx.body = policyView(policy);
   });
 
-  describeRoute({ method: 'get', path: '/v1/policies', summary: 'List policies', role: 'operator' });
+  describeRoute({ method: 'get', path: '/v1/policies', summary: 'List policies', role: 'operator', query: configListQuery });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(ctx, 'policies', (page) => listPolicyPage(sql, page), policyView);

@@ -15,7 +15,7 @@ import {
 import { listProjectPage } from '../../store/projects';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { browseQuery, projectInput } from '../schemas/projects';
 import { parseInput, queryObject } from '../validate';
 import { describeRoute } from '../openapi/registry';
@@ -39,7 +39,7 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = projectView(project);
   });
 
-  describeRoute({ method: 'get', path: '/v1/projects', summary: 'List projects', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/projects', summary: 'List projects', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'projects', (page) => listProjectPage(sql, page, readerOf(caller)), projectView);

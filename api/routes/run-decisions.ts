@@ -66,7 +66,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     };
   });
 
-  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:decision/corrections', summary: 'Corrections (a decision)', role: 'admin', body: correctionBody, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:decision/corrections', summary: 'Correct a decision record', role: 'admin', body: correctionBody, ok: 201 });
   router.post('/:id/decisions/:decision/corrections', async (ctx) => {
     // As with approvals, an agent is refused first, whatever its role.
     refuseAgentRecordChange(callerOf(ctx));
@@ -77,7 +77,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     ctx.body = decisionView(record);
   });
 
-  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:record/redact', summary: 'Redact (a decision)', role: 'admin', body: redactionBody });
+  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:record/redact', summary: 'Redact a decision record\'s reason', role: 'admin', body: redactionBody });
   router.post('/:id/decisions/:record/redact', async (ctx) => {
     // As with approvals, an agent is refused first, whatever its role.
     refuseAgentRecordChange(callerOf(ctx));

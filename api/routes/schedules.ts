@@ -7,7 +7,7 @@ import { createSchedule, previewSchedule, readableSchedule, removeSchedule, repl
 import { listSchedulePage, type ScheduleSubmission } from '../../store/schedules';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { previewQuery, scheduleInput, type ScheduleInput } from '../schemas/schedules';
 import { ansibleInputOf } from '../schemas/run-fields';
 import { pipelineToGraph } from '../schemas/steps';
@@ -31,7 +31,7 @@ export function scheduleRoutes(server: ServerContext): Router {
     ctx.body = scheduleView(schedule);
   });
 
-  describeRoute({ method: 'get', path: '/v1/schedules', summary: 'List schedules', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/schedules', summary: 'List schedules', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'schedules', (page) => listSchedulePage(sql, page, readerOf(caller)), scheduleView);

@@ -8,7 +8,7 @@ import { createTemplate, parseTemplateSurvey, readableTemplate, removeTemplate, 
 import { listTemplatePage } from '../../store/templates';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { idempotencyKey } from '../schemas/run-fields';
 import { workflowToGraph } from '../schemas/steps';
 import { launchInput, templateInput } from '../schemas/templates';
@@ -37,7 +37,7 @@ export function templateRoutes(server: ServerContext): Router {
     ctx.body = templateView(template);
   });
 
-  describeRoute({ method: 'get', path: '/v1/templates', summary: 'List templates', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/templates', summary: 'List templates', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'templates', (page) => listTemplatePage(sql, page, readerOf(caller)), templateView);

@@ -6,7 +6,7 @@ import { changeTrigger, createTrigger, readableTrigger, removeTrigger, rotateTri
 import { listTriggerPage } from '../../store/triggers';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { rotateSecretInput, triggerCreateInput, triggerUpdateInput } from '../schemas/triggers';
 import { parseInput } from '../validate';
 import { describeRoute } from '../openapi/registry';
@@ -35,7 +35,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = { ...triggerView(trigger), secret, hook_path: hookPath };
   });
 
-  describeRoute({ method: 'get', path: '/v1/triggers', summary: 'List triggers', role: 'viewer' });
+  describeRoute({ method: 'get', path: '/v1/triggers', summary: 'List triggers', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'triggers', (page) => listTriggerPage(sql, page, readerOf(caller)), triggerView);
@@ -61,7 +61,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = triggerView(trigger);
   });
 
-  describeRoute({ method: 'post', path: '/v1/triggers/:id/rotate-secret', summary: 'Rotate secret (a trigger)', role: 'operator', body: rotateSecretInput });
+  describeRoute({ method: 'post', path: '/v1/triggers/:id/rotate-secret', summary: 'Rotate a trigger\'s secret', role: 'operator', body: rotateSecretInput });
   router.post('/:id/rotate-secret', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(rotateSecretInput, ctx.request.body);

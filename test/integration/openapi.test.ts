@@ -24,6 +24,7 @@ test('the document validates as OpenAPI 3.1 with a well-kept validator', async (
     "import { Validator } from '@seriousme/openapi-schema-validator'; let s = ''; for await (const c of process.stdin) s += c; " +
     'const r = await new Validator().validate(JSON.parse(s)); process.stdout.write(JSON.stringify({ valid: r.valid, errors: r.errors ?? [] }));';
   const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(doc), cwd: __dirname, encoding: 'utf8' });
+  // A missing validator means the devDependencies are not installed: run `npm install`.
   expect(run.stderr).toBe('');
   const result = JSON.parse(run.stdout);
   expect(result.errors).toEqual([]);
