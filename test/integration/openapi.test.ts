@@ -44,7 +44,7 @@ test('every route the server serves is described, and nothing else is', () => {
   const missing = served.filter((r) => !documented.has(`${r.method} ${openApiPath(r.path).path}`) || !described.has(routeKey(r.method, r.path)));
   const hints = missing.map((r) => {
     const sibling = served.find((s) => s.router === r.router && described.has(routeKey(s.method, s.path)));
-    const where = sibling ? described.get(routeKey(sibling.method, sibling.path))!.source.replace(/:\d+$/, '') : 'the api/routes/*.ts file whose router serves it';
+    const where = sibling ? described.get(routeKey(sibling.method, sibling.path))!.source.replace(/:\d+$/, '') : 'the api/routes/*.ts file whose router serves it (its router is the ' + (r.router + 1) + 'th in createApp, api/app.ts)';
     return `${r.method} ${r.path} is served but not described: add describeRoute({ method: '${r.method.toLowerCase()}', path: '${r.path}', summary, role, body, query, ok, errors }) beside its router.${r.method.toLowerCase()}(...) in ${where} (api/openapi/registry.ts)`;
   });
   expect(hints).toEqual([]);
