@@ -46,6 +46,33 @@ import { factRoutes } from './routes/facts';
 import { estateRoutes } from './routes/estate';
 import { doctorRoutes } from './routes/doctor';
 import { relayRoutes } from './routes/relay';
+import { openApiRoutes } from './routes/openapi';
+import type Router from '@koa/router';
+
+const servedRouters = new WeakMap<Koa, Router[]>();
+
+/** A route the application serves, as @koa/router registered it. */
+export interface ServedRoute {
+  method: string;
+  path: string;
+  /** Other routes of the same router, to say where a missing description belongs. */
+  router: number;
+}
+
+/** Every method and path the application's routers serve (HEAD, which GET implies, left out). */
+export function servedRoutes(app: Koa): ServedRoute[] {
+  const routers = servedRouters.get(app) ?? [];
+  const served: ServedRoute[] = [];
+  routers.forEach((router, index) => {
+    for (const layer of router.stack) {
+      for (const method of layer.methods) {
+        if (method === 'HEAD') continue;
+        served.push({ method, path: typeof layer.path === 'string' ? layer.path : String(layer.path), router: index });
+      }
+    }
+  });
+  return served;
+}
 
 /** The HTTP application: hygiene and errors first, then who is calling, then the routes. */
 export function createApp(server: ServerContext): Koa {
@@ -119,7 +146,9 @@ export function createApp(server: ServerContext): Koa {
     federationRoutes(server),
     // /relay/v1 only when the server was started with --worker-token; otherwise it is no route.
     ...(server.config.workerToken && server.relay ? [relayRoutes(server)] : []),
+    openApiRoutes(),
   ];
+  servedRouters.set(app, routers);
   for (const router of routers) {
     app.use(router.routes());
     app.use(router.allowedMethods());

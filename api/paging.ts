@@ -23,7 +23,7 @@ export function listEnvelope<T>(name: string, rows: T[], total: number, offset: 
 }
 
 /** The configuration lists' paging (part B 8): `limit` default and maximum 1000, `offset`, repeatable `id`. */
-const configListQuery = z.strictObject({
+export const configListQuery = z.strictObject({
   ...pageQuery(1000, 1000),
   id: z.array(z.string().refine(fitsBytes(512), 'id must be at most 512 bytes')).optional(),
 });

@@ -2,6 +2,7 @@ import { ensureSigningKey, federationSealerFault } from '../services/federation/
 import { Client } from '@temporalio/client';
 import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
+import type Koa from 'koa';
 import pino, { type Logger } from 'pino';
 import { createApp } from '../api/app';
 import { loggableError } from '../core/log-safety';
@@ -41,6 +42,8 @@ export interface RunningServer {
   /** Printed once, on the very first start of an install. */
   adminToken?: string;
   context: ServerContext;
+  /** The HTTP application it serves (for tests that read its routers). */
+  app: Koa;
   /** One sweep now, beside the periodic ones (services/sweeper.ts); resolves when it is done. */
   sweepOnce(): Promise<void>;
   /** Carries out every owed effect due now (services/outbox.ts); resolves when it is done. */
@@ -300,6 +303,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       temporalUiUrl,
       adminToken,
       context,
+      app,
       sweepOnce: sweeper.sweepOnce,
       drainOutbox: outbox.drainNow,
       stop: stopAll,

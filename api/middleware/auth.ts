@@ -33,6 +33,9 @@ const PUBLIC = [
   /^\/relay(\/.*)?$/,
 ];
 
+/** Whether a path is served without a bearer token (its own credential, if any, is checked by its route). */
+export const isPublicPath = (path: string): boolean => PUBLIC.some((re) => re.test(path));
+
 /** last_used_at is kept to the minute, so most requests stay a single read. */
 const TOUCH_INTERVAL_MS = 60_000;
 
@@ -45,7 +48,7 @@ const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
  */
 export function authenticate(server: ServerContext) {
   return async (ctx: Context, next: Next) => {
-    if (PUBLIC.some((re) => re.test(ctx.path))) return next();
+    if (isPublicPath(ctx.path)) return next();
     const header = ctx.get('authorization');
     const cookie = header ? undefined : sessionCookieOf(ctx);
     let caller: Caller | undefined;

@@ -6,9 +6,10 @@ import { listGrants } from '../../store/access';
 import { listGroups, listMembers, type GroupKind } from '../../store/groups';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { grantInput, groupInput, orgMemberInput, teamMemberInput } from '../schemas/access';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Teams, organizations, their members, and grants (spec part A 2.8, 4.11; part B 5.2 rules 3 to
@@ -25,6 +26,7 @@ export function accessRoutes(server: ServerContext): Router {
     ['team', 'teams', teamMemberInput],
     ['org', 'orgs', orgMemberInput],
   ] as const) {
+    describeRoute({ method: 'post', path: `/v1/${path}`, summary: `Create one of ${path}`, role: 'admin', body: groupInput, ok: 201 });
     router.post(`/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       const input = parseInput(groupInput, ctx.request.body);
@@ -32,18 +34,21 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.body = groupView(await createGroup(sql, caller, originOf(ctx), kind, input.name));
     });
 
+    describeRoute({ method: 'get', path: `/v1/${path}`, summary: `List ${path}`, role: 'viewer', query: configListQuery });
     router.get(`/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       const memberId = caller.account.role === 'admin' ? undefined : caller.account.id;
       await answerConfigList(ctx, path, (page) => listGroups(sql, kind as GroupKind, page, memberId), groupView);
     });
 
+    describeRoute({ method: 'delete', path: `/v1/${path}/:id`, summary: `Delete one of ${path}`, role: 'admin', ok: 204 });
     router.delete(`/${path}/:id`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       await removeGroup(sql, caller, originOf(ctx), kind, ctx.params.id);
       ctx.status = 204;
     });
 
+    describeRoute({ method: 'post', path: `/v1/${path}/:id/members`, summary: `Add a member to one of ${path}`, role: 'admin', body: memberInput });
     router.post(`/${path}/:id/members`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       const input = parseInput(memberInput, ctx.request.body);
@@ -52,12 +57,14 @@ export function accessRoutes(server: ServerContext): Router {
       ctx.body = membershipView(membership);
     });
 
+    describeRoute({ method: 'get', path: `/v1/${path}/:id/members`, summary: `List members of one of ${path}`, role: 'viewer', query: configListQuery });
     router.get(`/${path}/:id/members`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       const group = await visibleGroup(sql, caller, kind, ctx.params.id);
       await answerConfigList(ctx, 'members', (page) => listMembers(sql, kind as GroupKind, group.id, page), membershipView);
     });
 
+    describeRoute({ method: 'delete', path: `/v1/${path}/:id/members/:userId`, summary: 'Remove a member', role: 'admin', ok: 204 });
     router.delete(`/${path}/:id/members/:userId`, async (ctx) => {
       const caller = requireRole(ctx, 'admin');
       await removeMember(sql, caller, originOf(ctx), kind, ctx.params.id, ctx.params.userId);
@@ -65,6 +72,7 @@ export function accessRoutes(server: ServerContext): Router {
     });
   }
 
+  describeRoute({ method: 'post', path: '/v1/grants', summary: 'Create a grant', role: 'viewer', body: grantInput });
   router.post('/grants', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(grantInput, ctx.request.body);
@@ -73,11 +81,13 @@ export function accessRoutes(server: ServerContext): Router {
     ctx.body = grantView(grant);
   });
 
+  describeRoute({ method: 'get', path: '/v1/grants', summary: 'List grants', role: 'viewer', query: configListQuery });
   router.get('/grants', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'grants', (page) => listGrants(sql, page, grantViewerOf(caller)), grantView);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/grants/:id', summary: 'Delete a grant', role: 'viewer', ok: 204 });
   router.delete('/grants/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await removeGrant(sql, caller, originOf(ctx), ctx.params.id);

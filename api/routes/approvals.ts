@@ -6,6 +6,7 @@ import type { ServerContext } from '../../services/context';
 import { listWaitingApprovalSteps } from '../../store/runs';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope } from '../paging';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * `GET /v1/approvals`: workflow approval steps waiting for a decision (spec part A 4.2). Viewer;
@@ -13,6 +14,7 @@ import { listEnvelope } from '../paging';
  */
 export function approvalRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/approvals' });
+  describeRoute({ method: 'get', path: '/v1/approvals', summary: 'List pending approvals', role: 'viewer' });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const waiting = await listWaitingApprovalSteps(server.sql, readerOf(caller));

@@ -6,6 +6,7 @@ import { requireRole } from '../middleware/auth';
 import { listEnvelope } from '../paging';
 import { attentionQuery } from '../schemas/attention';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * `GET /v1/attention` (spec part A 2.12, 3.3, 4.2): unfinished work under its main blocker, with
@@ -14,6 +15,7 @@ import { parseInput, queryObject } from '../validate';
  */
 export function attentionRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/attention' });
+  describeRoute({ method: 'get', path: '/v1/attention', summary: 'What needs attention', role: 'viewer', query: attentionQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(attentionQuery, queryObject(ctx.query));

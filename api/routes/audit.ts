@@ -10,6 +10,7 @@ import { listAuditEntries } from '../../store/audit';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 const auditListQuery = z.strictObject({
   ...pageQuery(100, 1000),
@@ -46,10 +47,12 @@ export function auditRoutes(server: ServerContext): Router {
   const router = new Router();
 
   // Public (spec part A 1.1 rule 3): the key a relying party pins, through a channel of its own.
+  describeRoute({ method: 'get', path: '/.well-known/seal.json', summary: 'The audit seal: the public key that verifies audit signatures (public)' });
   router.get('/.well-known/seal.json', (ctx) => {
     ctx.body = sealDocument(server.identity);
   });
 
+  describeRoute({ method: 'get', path: '/v1/audit', summary: 'List audit entries', role: 'admin', query: auditListQuery });
   router.get('/v1/audit', async (ctx) => {
     requireRole(ctx, 'admin');
     const query = parseInput(auditListQuery, queryObject(ctx.query));
@@ -58,6 +61,7 @@ export function auditRoutes(server: ServerContext): Router {
   });
 
   // The period change register (spec part A 4.15): self-contained HTML, admin, Team tier.
+  describeRoute({ method: 'get', path: '/v1/audit/register', summary: 'The change register: a self-contained HTML report', role: 'admin', query: registerQuery });
   router.get('/v1/audit/register', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const query = parseInput(registerQuery, queryObject(ctx.query));
@@ -71,11 +75,13 @@ export function auditRoutes(server: ServerContext): Router {
     ctx.body = html;
   });
 
+  describeRoute({ method: 'get', path: '/v1/audit/verify', summary: 'Verify the audit chain', role: 'viewer' });
   router.get('/v1/audit/verify', async (ctx) => {
     requireRole(ctx, 'viewer');
     ctx.body = await verifyInstall(server);
   });
 
+  describeRoute({ method: 'get', path: '/v1/audit/bundle', summary: 'An audit evidence bundle for offline verification', role: 'admin', query: bundleQuery });
   router.get('/v1/audit/bundle', async (ctx) => {
     requireRole(ctx, 'admin');
     const query = parseInput(bundleQuery, queryObject(ctx.query));

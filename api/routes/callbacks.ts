@@ -10,6 +10,7 @@ import { requireRole } from '../middleware/auth';
 import { parseJsonText } from '../middleware/body';
 import { noFields } from '../schemas/common';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Provisioning callbacks (spec part A 1.1, 4.6; part B 7.5).
@@ -24,25 +25,30 @@ import { parseInput } from '../validate';
 export function callbackRoutes(server: ServerContext): Router {
   const router = new Router();
 
+  describeRoute({ method: 'post', path: '/v1/templates/:id/callback-key', summary: 'Mint a template\'s host config key', role: 'operator', body: noFields });
   router.post('/v1/templates/:id/callback-key', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);
     ctx.body = await mintCallbackKey(server, caller, originOf(ctx), ctx.params.id);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/templates/:id/callback-key', summary: 'Revoke a template\'s host config key', role: 'operator', ok: 204 });
   router.delete('/v1/templates/:id/callback-key', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await revokeCallbackKey(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/v1/templates/:id/callback', summary: 'Provisioning callback: a host asks for a run of this template; the host config key is the credential', errors: [403, 429], ok: 201 });
   router.post('/v1/templates/:id/callback', async (ctx) => {
     await answer(ctx, { templateId: ctx.params.id });
   });
 
+  describeRoute({ method: 'post', path: '/api/v2/job_templates/:external/callback', summary: 'AWX-compatible provisioning callback (the host config key is the credential)', errors: [403, 429] });
   router.post('/api/v2/job_templates/:external/callback', async (ctx) => {
     await answer(ctx, { externalId: ctx.params.external });
   });
+  describeRoute({ method: 'post', path: '/api/v2/job_templates/:external/callback/', summary: 'AWX-compatible provisioning callback, with the trailing slash AWX clients send', errors: [403, 429], ok: 201 });
   router.post('/api/v2/job_templates/:external/callback/', async (ctx) => {
     await answer(ctx, { externalId: ctx.params.external });
   });

@@ -3,6 +3,7 @@ import type { Context } from 'koa';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { installRoot } from '../../core/install-root';
+import { describeRoute } from '../openapi/registry';
 
 /** Where `npm install` (bin/setup.js, ui/build.mjs) puts the built console. */
 export const CONSOLE_DIST = path.join(installRoot(__dirname, 2), 'ui', 'dist');
@@ -59,10 +60,13 @@ async function readOrUndefined(file: string): Promise<Buffer | undefined> {
 export function consoleRoutes(): Router {
   const router = new Router();
 
+  describeRoute({ method: 'get', path: '/', summary: 'The web console\'s entry (redirect)', ok: 302, okDescription: 'Redirect to /ui/.' });
   router.get('/', (ctx) => ctx.redirect('/ui/'));
   // Routes match with or without a trailing slash, so only the bare /ui may redirect (else /ui/ loops).
+  describeRoute({ method: 'get', path: '/ui', summary: 'The web console', ok: 302, okDescription: 'Redirect to /ui/.' });
   router.get('/ui', (ctx, next) => (ctx.path === '/ui' ? ctx.redirect('/ui/') : next()));
 
+  describeRoute({ method: 'get', path: '/ui/assets/:name', summary: 'A web console asset', okType: 'application/octet-stream' });
   router.get('/ui/assets/:name', async (ctx) => {
     consoleHeaders(ctx);
     const name = ctx.params.name;
@@ -78,6 +82,7 @@ export function consoleRoutes(): Router {
     ctx.body = body;
   });
 
+  describeRoute({ method: 'get', path: '/ui/{*rest}', summary: 'The web console (client-side routes)', okType: 'text/html', errors: [503] });
   router.get('/ui/{*rest}', async (ctx) => {
     consoleHeaders(ctx);
     ctx.set('Cache-Control', 'no-cache');

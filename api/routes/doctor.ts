@@ -4,6 +4,7 @@ import type { ServerContext } from '../../services/context';
 import { runDoctor } from '../../services/doctor';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /** It takes no parameters; any sent is a 400 naming it. */
 const doctorQuery = z.strictObject({});
@@ -14,6 +15,7 @@ const doctorQuery = z.strictObject({});
  */
 export function doctorRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/doctor' });
+  describeRoute({ method: 'get', path: '/v1/doctor', summary: 'Health checks of the install', role: 'admin', query: doctorQuery });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'admin');
     parseInput(doctorQuery, queryObject(ctx.query));

@@ -8,6 +8,7 @@ import { requireRole } from '../middleware/auth';
 import { listEnvelope, pageQuery } from '../paging';
 import { parseInput, queryObject } from '../validate';
 import { fitsBytes } from '../schemas/common';
+import { describeRoute } from '../openapi/registry';
 
 const templateId = z.string({ message: 'template_id must be a string' }).min(1, 'template_id must not be empty').refine(fitsBytes(512), 'template_id must be at most 512 bytes');
 
@@ -22,6 +23,7 @@ const reconcileBody = z.strictObject({ template_id: templateId });
 export function driftRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/drift' });
 
+  describeRoute({ method: 'get', path: '/v1/drift', summary: 'List drift', role: 'viewer', query: driftQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(driftQuery, queryObject(ctx.query));
@@ -45,6 +47,7 @@ export function driftRoutes(server: ServerContext): Router {
     );
   });
 
+  describeRoute({ method: 'post', path: '/v1/drift/reconcile', summary: 'Reconcile drift by submitting runs', role: 'operator', body: reconcileBody, ok: 201 });
   router.post('/reconcile', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const body = parseInput(reconcileBody, ctx.request.body ?? {});

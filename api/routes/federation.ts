@@ -6,6 +6,7 @@ import { federationNotConfigured, listKeyViews, publishedKeySet, rotateKeys, rot
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { listEnvelope } from '../paging';
+import { describeRoute } from '../openapi/registry';
 
 /** The public discovery documents' paths (spec part A 1.1 rule 4); the key set's is the discovery document's `jwks_uri`. */
 const DISCOVERY_PATH = '/.well-known/openid-configuration';
@@ -32,6 +33,7 @@ export function federationRoutes(server: ServerContext): Router {
     ctx.body = body;
   };
 
+  describeRoute({ method: 'get', path: DISCOVERY_PATH, summary: 'Federation: OpenID discovery document (public)', errors: [404] });
   router.get(DISCOVERY_PATH, (ctx) => {
     const iss = configured();
     publicDocument(ctx, {
@@ -45,11 +47,13 @@ export function federationRoutes(server: ServerContext): Router {
     });
   });
 
+  describeRoute({ method: 'get', path: JWKS_PATH, summary: 'Federation: the published key set (public)', errors: [404] });
   router.get(JWKS_PATH, async (ctx) => {
     configured();
     publicDocument(ctx, await publishedKeySet(server.sql));
   });
 
+  describeRoute({ method: 'get', path: '/v1/federation/keys', summary: 'Federation: list signing keys', role: 'admin' });
   router.get('/v1/federation/keys', async (ctx) => {
     requireRole(ctx, 'admin');
     configured();
@@ -62,6 +66,7 @@ export function federationRoutes(server: ServerContext): Router {
     ['/v1/federation/keys/rotate', rotateKeys],
     ['/v1/federation/keys/rotate/emergency', rotateKeysInEmergency],
   ] as const) {
+    describeRoute({ method: 'post', path: path, summary: path.endsWith('emergency') ? 'Federation: rotate signing keys in an emergency (old key withdrawn at once)' : 'Federation: rotate signing keys', role: 'admin', ok: 201 });
     router.post(path, async (ctx) => {
       requireRole(ctx, 'admin');
       configured();

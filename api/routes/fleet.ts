@@ -15,6 +15,7 @@ import {
 } from '../../services/ansible/host-results';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Reads over ansible runs' per-host and per-task results (spec part A 4.1 compare, 4.4; part B 8):
@@ -31,6 +32,7 @@ export function fleetRoutes(server: ServerContext): Router {
   const router = new Router();
   const { sql } = server;
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/compare', summary: 'Compare a run with another or the previous one', role: 'viewer', query: compareQuery });
   router.get('/v1/runs/:id/compare', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(compareQuery, queryObject(ctx.query));
@@ -40,6 +42,7 @@ export function fleetRoutes(server: ServerContext): Router {
   /** The `window` a fleet or task read asks for: the default when absent, at most the cap. */
   const windowOf = (ctx: Context) => boundedCount(parseInput(windowQuery, queryObject(ctx.query)).window, 'window', WINDOW_DEFAULT, WINDOW_CAP);
 
+  describeRoute({ method: 'get', path: '/v1/fleet', summary: 'Per-host outcomes over the last runs', role: 'viewer' });
   router.get('/v1/fleet', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const window = windowOf(ctx);
@@ -47,6 +50,7 @@ export function fleetRoutes(server: ServerContext): Router {
     ctx.body = { window, window_cap: WINDOW_CAP, hosts, count: hosts.length, total: hosts.length };
   });
 
+  describeRoute({ method: 'get', path: '/v1/tasks', summary: 'Per-task outcomes over the last runs', role: 'viewer' });
   router.get('/v1/tasks', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const window = windowOf(ctx);
@@ -54,6 +58,7 @@ export function fleetRoutes(server: ServerContext): Router {
     ctx.body = { window, window_cap: WINDOW_CAP, tasks, count: tasks.length, total: tasks.length };
   });
 
+  describeRoute({ method: 'get', path: '/v1/hosts/:host/runs', summary: 'The runs of a host', role: 'viewer', query: limitQuery });
   router.get('/v1/hosts/:host/runs', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(limitQuery, queryObject(ctx.query));

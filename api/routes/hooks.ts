@@ -5,6 +5,7 @@ import { deliveryJsonText } from '../../core/schedules/webhooks';
 import type { ServerContext } from '../../services/context';
 import { deliverHook } from '../../services/schedules/triggers';
 import { parseJsonText } from '../middleware/body';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * `POST /hooks/{token}` (spec part A 1.1, 4.7; part B 5.1, 7.3, 8): a git forge's delivery. Public:
@@ -14,6 +15,7 @@ import { parseJsonText } from '../middleware/body';
 export function hookRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/hooks' });
 
+  describeRoute({ method: 'post', path: '/hooks/:token', summary: 'Webhook delivery: the path token and the signature are the credential', bodyType: 'application/json', errors: [401, 403, 404, 413, 429] });
   router.post('/:token', async (ctx) => {
     // Counted from the request's first byte: the answer is due within five seconds of it.
     const receivedAt = (ctx.state.receivedAt as number | undefined) ?? Date.now();

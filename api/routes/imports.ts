@@ -7,6 +7,7 @@ import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
 import { importQuery } from '../schemas/imports';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * `POST /v1/import/{format}` (spec part A 4.14; part B 8): an admin's import of another system's
@@ -17,6 +18,7 @@ import { parseInput, queryObject } from '../validate';
 export function importRoutes(server: ServerContext): Router {
   const router = new Router();
 
+  describeRoute({ method: 'post', path: '/v1/import/:format', summary: 'Import another system\'s export (preview unless apply=true)', errors: [413, 422], role: 'admin', query: importQuery });
   router.post('/v1/import/:format', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const query = parseInput(importQuery, queryObject(ctx.query));

@@ -14,12 +14,13 @@ import {
 import { listInventoryPage } from '../../store/inventories';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { composedInventoryInput, inventoryInput, previewInput, storedPreviewInput } from '../schemas/inventories';
 import { composedPreviewInput } from '../schemas/inventory-sources';
 import { definitionOf, previewComposed } from '../../services/ansible/composed-inventories';
 import { badRequest } from '../../core/errors';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Stored inventories (spec part A 4.12; part B 8): operators and admins store them; the account
@@ -52,6 +53,7 @@ export function inventoryRoutes(server: ServerContext): Router {
     return { name: input.name, content: input.content, format: input.format ?? null, org_id: input.org_id ?? null, queue: input.queue ?? '', id: input.id };
   };
 
+  describeRoute({ method: 'post', path: '/v1/inventories', summary: 'Create an inventory (static, smart, or composed with `sources`)', body: inventoryInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const inventory = await createInventory(server, caller, originOf(ctx), draftOf(ctx.request.body));
@@ -61,6 +63,7 @@ export function inventoryRoutes(server: ServerContext): Router {
   });
 
   // Before `/:id` routes: `preview` is not an id.
+  describeRoute({ method: 'post', path: '/v1/inventories/preview', summary: 'Preview an inventory draft\'s hosts', role: 'operator', body: previewInput });
   router.post('/preview', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     // A smart or constructed inventory names its `kind` (services/composed-inventories.ts).
@@ -73,6 +76,7 @@ export function inventoryRoutes(server: ServerContext): Router {
     ctx.body = await previewInventory(server, caller, { content: input.content, format: input.format }, input.limit ?? undefined);
   });
 
+  describeRoute({ method: 'post', path: '/v1/inventories/:id/preview', summary: 'Preview a stored inventory\'s hosts', role: 'operator', body: storedPreviewInput });
   router.post('/:id/preview', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(storedPreviewInput, ctx.request.body ?? {});
@@ -86,21 +90,25 @@ export function inventoryRoutes(server: ServerContext): Router {
     ctx.body = await previewInventory(server, caller, { id: ctx.params.id }, input.limit ?? undefined);
   });
 
+  describeRoute({ method: 'get', path: '/v1/inventories', summary: 'List inventories', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'inventories', (page) => listInventoryPage(sql, page, readerOf(caller)), inventorySummaryView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/inventories/:id', summary: 'Read an inventory', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = inventoryView(await readableInventory(sql, caller, ctx.params.id), caller);
   });
 
+  describeRoute({ method: 'put', path: '/v1/inventories/:id', summary: 'Replace an inventory', body: inventoryInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = inventoryView(await replaceInventory(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body)), caller);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/inventories/:id', summary: 'Delete an inventory', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeInventory(server, caller, originOf(ctx), ctx.params.id);

@@ -26,9 +26,10 @@ import {
 } from '../../store/notifications';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList, listEnvelope, pageQuery } from '../paging';
+import { answerConfigList, listEnvelope, pageQuery, configListQuery } from '../paging';
 import { attachmentInput, deliveryListQuery, targetInput } from '../schemas/notifications';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Named notification targets, their attachments and deliveries (spec part A 4.8), and what a run's
@@ -37,6 +38,9 @@ import { parseInput, queryObject } from '../validate';
  * management of the object (services/notifications.ts); operators read, a target's deliveries only
  * of the runs they may read. No read ever carries a target's `url` or `key`.
  */
+const attachmentListQuery = z.strictObject(pageQuery(1000, 1000));
+const deliveryPageQuery = z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery });
+
 export function notificationRoutes(server: ServerContext): Router {
   const router = new Router();
   const { sql } = server;
@@ -52,6 +56,7 @@ export function notificationRoutes(server: ServerContext): Router {
     return targetView(target, (await targetDeliveryStats(sql, [id])).get(id));
   };
 
+  describeRoute({ method: 'post', path: '/v1/notifications', summary: 'Create a notification target', role: 'admin', body: targetInput, ok: 201 });
   router.post('/v1/notifications', async (ctx) => {
     const caller = requireRole(ctx, 'admin');
     const target = await createTarget(server, caller, originOf(ctx), draftOf(ctx.request.body, originOf(ctx)));
@@ -60,6 +65,7 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = await viewOf(target.id);
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications', summary: 'List notifications', role: 'operator', query: configListQuery });
   router.get('/v1/notifications', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(
@@ -73,31 +79,36 @@ export function notificationRoutes(server: ServerContext): Router {
     );
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications/:id', summary: 'Read a notification', role: 'operator' });
   router.get('/v1/notifications/:id', async (ctx) => {
     requireRole(ctx, 'operator');
     ctx.body = await viewOf(ctx.params.id);
   });
 
+  describeRoute({ method: 'put', path: '/v1/notifications/:id', summary: 'Replace a notification target', role: 'viewer', body: targetInput, errors: [403] });
   router.put('/v1/notifications/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await replaceTarget(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx.request.body, originOf(ctx)));
     ctx.body = await viewOf(ctx.params.id);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id', summary: 'Delete a notification', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await removeTarget(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/attachments', summary: 'The attachments of a notification', query: attachmentListQuery, role: 'operator' });
   router.get('/v1/notifications/:id/attachments', async (ctx) => {
     requireRole(ctx, 'operator');
-    const query = parseInput(z.strictObject(pageQuery(1000, 1000)), queryObject(ctx.query));
+    const query = parseInput(attachmentListQuery, queryObject(ctx.query));
     if (!(await getTarget(sql, ctx.params.id))) throw notFound(`notification target ${ctx.params.id}`);
     const { rows, total } = await listAttachmentsOfTarget(sql, ctx.params.id, query);
     ctx.body = listEnvelope('attachments', rows.map(attachmentView), total, query.offset);
   });
 
+  describeRoute({ method: 'post', path: '/v1/notifications/:id/attachments', summary: 'Attach a notification target to a template or project', role: 'viewer', body: attachmentInput, ok: 201 });
   router.post('/v1/notifications/:id/attachments', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(attachmentInput, ctx.request.body);
@@ -106,21 +117,24 @@ export function notificationRoutes(server: ServerContext): Router {
     ctx.body = attachmentView(attachment);
   });
 
+  describeRoute({ method: 'delete', path: '/v1/notifications/:id/attachments/:attachment', summary: 'Delete an attachment', role: 'viewer', ok: 204 });
   router.delete('/v1/notifications/:id/attachments/:attachment', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await detachTarget(server, caller, originOf(ctx), ctx.params.id, ctx.params.attachment);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: '/v1/notifications/:id/deliveries', summary: 'The deliveries of a notification', query: deliveryPageQuery, role: 'operator' });
   router.get('/v1/notifications/:id/deliveries', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
-    const query = parseInput(z.strictObject({ ...pageQuery(100, 1000), ...deliveryListQuery }), queryObject(ctx.query));
+    const query = parseInput(deliveryPageQuery, queryObject(ctx.query));
     if (!(await getTarget(sql, ctx.params.id))) throw notFound(`notification target ${ctx.params.id}`);
     // Only deliveries of runs the caller may read (spec part B 5.2 rule 5).
     const { rows, total } = await listDeliveriesOfTarget(sql, ctx.params.id, query, readerOf(caller));
     ctx.body = listEnvelope('deliveries', rows.map(deliveryView), total, query.offset);
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/notifications', summary: 'The notifications of a run', role: 'operator' });
   router.get('/v1/runs/:id/notifications', async (ctx) => {
     // Whoever reads the run reads what its targets were told (target ids and states, never a URL).
     const run = await readableRun(sql, requireRole(ctx, 'operator'), ctx.params.id);

@@ -6,6 +6,7 @@ import { answerSignIn, signInStatus } from '../sign-in-answer';
 import { oidcCallbackQuery } from '../schemas/oidc';
 import { signInLoginQuery } from '../schemas/sign-in';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * The cookie binding a sign-in to the browser that started it: a random value, HttpOnly, sent only
@@ -33,10 +34,12 @@ export function oidcRoutes(server: ServerContext): Router {
   const secure = (ctx: Context) => ctx.secure || server.config.oidc?.redirectUrl.startsWith('https://') === true;
 
   // Whether this server offers the sign-in, for the console's sign-in page.
+  describeRoute({ method: 'get', path: '/auth/oidc', summary: 'Whether OpenID Connect sign-in is enabled (public)' });
   router.get('/auth/oidc', (ctx) => {
     ctx.body = server.config.oidc ? { enabled: true, login_url: '/auth/oidc/login' } : { enabled: false };
   });
 
+  describeRoute({ method: 'get', path: '/auth/oidc/login', summary: 'Start sign-in (redirect to the identity provider; public)', query: signInLoginQuery });
   router.get('/auth/oidc/login', async (ctx) => {
     oidcSettingsOf(server.config);
     const { mode } = parseInput(signInLoginQuery, queryObject(ctx.query));
@@ -47,6 +50,7 @@ export function oidcRoutes(server: ServerContext): Router {
     ctx.redirect(location);
   });
 
+  describeRoute({ method: 'get', path: OIDC_CALLBACK_PATH, summary: 'OpenID Connect sign-in callback (checked by state and the browser cookie)', ok: 302, okDescription: 'Signed in; redirected to the console.', errors: [404], query: oidcCallbackQuery });
   router.get(OIDC_CALLBACK_PATH, async (ctx) => {
     const settings = oidcSettingsOf(server.config);
     // The query holds a single-use code: no page this leads to may pass it on as a referrer.

@@ -9,6 +9,7 @@ import { credentialIds } from '../schemas/credentials';
 import { extraVars, idempotencyKey, queue, timeout } from '../schemas/run-fields';
 import { pipelineSteps, pipelineToGraph } from '../schemas/steps';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 const pipelineBody = z.strictObject({
   steps: pipelineSteps,
@@ -26,6 +27,7 @@ const pipelineBody = z.strictObject({
  */
 export function pipelineRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/pipelines' });
+  describeRoute({ method: 'post', path: '/v1/pipelines', summary: 'Submit a pipeline of steps', role: 'operator', body: pipelineBody });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(pipelineBody, ctx.request.body);

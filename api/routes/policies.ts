@@ -7,9 +7,10 @@ import { getPolicy, listPolicyPage, type Policy } from '../../store/policies';
 import type { Caller } from '../../store/tokens';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { policyFields, policyInput } from '../schemas/policies';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Approval policies (spec part A 2.10, 4.13; part B 5.2, 8). Admins, never through an agent token,
@@ -20,6 +21,7 @@ export function policyRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/policies' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/policies', summary: 'Create a policy', body: policyInput, ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireWriter(ctx);
     const fields = policyFields(parseInput(policyInput, ctx.request.body));
@@ -29,11 +31,13 @@ export function policyRoutes(server: ServerContext): Router {
     ctx.body = policyView(policy);
   });
 
+  describeRoute({ method: 'get', path: '/v1/policies', summary: 'List policies', role: 'operator', query: configListQuery });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'operator');
     await answerConfigList(ctx, 'policies', (page) => listPolicyPage(sql, page), policyView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/policies/:id', summary: 'Read a policy', role: 'operator' });
   router.get('/:id', async (ctx) => {
     requireRole(ctx, 'operator');
     const policy = await getPolicy(sql, ctx.params.id);
@@ -41,12 +45,14 @@ export function policyRoutes(server: ServerContext): Router {
     ctx.body = policyView(policy);
   });
 
+  describeRoute({ method: 'put', path: '/v1/policies/:id', summary: 'Replace a policy', body: policyInput });
   router.put('/:id', async (ctx) => {
     requireWriter(ctx);
     const fields = policyFields(parseInput(policyInput, ctx.request.body));
     ctx.body = policyView(await replacePolicy(server, originOf(ctx), ctx.params.id, fields));
   });
 
+  describeRoute({ method: 'delete', path: '/v1/policies/:id', summary: 'Delete a policy', role: 'admin', ok: 204 });
   router.delete('/:id', async (ctx) => {
     requireWriter(ctx);
     await removePolicy(server, originOf(ctx), ctx.params.id);

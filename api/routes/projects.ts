@@ -15,9 +15,10 @@ import {
 import { listProjectPage } from '../../store/projects';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { browseQuery, projectInput } from '../schemas/projects';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Git projects (spec part A 4.5). Operators and admins create them; the creator manages one.
@@ -29,6 +30,7 @@ export function projectRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/projects' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/projects', summary: 'Create a git project', body: projectInput, bodyExample: { name: 'web', url: 'https://git.example.com/ops/web.git', branch: 'main' }, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const project = await createProject(server, caller, originOf(ctx), draftOf(ctx));
@@ -37,27 +39,32 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = projectView(project);
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects', summary: 'List projects', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'projects', (page) => listProjectPage(sql, page, readerOf(caller)), projectView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects/:id', summary: 'Read a project', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = projectView(await readableProject(sql, caller, ctx.params.id));
   });
 
+  describeRoute({ method: 'put', path: '/v1/projects/:id', summary: 'Replace a project', body: projectInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = projectView(await replaceProject(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));
   });
 
+  describeRoute({ method: 'delete', path: '/v1/projects/:id', summary: 'Delete a project', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeProject(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects/:id/files', summary: 'The files of a project', role: 'viewer', query: browseQuery });
   router.get('/:id/files', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(browseQuery, queryObject(ctx.query));
@@ -65,6 +72,7 @@ export function projectRoutes(server: ServerContext): Router {
     ctx.body = { project_id: project.id, commit: project.commit_sha, ...(await listProjectFiles(server, project, query.path)) };
   });
 
+  describeRoute({ method: 'get', path: '/v1/projects/:id/file', summary: 'The file of a project', role: 'viewer', body: projectInput, query: browseQuery });
   router.get('/:id/file', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(browseQuery, queryObject(ctx.query));

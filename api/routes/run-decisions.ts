@@ -11,6 +11,7 @@ import { listDecisionRecords } from '../../store/decisions';
 import { originOf } from '../middleware/audit-origin';
 import { callerOf, requireRole } from '../middleware/auth';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /** Approver reasons and correction texts hold at most 1,000 characters (spec part B 8). */
 const MAX_REASON_CHARS = 1000;
@@ -36,6 +37,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
   for (const decision of ['approve', 'reject'] as const) {
+    describeRoute({ method: 'post', path: `/v1/runs/:id/${decision}`, summary: `Record a ${decision} decision on a run`, role: 'admin', body: decisionBody });
     router.post(`/:id/${decision}`, async (ctx) => {
       // An agent is refused first, whatever its role: it never decides (spec part B 5.2 item 6).
       refuseAgentDecision(callerOf(ctx));
@@ -46,6 +48,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     });
   }
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/decisions', summary: 'The decisions of a run', role: 'viewer' });
   router.get('/:id/decisions', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const run = await readableRun(server.sql, caller, ctx.params.id);
@@ -63,6 +66,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     };
   });
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:decision/corrections', summary: 'Correct a decision record', role: 'admin', body: correctionBody, ok: 201 });
   router.post('/:id/decisions/:decision/corrections', async (ctx) => {
     // As with approvals, an agent is refused first, whatever its role.
     refuseAgentRecordChange(callerOf(ctx));
@@ -73,6 +77,7 @@ export function runDecisionRoutes(server: ServerContext): Router {
     ctx.body = decisionView(record);
   });
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/decisions/:record/redact', summary: 'Redact a decision record\'s reason', role: 'admin', body: redactionBody });
   router.post('/:id/decisions/:record/redact', async (ctx) => {
     // As with approvals, an agent is refused first, whatever its role.
     refuseAgentRecordChange(callerOf(ctx));

@@ -5,6 +5,7 @@ import type { ServerContext } from '../../services/context';
 import { buildEvidence } from '../../services/runs/evidence';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 const shown = (value: unknown) => {
   const text = typeof value === 'string' ? value : String(value);
@@ -19,6 +20,7 @@ const evidenceQuery = z.strictObject({
 export function runEvidenceRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/evidence', summary: 'The run\'s evidence', role: 'viewer', query: evidenceQuery });
   router.get('/:id/evidence', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(evidenceQuery, queryObject(ctx.query));

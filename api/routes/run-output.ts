@@ -20,6 +20,7 @@ import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 import { noFields } from '../schemas/common';
 import type { Run } from '../../core/runs/run';
+import { describeRoute } from '../openapi/registry';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;
@@ -85,6 +86,7 @@ async function* eventLines(sql: Sql, runId: string, after: number): AsyncGenerat
 export function runOutputRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs/:id' });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/logs', summary: 'A run\'s output log', role: 'viewer', query: logQuery });
   router.get('/logs', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(logQuery, queryObject(ctx.query));
@@ -100,6 +102,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     ctx.body = Readable.from(logBytes(server.sql, run.id, from, total), { objectMode: false });
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/events', summary: 'A run\'s events', role: 'viewer', query: eventQuery });
   router.get('/events', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(eventQuery, queryObject(ctx.query));
@@ -120,6 +123,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     };
   });
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/stream-ticket', summary: 'A short-lived ticket for the run\'s live stream', role: 'viewer', body: noFields, ok: 201 });
   router.post('/stream-ticket', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     parseInput(noFields, ctx.request.body);
@@ -141,6 +145,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     ctx.body = { ticket, expires_in: STREAM_TICKET_SECONDS };
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/stream', summary: 'The run\'s live event stream (server-sent events; the ticket is the credential)', query: streamQuery });
   router.get('/stream', async (ctx) => {
     // The query is checked before the ticket is spent, so a mistyped position costs no ticket.
     const query = parseInput(streamQuery, queryObject(ctx.query));

@@ -5,6 +5,7 @@ import type { ServerContext } from '../../services/context';
 import { requireRole } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
 import { answerSigned } from './audit';
+import { describeRoute } from '../openapi/registry';
 
 const receiptQuery = z.strictObject({
   sparse: z.enum(['0', '1', 'true', 'false'], { message: 'sparse must be 1 or 0' }).transform((v) => v === '1' || v === 'true').default(false),
@@ -23,6 +24,7 @@ const receiptQuery = z.strictObject({
 export function runReceiptRoutes(server: ServerContext): Router {
   const router = new Router();
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id/receipt', summary: 'The run\'s signed receipt', role: 'viewer', query: receiptQuery });
   router.get('/v1/runs/:id/receipt', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(receiptQuery, queryObject(ctx.query));

@@ -18,6 +18,7 @@ import { notificationEntries } from '../schemas/notifications';
 import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
 import { TERMINAL_STATUSES } from '../../core/runs/run';
+import { describeRoute } from '../openapi/registry';
 
 export const runSubmission = z.strictObject({
   tool,
@@ -83,6 +84,7 @@ const runListQuery = z.strictObject({
 export function runRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs' });
 
+  describeRoute({ method: 'post', path: '/v1/runs', summary: 'Submit a run', role: 'operator', body: runSubmission, ok: 201, okDescription: 'The run (201 when created; 200 when an Idempotency-Key repeats an earlier submission).', errors: [409, 422, 429], bodyExample: { tool: 'shell', command: 'uname -a' } });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(runSubmission, ctx.request.body);
@@ -93,6 +95,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = runView(run);
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs', summary: 'List runs', role: 'viewer', query: runListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const query = parseInput(runListQuery, queryObject(ctx.query));
@@ -102,6 +105,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = listEnvelope('runs', rows.map((run) => runView(run, 'preview')), total, query.offset);
   });
 
+  describeRoute({ method: 'get', path: '/v1/runs/:id', summary: 'Read a run', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const run = await readableRun(server.sql, caller, ctx.params.id);
@@ -110,6 +114,7 @@ export function runRoutes(server: ServerContext): Router {
     ctx.body = { ...runView(run), ...(isPlanTool(run.tool) ? { plan: plan ? planView(plan) : null } : {}) };
   });
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/cancel', summary: 'Cancel a run', role: 'operator', body: noFields });
   router.post('/:id/cancel', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     parseInput(noFields, ctx.request.body);
@@ -123,6 +128,7 @@ export function runRoutes(server: ServerContext): Router {
     ['retry', retryRun],
     ['relaunch-failed', relaunchFailedRun],
   ] as const) {
+    describeRoute({ method: 'post', path: `/v1/runs/:id/${path}`, summary: `Create one of ${path}`, role: 'operator', body: noFields, ok: 201 });
     router.post(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'operator');
       parseInput(noFields, ctx.request.body);
@@ -138,6 +144,7 @@ export function runRoutes(server: ServerContext): Router {
     ['steps', ['pipeline', 'workflow']],
     ['shards', ['split']],
   ] as const) {
+    describeRoute({ method: 'get', path: `/v1/runs/:id/${path}`, summary: `List ${path}`, role: 'viewer' });
     router.get(`/:id/${path}`, async (ctx) => {
       const caller = requireRole(ctx, 'viewer');
       // A step or shard carries its parent's requester and template, so whoever reads the parent reads them all.

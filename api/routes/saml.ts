@@ -6,6 +6,7 @@ import { beginSamlSignIn, completeSamlSignIn, samlMetadata, samlSettingsOf } fro
 import { answerSignIn, signInStatus } from '../sign-in-answer';
 import { samlAcsForm, signInLoginQuery } from '../schemas/sign-in';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /** SAML 2.0 sign-in (spec part A 1.1, 4.11): public routes under /auth/saml. */
 export function samlRoutes(server: ServerContext): Router {
@@ -14,15 +15,18 @@ export function samlRoutes(server: ServerContext): Router {
   const secure = (ctx: Context) => ctx.secure || server.config.saml?.acsUrl.startsWith('https://') === true;
 
   // Whether this server offers the sign-in, for the console's sign-in page.
+  describeRoute({ method: 'get', path: '/auth/saml', summary: 'Whether SAML sign-in is enabled (public)' });
   router.get('/auth/saml', (ctx) => {
     ctx.body = server.config.saml ? { enabled: true, login_url: '/auth/saml/login' } : { enabled: false };
   });
 
+  describeRoute({ method: 'get', path: '/auth/saml/metadata', summary: 'SAML service provider metadata (public)' });
   router.get('/auth/saml/metadata', (ctx) => {
     ctx.type = 'application/samlmetadata+xml';
     ctx.body = samlMetadata(server);
   });
 
+  describeRoute({ method: 'get', path: '/auth/saml/login', summary: 'Start sign-in (redirect to the identity provider; public)', query: signInLoginQuery });
   router.get('/auth/saml/login', async (ctx) => {
     samlSettingsOf(server.config);
     const { mode } = parseInput(signInLoginQuery, queryObject(ctx.query));
@@ -32,6 +36,7 @@ export function samlRoutes(server: ServerContext): Router {
     ctx.redirect(location);
   });
 
+  describeRoute({ method: 'post', path: SAML_ACS_PATH, summary: 'SAML assertion consumer (the signed assertion is the credential)', body: samlAcsForm, bodyType: 'application/x-www-form-urlencoded', ok: 302, okDescription: 'Signed in; redirected to the console with a session cookie.' });
   router.post(SAML_ACS_PATH, async (ctx) => {
     const settings = samlSettingsOf(server.config);
     ctx.set('Cache-Control', 'no-store');

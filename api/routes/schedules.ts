@@ -7,11 +7,12 @@ import { createSchedule, previewSchedule, readableSchedule, removeSchedule, repl
 import { listSchedulePage, type ScheduleSubmission } from '../../store/schedules';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { previewQuery, scheduleInput, type ScheduleInput } from '../schemas/schedules';
 import { ansibleInputOf } from '../schemas/run-fields';
 import { pipelineToGraph } from '../schemas/steps';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Schedules (spec part A 2.6, 4.3; part B 8). Operators and admins write them, as they may submit
@@ -21,6 +22,7 @@ export function scheduleRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/schedules' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/schedules', summary: 'Create a schedule', body: scheduleInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const schedule = await createSchedule(server, caller, originOf(ctx), draftOf(ctx));
@@ -29,26 +31,31 @@ export function scheduleRoutes(server: ServerContext): Router {
     ctx.body = scheduleView(schedule);
   });
 
+  describeRoute({ method: 'get', path: '/v1/schedules', summary: 'List schedules', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'schedules', (page) => listSchedulePage(sql, page, readerOf(caller)), scheduleView);
   });
 
   // Before `/:id`, which would take `preview` for an id.
+  describeRoute({ method: 'get', path: '/v1/schedules/preview', summary: 'Preview a schedule\'s next times', role: 'viewer', query: previewQuery });
   router.get('/preview', async (ctx) => {
     requireRole(ctx, 'viewer');
     ctx.body = previewSchedule(parseInput(previewQuery, queryObject(ctx.query)));
   });
 
+  describeRoute({ method: 'get', path: '/v1/schedules/:id', summary: 'Read a schedule', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     ctx.body = scheduleView(await readableSchedule(server, requireRole(ctx, 'viewer'), ctx.params.id));
   });
 
+  describeRoute({ method: 'put', path: '/v1/schedules/:id', summary: 'Replace a schedule', body: scheduleInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     ctx.body = scheduleView(await replaceSchedule(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx)));
   });
 
+  describeRoute({ method: 'delete', path: '/v1/schedules/:id', summary: 'Delete a schedule', role: 'operator', body: scheduleInput, ok: 204 });
   router.delete('/:id', async (ctx) => {
     await removeSchedule(server, requireRole(ctx, 'operator'), originOf(ctx), ctx.params.id);
     ctx.status = 204;

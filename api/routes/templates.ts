@@ -8,11 +8,12 @@ import { createTemplate, parseTemplateSurvey, readableTemplate, removeTemplate, 
 import { listTemplatePage } from '../../store/templates';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { idempotencyKey } from '../schemas/run-fields';
 import { workflowToGraph } from '../schemas/steps';
 import { launchInput, templateInput } from '../schemas/templates';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Templates (spec part A 2.3, 2.4, 4.6; part B 8). Operators and admins create them, as they may
@@ -27,6 +28,7 @@ export function templateRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/templates' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/templates', summary: 'Create a template', body: templateInput, role: 'operator', ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const template = await createTemplate(server, caller, originOf(ctx), draftOf(ctx));
@@ -35,28 +37,33 @@ export function templateRoutes(server: ServerContext): Router {
     ctx.body = templateView(template);
   });
 
+  describeRoute({ method: 'get', path: '/v1/templates', summary: 'List templates', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'templates', (page) => listTemplatePage(sql, page, readerOf(caller)), templateView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/templates/:id', summary: 'Read a template', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     ctx.body = templateView(await readableTemplate(sql, caller, ctx.params.id));
   });
 
+  describeRoute({ method: 'put', path: '/v1/templates/:id', summary: 'Replace a template', body: templateInput, role: 'operator' });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const { template, cleared } = await replaceTemplate(server, caller, originOf(ctx), ctx.params.id, draftOf(ctx));
     ctx.body = { ...templateView(template), ...(Object.keys(cleared).length ? { secret_defaults_cleared: cleared } : {}) };
   });
 
+  describeRoute({ method: 'delete', path: '/v1/templates/:id', summary: 'Delete a template', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     await removeTemplate(server, caller, originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/v1/templates/:id/launch', summary: 'Launch a run from a template', role: 'operator', body: launchInput });
   router.post('/:id/launch', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(launchInput, ctx.request.body ?? {});

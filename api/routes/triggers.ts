@@ -6,9 +6,10 @@ import { changeTrigger, createTrigger, readableTrigger, removeTrigger, rotateTri
 import { listTriggerPage } from '../../store/triggers';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
 import { rotateSecretInput, triggerCreateInput, triggerUpdateInput } from '../schemas/triggers';
 import { parseInput } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * Webhook triggers (spec part A 4.7; part B 8). Operators and admins make, change and delete them,
@@ -19,6 +20,7 @@ export function triggerRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/triggers' });
   const { sql } = server;
 
+  describeRoute({ method: 'post', path: '/v1/triggers', summary: 'Create a trigger', role: 'operator', body: triggerCreateInput, ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(triggerCreateInput, ctx.request.body);
@@ -33,15 +35,18 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = { ...triggerView(trigger), secret, hook_path: hookPath };
   });
 
+  describeRoute({ method: 'get', path: '/v1/triggers', summary: 'List triggers', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'triggers', (page) => listTriggerPage(sql, page, readerOf(caller)), triggerView);
   });
 
+  describeRoute({ method: 'get', path: '/v1/triggers/:id', summary: 'Read a trigger', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     ctx.body = triggerView(await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id));
   });
 
+  describeRoute({ method: 'put', path: '/v1/triggers/:id', summary: 'Replace a trigger', role: 'operator', body: triggerUpdateInput });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(triggerUpdateInput, ctx.request.body);
@@ -56,6 +61,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = triggerView(trigger);
   });
 
+  describeRoute({ method: 'post', path: '/v1/triggers/:id/rotate-secret', summary: 'Rotate a trigger\'s secret', role: 'operator', body: rotateSecretInput });
   router.post('/:id/rotate-secret', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(rotateSecretInput, ctx.request.body);
@@ -63,6 +69,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = { ...triggerView(trigger), secret };
   });
 
+  describeRoute({ method: 'delete', path: '/v1/triggers/:id', summary: 'Delete a trigger', role: 'operator', ok: 204 });
   router.delete('/:id', async (ctx) => {
     await removeTrigger(server, requireRole(ctx, 'operator'), originOf(ctx), ctx.params.id);
     ctx.status = 204;

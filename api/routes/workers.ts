@@ -2,7 +2,8 @@ import Router from '@koa/router';
 import type { ServerContext } from '../../services/context';
 import { listWorkerPage, type ListedWorker } from '../../store/workers';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList } from '../paging';
+import { answerConfigList, configListQuery } from '../paging';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * The executor fleet (spec part A 4.12): every worker process connected to this install, the
@@ -11,6 +12,7 @@ import { answerConfigList } from '../paging';
  */
 export function workerRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/workers' });
+  describeRoute({ method: 'get', path: '/v1/workers', summary: 'List workers', role: 'viewer', query: configListQuery });
   router.get('/', async (ctx) => {
     requireRole(ctx, 'viewer');
     await answerConfigList(ctx, 'workers', (page) => listWorkerPage(server.sql, page), workerView);
