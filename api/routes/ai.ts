@@ -11,6 +11,7 @@ import { requireRole } from '../middleware/auth';
 import { noFields } from '../schemas/common';
 import { parseInput } from '../validate';
 import { runRequestOf, runSubmission } from './runs';
+import { describeRoute } from '../openapi/registry';
 
 /** Advisory AI (spec part A 1, 4.1, 4.2; docs/ai.md). Every route answers 503 naming --ai-provider while AI is off. */
 
@@ -31,6 +32,7 @@ function explanationView(e: RunExplanation) {
 export function aiRoutes(server: ServerContext): Router {
   const router = new Router();
 
+  describeRoute({ method: 'post', path: '/v1/runs/:id/explain', summary: "Explain a run with the advisory AI (kept answer shown again)", role: 'viewer', errors: [429, 502, 503] });
   router.post('/v1/runs/:id/explain', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     parseInput(noFields, ctx.request.body ?? {});
@@ -39,6 +41,7 @@ export function aiRoutes(server: ServerContext): Router {
     ctx.body = explanationView(explanation);
   });
 
+  describeRoute({ method: 'post', path: '/v1/ai/draft', summary: 'Draft a step script for a person to review (never run)', role: 'operator', body: draftInput, errors: [429, 502, 503] });
   router.post('/v1/ai/draft', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(draftInput, ctx.request.body);
@@ -46,12 +49,14 @@ export function aiRoutes(server: ServerContext): Router {
     ctx.body = { language: input.language, script, note: 'a draft for a person to review; Cairn never runs it' };
   });
 
+  describeRoute({ method: 'post', path: '/v1/ai/ask', summary: 'Ask a fleet question over what the caller may read', role: 'viewer', body: askInput, errors: [429, 502, 503] });
   router.post('/v1/ai/ask', async (ctx) => {
     const caller = requireRole(ctx, 'viewer');
     const input = parseInput(askInput, ctx.request.body);
     ctx.body = { answer: await askFleet(server, caller, originOf(ctx), input.question) };
   });
 
+  describeRoute({ method: 'post', path: '/v1/ai/propose-run', summary: 'Propose a run from a plain-language request, held for approval', role: 'operator', body: proposeInput, ok: 201, errors: [422, 429, 502, 503] });
   router.post('/v1/ai/propose-run', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(proposeInput, ctx.request.body);

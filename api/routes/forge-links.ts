@@ -6,6 +6,7 @@ import { beginForgeLink, completeForgeLink, FORGE_CALLBACK_PATH, forgeLinkView, 
 import { originOf } from '../middleware/audit-origin';
 import { callerOf } from '../middleware/auth';
 import { parseInput, queryObject } from '../validate';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * The cookie binding a forge link to the browser that started it: a random value, HttpOnly, sent
@@ -39,10 +40,12 @@ export function forgeLinkRoutes(server: ServerContext): Router {
   const router = new Router();
   const secure = (ctx: Context) => ctx.secure || server.config.forge?.redirectUrl.startsWith('https://') === true;
 
+  describeRoute({ method: 'get', path: '/v1/me/forge-links', summary: "The caller's forge links and the forges it may link", role: 'viewer' });
   router.get('/v1/me/forge-links', async (ctx) => {
     ctx.body = await listLinks(server, callerOf(ctx));
   });
 
+  describeRoute({ method: 'post', path: '/v1/me/forge-links', summary: 'Start linking a forge account (persons only): the authorization URL, and a cookie', role: 'viewer', body: startInput, ok: 201, errors: [409] });
   router.post('/v1/me/forge-links', async (ctx) => {
     const input = parseInput(startInput, ctx.request.body ?? {});
     const start = await beginForgeLink(server, callerOf(ctx), input.forge);
@@ -52,11 +55,13 @@ export function forgeLinkRoutes(server: ServerContext): Router {
     ctx.body = { forge: input.forge, authorize_url: start.authorize_url, expires_at: start.expires_at };
   });
 
+  describeRoute({ method: 'delete', path: '/v1/me/forge-links/:id', summary: "Unlink one of the caller's forge accounts", role: 'viewer', ok: 204 });
   router.delete('/v1/me/forge-links/:id', async (ctx) => {
     await removeForgeLink(server, callerOf(ctx), originOf(ctx), ctx.params.id);
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'get', path: FORGE_CALLBACK_PATH, summary: "The forge's OAuth callback: checked by state and the browser's cookie", query: callbackQuery, errors: [409, 502] });
   router.get(FORGE_CALLBACK_PATH, async (ctx) => {
     ctx.set('Referrer-Policy', 'no-referrer');
     ctx.set('Cache-Control', 'no-store');

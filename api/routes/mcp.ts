@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type { Context } from 'koa';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -20,6 +21,7 @@ import { originOf } from '../middleware/audit-origin';
 import { callerOf } from '../middleware/auth';
 import { parseInput } from '../validate';
 import { runRequestOf, runSubmission } from './runs';
+import { describeRoute } from '../openapi/registry';
 
 /**
  * The MCP server for agents (spec part A 4.17; docs/api.md, "MCP for agents"): the Model Context
@@ -155,17 +157,28 @@ function mcpServer(server: ServerContext, caller: Caller, origin: AuditOrigin): 
   return mcp;
 }
 
+/** The calling agent; a person's token is refused. */
+function mcpCaller(ctx: Context) {
+  const caller = callerOf(ctx);
+  if (caller.token.kind !== 'agent') throw forbidden('the MCP server is for agent tokens: mint one with POST /v1/tokens {"kind": "agent"}; people use the HTTP API');
+  return caller;
+}
+
 export function mcpRoutes(server: ServerContext): Router {
   const router = new Router();
-  router.all(MCP_PATH, async (ctx) => {
-    const caller = callerOf(ctx);
-    if (caller.token.kind !== 'agent') throw forbidden('the MCP server is for agent tokens: mint one with POST /v1/tokens {"kind": "agent"}; people use the HTTP API');
-    if (ctx.method !== 'POST') {
+  // Stateless streamable HTTP: no session to stream on (GET) or end (DELETE), as the transport allows.
+  for (const method of ['get', 'delete'] as const) {
+    describeRoute({ method, path: MCP_PATH, summary: 'Not served: the MCP server is stateless (405)', role: 'viewer', errors: [405] });
+    router[method](MCP_PATH, (ctx) => {
+      mcpCaller(ctx);
       ctx.status = 405;
       ctx.set('Allow', 'POST');
       ctx.body = { error: 'the MCP server is stateless: send each message with POST' };
-      return;
-    }
+    });
+  }
+  describeRoute({ method: 'post', path: MCP_PATH, summary: 'The Model Context Protocol for agents (JSON-RPC over streamable HTTP; agent tokens only)', role: 'viewer', errors: [403] });
+  router.post(MCP_PATH, async (ctx) => {
+    const caller = mcpCaller(ctx);
     const origin = originOf(ctx);
     const mcp = mcpServer(server, caller, origin);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
