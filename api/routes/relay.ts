@@ -29,6 +29,7 @@ import { listPolicies } from '../../store/policies';
 import { fitsBytes } from '../schemas/common';
 import { parseInput } from '../validate';
 import { policyView } from './policies';
+import { describeRoute } from '../openapi/registry';
 
 /** The header a report call presents its per-claim capability in. */
 export const CAPABILITY_HEADER = 'cairn-capability';
@@ -156,10 +157,12 @@ export function relayRoutes(server: ServerContext): Router {
   const held = (ctx: Context, runId?: string) => heldLease(server, runId, ctx.get(CAPABILITY_HEADER) || undefined);
   const worker = (input: RelayWorker) => input;
 
+  describeRoute({ method: 'get', path: '/relay/v1/policies', summary: "The approval policies, for a worker's own checks (worker token)" });
   router.get('/policies', async (ctx) => {
     ctx.body = { policies: (await listPolicies(server.sql)).map(policyView) };
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/claim', summary: 'Claim the oldest waiting attempt of a queue, waiting up to wait_seconds (204 when none) (worker token)', body: claimInput });
   router.post('/claim', async (ctx) => {
     const input = parseInput(claimInput, ctx.request.body);
     // A worker that hangs up stops the wait (the response closes before it is written).
@@ -173,12 +176,14 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.body = claimed;
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/heartbeat', summary: "Renew the lease of a held attempt: continue, or cancel (worker token and the claim's Cairn-Capability)", body: heartbeatInput, errors: [409] });
   router.post('/heartbeat', async (ctx) => {
     const input = parseInput(heartbeatInput, ctx.request.body);
     const lease = await held(ctx, input.run_id);
     ctx.body = { action: await renewLease(server, lease, worker(input.worker)) };
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/start', summary: "Start the held attempt: its execution (argv, environment, files) (worker token and the claim's Cairn-Capability)", body: startInput, errors: [409] });
   router.post('/runs/:id/start', async (ctx) => {
     const input = parseInput(startInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -186,6 +191,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.body = answer.state === 'running' ? { ...answer, run: runView(answer.run) } : answer;
   });
 
+  describeRoute({ method: 'get', path: '/relay/v1/runs/:id', summary: "The held run, or its project tree as a tar (Accept: application/x-tar) (worker token and the claim's Cairn-Capability)" });
   router.get('/runs/:id', async (ctx) => {
     const lease = await held(ctx, ctx.params.id);
     // The run's project tree, for a worker with no shared projects directory.
@@ -201,6 +207,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.body = runView(run);
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/save', summary: "End the held attempt with its outcome (worker token and the claim's Cairn-Capability)", body: saveInput, errors: [409] });
   router.post('/runs/:id/save', async (ctx) => {
     const input = parseInput(saveInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -208,6 +215,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.body = { status: run?.status ?? null };
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/log', summary: "Append masked output (base64) to the run's log (worker token and the claim's Cairn-Capability)", body: logInput, ok: 204 });
   router.post('/runs/:id/log', async (ctx) => {
     const input = parseInput(logInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -215,6 +223,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/events', summary: "Append worker.* events to the run (worker token and the claim's Cairn-Capability)", body: eventsInput, ok: 204 });
   router.post('/runs/:id/events', async (ctx) => {
     const input = parseInput(eventsInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -222,6 +231,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/host-summary', summary: "Report per-host results in a bounded batch (worker token and the claim's Cairn-Capability)", body: hostSummaryInput, ok: 204 });
   router.post('/runs/:id/host-summary', async (ctx) => {
     const input = parseInput(hostSummaryInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -229,6 +239,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/task-summary', summary: "Report per-task results in a bounded batch (worker token and the claim's Cairn-Capability)", body: taskSummaryInput, ok: 204 });
   router.post('/runs/:id/task-summary', async (ctx) => {
     const input = parseInput(taskSummaryInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -236,6 +247,7 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
+  describeRoute({ method: 'post', path: '/relay/v1/runs/:id/host-facts', summary: "Report gathered facts in a bounded batch (worker token and the claim's Cairn-Capability)", body: hostFactsInput, ok: 204 });
   router.post('/runs/:id/host-facts', async (ctx) => {
     const input = parseInput(hostFactsInput, ctx.request.body);
     const lease = await held(ctx, ctx.params.id);
@@ -246,6 +258,7 @@ export function relayRoutes(server: ServerContext): Router {
   // Reports of plan-capable tools, which this release does not run on relay workers: a worker's
   // call is refused naming why, after the same checks as every report call.
   for (const report of ['propose-apply', 'drift-plan']) {
+    describeRoute({ method: 'post', path: `/relay/v1/runs/:id/${report}`, summary: `The ${report} report of a plan-capable tool: refused (422) by this release` + " (worker token and the claim's Cairn-Capability)", errors: [422] });
     router.post(`/runs/:id/${report}`, async (ctx) => {
       await held(ctx, ctx.params.id);
       throw new DomainError('unprocessable', `${report} reports are not taken through the relay by this server yet: a relay worker runs script tools`, { report });

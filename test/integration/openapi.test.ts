@@ -9,7 +9,8 @@ import { startTestServer, type TestServer } from '../support/server';
 let t: TestServer;
 let doc: any;
 beforeAll(async () => {
-  t = await startTestServer();
+  // With a worker token, so the relay's routes are served and checked too.
+  t = await startTestServer({ CAIRN_WORKER_TOKEN: 'openapi-test-worker-token-0123456789' });
   const res = await t.api.get('/v1/openapi.json');
   expect(res.status).toBe(200);
   doc = res.body;
