@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { findTemporalCli } from './temporal-binary';
@@ -13,6 +13,9 @@ import {
   waitFor,
   writeServiceState,
 } from './state';
+
+/** The dev server ended before it answered: worth another try on other ports. */
+class EarlyExit extends Error {}
 
 export interface EmbeddedTemporal {
   address: string;
@@ -59,42 +62,53 @@ export async function startEmbeddedTemporal(
   }
 
   const binary = await findTemporalCli(log);
-  const port = await rememberedOrFreePort(remembered?.port);
-  let uiPort = await rememberedOrFreePort(remembered?.uiPort);
-  if (uiPort === port) uiPort = await rememberedOrFreePort(undefined);
-  const args = [
-    'server', 'start-dev',
-    '--db-filename', dbFile,
-    '--ip', '127.0.0.1',
-    '--port', String(port),
-    '--ui-port', String(uiPort),
-    '--ui-ip', '127.0.0.1',
-    '--namespace', namespace,
-    '--log-level', 'warn',
-    // WAL with normal sync: durable across a crash of any process, and a third of the CPU per run.
-    '--sqlite-pragma', 'journal_mode=wal',
-    '--sqlite-pragma', 'synchronous=normal',
-    ...DEV_SERVER_TUNING.flatMap((value) => ['--dynamic-config-value', value]),
-  ];
   const logFile = createWriteStream(path.join(dir, 'server.log'), { flags: 'a' });
   // None of the server's environment (its database URL, encryption key and salt) goes with it.
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? dir, TMPDIR: process.env.TMPDIR ?? '/tmp', LANG: 'C.UTF-8' };
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-  child.stdout.pipe(logFile);
-  child.stderr.pipe(logFile);
+  let port = await rememberedOrFreePort(remembered?.port);
+  let uiPort = await rememberedOrFreePort(remembered?.uiPort);
+  if (uiPort === port) uiPort = await rememberedOrFreePort(undefined);
+  let child: ChildProcess;
   let exited = false;
-  child.once('exit', () => {
-    exited = true;
-  });
-  await writeServiceState(dataDir, 'temporal', { port, uiPort, pid: child.pid, ownerPid: process.pid });
-  try {
-    await waitFor('the Temporal dev server', async () => {
-      if (exited) throw new Error(`the Temporal dev server exited at start; see ${path.join(dir, 'server.log')}`);
-      return portAnswers(port);
-    }, 60_000);
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw err;
+  // A free port can be taken by another process between our look and the dev server's bind (two
+  // installs starting side by side): a server that exits at start is tried again on fresh ports.
+  for (let attempt = 1; ; attempt++) {
+    const args = [
+      'server', 'start-dev',
+      '--db-filename', dbFile,
+      '--ip', '127.0.0.1',
+      '--port', String(port),
+      '--ui-port', String(uiPort),
+      '--ui-ip', '127.0.0.1',
+      '--namespace', namespace,
+      '--log-level', 'warn',
+      // WAL with normal sync: durable across a crash of any process, and a third of the CPU per run.
+      '--sqlite-pragma', 'journal_mode=wal',
+      '--sqlite-pragma', 'synchronous=normal',
+      ...DEV_SERVER_TUNING.flatMap((value) => ['--dynamic-config-value', value]),
+    ];
+    const started = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    child = started;
+    started.stdout.pipe(logFile, { end: false });
+    started.stderr.pipe(logFile, { end: false });
+    exited = false;
+    started.once('exit', () => {
+      if (child === started) exited = true;
+    });
+    await writeServiceState(dataDir, 'temporal', { port, uiPort, pid: started.pid, ownerPid: process.pid });
+    try {
+      await waitFor('the Temporal dev server', async () => {
+        if (exited) throw new EarlyExit(`the Temporal dev server exited at start; see ${path.join(dir, 'server.log')}`);
+        return portAnswers(port);
+      }, 60_000);
+      break;
+    } catch (err) {
+      started.kill('SIGKILL');
+      if (!(err instanceof EarlyExit) || attempt >= 3) throw err;
+      log(`the Temporal dev server exited at start (attempt ${attempt}); trying again on fresh ports`);
+      port = await rememberedOrFreePort(undefined);
+      uiPort = await rememberedOrFreePort(undefined);
+    }
   }
   return {
     address: `127.0.0.1:${port}`,

@@ -1,4 +1,4 @@
-import type { RedactionCategory, DecisionKind } from '../core/runs/decision';
+import type { RegisterDecision } from '../core/audit/register';
 import type { RunStatus } from '../core/runs/run';
 import type { Db } from './db';
 
@@ -35,24 +35,6 @@ export async function registerRuns(db: Db, from: Date, to: Date, cap: number): P
     LIMIT ${cap}`;
   const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM runs WHERE created_at >= ${from} AND created_at < ${to}`;
   return { runs, total: n };
-}
-
-export interface RegisterDecision {
-  id: string;
-  run_id: string;
-  kind: DecisionKind;
-  decision_id: string | null;
-  actor: string;
-  actor_kind: string;
-  reason: string | null;
-  commitment: string | null;
-  at: Date;
-  redacted_at: Date | null;
-  redacted_by: string | null;
-  redaction_category: RedactionCategory | null;
-  /** The chain position of the decision's entry (its id is the entry's id). */
-  seq: number | null;
-  redaction_seq: number | null;
 }
 
 export async function registerDecisions(db: Db, runIds: string[]): Promise<RegisterDecision[]> {

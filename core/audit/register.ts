@@ -1,8 +1,11 @@
 import { changeOutcome, type ChangeOutcome } from '../ansible/estate';
 import { badRequest } from '../errors';
-import type { DecisionKind, RedactionCategory } from '../runs/decision';
+import type { DecisionKind, DecisionRecord, RedactionCategory } from '../runs/decision';
 import { escapeHtml } from '../runs/evidence';
 import type { RunStatus } from '../runs/run';
+
+/** A decision as the register shows it: its record without the commitment's opening, with the chain positions of its entry and of its redaction. */
+export type RegisterDecision = Omit<DecisionRecord, 'random' | 'redaction_entry_id'> & { seq: number | null; redaction_seq: number | null };
 
 /**
  * The period change register (spec part A 4.15, 1.2; part B 8): every run created in a period,
@@ -68,22 +71,7 @@ export interface RegisterInput {
     finished_at: Date | null;
     error: string | null;
   }[];
-  decisions: {
-    id: string;
-    run_id: string;
-    kind: DecisionKind;
-    decision_id: string | null;
-    actor: string;
-    actor_kind: string;
-    reason: string | null;
-    commitment: string | null;
-    at: Date;
-    redacted_at: Date | null;
-    redacted_by: string | null;
-    redaction_category: RedactionCategory | null;
-    seq: number | null;
-    redaction_seq: number | null;
-  }[];
+  decisions: RegisterDecision[];
   entries: { seq: number; run_id: string; at: Date; kind: string | null; hash: string }[];
 }
 

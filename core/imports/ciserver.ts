@@ -2,7 +2,7 @@ import type { ExportFiles } from './export-files';
 import { jenkinsTimerCrons } from './job-schedules';
 import { JobTargets } from './job-targets';
 import { malformed, ordered, type ImportPlan, type ImportRef, type LeftOut, type PlannedAttachment, type PlannedObject, type PlannedProject } from './plan';
-import { bashScript, type ScriptStep } from './script';
+import { bashScript, bashTemplateDraft, type ScriptStep } from './script';
 import { attr, child, childText, elements, parseXml, textOf, type XmlElement } from './xml';
 
 /**
@@ -167,18 +167,7 @@ function planJob(root: XmlElement, name: string, source: string, objects: Planne
     external_id: name,
     name,
     source,
-    draft: {
-      name,
-      tool: 'bash',
-      command: bashScript(header, prologue, steps, false),
-      playbook: null, limit: null, tags: null, skip_tags: null, forks: null, verbosity: null, diff_mode: null,
-      extra_vars: null,
-      timeout,
-      survey,
-      steps: null,
-      allow_callbacks: false,
-      external_callback: false,
-    },
+    draft: bashTemplateDraft(name, bashScript(header, prologue, steps, false), timeout, survey),
     inventory: null,
     project,
     credentials: [],

@@ -3,7 +3,7 @@ import type { ExportFile, ExportFiles } from './export-files';
 import { quartzToCron } from './job-schedules';
 import { JobTargets } from './job-targets';
 import { isObject, malformed, ordered, type ImportPlan, type Json, type LeftOut, type PlannedAttachment, type PlannedObject } from './plan';
-import { bashScript, durationSeconds, type ScriptStep } from './script';
+import { bashScript, bashTemplateDraft, durationSeconds, type ScriptStep } from './script';
 import { attr, child, childText, elements, parseXml, textOf, type XmlElement } from './xml';
 
 /**
@@ -408,18 +408,7 @@ function planJob(job: RdJob, objects: PlannedObject[], leftOut: LeftOut[], seen:
     external_id: externalId,
     name,
     source: job.source,
-    draft: {
-      name,
-      tool: 'bash',
-      command: bashScript(header, prologue, steps, job.keepgoing),
-      playbook: null, limit: null, tags: null, skip_tags: null, forks: null, verbosity: null, diff_mode: null,
-      extra_vars: null,
-      timeout,
-      survey,
-      steps: null,
-      allow_callbacks: false,
-      external_callback: false,
-    },
+    draft: bashTemplateDraft(name, bashScript(header, prologue, steps, job.keepgoing), timeout, survey),
     inventory: null,
     project: null,
     credentials: [],

@@ -75,3 +75,19 @@ export function durationSeconds(text: string): number | null {
   });
   return rest.trim() === '' && total > 0 ? total : null;
 }
+
+/** A template that runs an imported job's script with the bash tool: nothing else of a template is carried. */
+export function bashTemplateDraft<S>(name: string, command: string, timeout: number | null, survey: S) {
+  return {
+    name,
+    tool: 'bash' as const,
+    command,
+    playbook: null, limit: null, tags: null, skip_tags: null, forks: null, verbosity: null, diff_mode: null,
+    extra_vars: null,
+    timeout,
+    survey,
+    steps: null,
+    allow_callbacks: false,
+    external_callback: false,
+  };
+}
