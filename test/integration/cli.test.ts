@@ -95,10 +95,15 @@ test('serve on embedded defaults prints the admin token once; after kill -9 the 
 });
 
 test('two installs with two data dirs run side by side', async () => {
-  const [a, b] = await Promise.all([
-    serveEmbedded(tempDir('cairn-side-a')),
-    serveEmbedded(tempDir('cairn-side-b')),
-  ]);
+  const started = await Promise.allSettled([serveEmbedded(tempDir('cairn-side-a')), serveEmbedded(tempDir('cairn-side-b'))]);
+  // One that started is stopped even when the other did not start.
+  const running = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    await Promise.all(running.map((install) => install.serve.stop()));
+    throw failed.reason;
+  }
+  const [a, b] = running;
   try {
     expect(a.url).not.toBe(b.url);
     for (const install of [a, b]) {
