@@ -1,28 +1,10 @@
-import type { RegisterDecision } from '../core/audit/register';
-import type { RunStatus } from '../core/runs/run';
+import type { RegisterDecision, RegisterRun } from '../core/audit/register';
 import type { Db } from './db';
 
 /**
  * The period change register's reads (spec part A 4.15, 1.2): the runs created in a period with
  * their change labels, their decisions, and the chain entries that name them.
  */
-
-export interface RegisterRun {
-  id: string;
-  kind: string;
-  tool: string;
-  status: RunStatus;
-  change_label: string | null;
-  requested_by: string;
-  template_id: string | null;
-  template_name: string | null;
-  parent_run_id: string | null;
-  step_name: string | null;
-  created_at: Date;
-  started_at: Date | null;
-  finished_at: Date | null;
-  error: string | null;
-}
 
 /** The runs created in [from, to), at most `cap` of them (oldest first), and how many there are. */
 export async function registerRuns(db: Db, from: Date, to: Date, cap: number): Promise<{ runs: RegisterRun[]; total: number }> {

@@ -5,6 +5,24 @@ import { escapeHtml } from '../runs/evidence';
 import type { RunStatus } from '../runs/run';
 
 /** A decision as the register shows it: its record without the commitment's opening, with the chain positions of its entry and of its redaction. */
+/** A run as the register reads it: created in the period, with its change label and template. */
+export interface RegisterRun {
+  id: string;
+  kind: string;
+  tool: string;
+  status: RunStatus;
+  change_label: string | null;
+  requested_by: string;
+  template_id: string | null;
+  template_name: string | null;
+  parent_run_id: string | null;
+  step_name: string | null;
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+  error: string | null;
+}
+
 export type RegisterDecision = Omit<DecisionRecord, 'random' | 'redaction_entry_id'> & { seq: number | null; redaction_seq: number | null };
 
 /**
@@ -56,21 +74,7 @@ export interface RegisterInput {
   period: { from: Date; to: Date; defaulted: boolean };
   chain_head: { seq: number; hash: string };
   total_runs: number;
-  runs: {
-    id: string;
-    kind: string;
-    tool: string;
-    status: RunStatus;
-    change_label: string | null;
-    requested_by: string;
-    template_id: string | null;
-    template_name: string | null;
-    parent_run_id: string | null;
-    step_name: string | null;
-    created_at: Date;
-    finished_at: Date | null;
-    error: string | null;
-  }[];
+  runs: Omit<RegisterRun, 'started_at'>[];
   decisions: RegisterDecision[];
   entries: { seq: number; run_id: string; at: Date; kind: string | null; hash: string }[];
 }
