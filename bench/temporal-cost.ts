@@ -7,6 +7,8 @@ import { mapLimit } from './concurrency';
 import type { BenchClient } from './http';
 import type { Section } from './report';
 import { countWithStatus, submitTrue } from './run-client';
+import { describeActions, historyCost, processesStarted, transactionsCommitted, type HistoryCost } from './run-cost';
+import { statementsSentSoFar } from '../store/db';
 import { spawnTrue } from './spawn-baseline';
 import { msSince, percentile, sleep } from './stats';
 
@@ -15,6 +17,8 @@ const IN_FLIGHT = 50;
 const WARMUP = 20;
 const POLL_MS = 100;
 const TIMEOUT_MS = 300_000;
+/** Histories read for the per-run event and action counts (each side). */
+const HISTORY_SAMPLE = 50;
 
 export interface TemporalTarget {
   temporalAddress: string;
@@ -36,10 +40,20 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
 
   await mapLimit(WARMUP, IN_FLIGHT, () => submitTrue(client));
   await waitIdle(client, process.hrtime.bigint());
+  const before = { statements: statementsSentSoFar(), transactions: await transactionsCommitted(sql), processes: processesStarted() };
   const start = process.hrtime.bigint();
   const ids = await mapLimit(RUNS, IN_FLIGHT, async () => (await submitTrue(client)).id);
-  await waitIdle(client, start);
+  const polls = await waitIdle(client, start);
   const elapsed = msSince(start);
+  const after = { statements: statementsSentSoFar(), transactions: await transactionsCommitted(sql), processes: processesStarted() };
+  // The batch's end is found by polling the API: what those polls cost is measured and taken off.
+  const pollCost = await costPerPoll(client, sql);
+  const perRun = {
+    statements: (after.statements - before.statements - polls * pollCost.statements) / RUNS,
+    transactions: (after.transactions - before.transactions - polls * pollCost.transactions) / RUNS,
+    processes: (after.processes - before.processes) / RUNS,
+  };
+  const cairnHistory = await withTemporalClient(target, (temporal) => historyCost(temporal, ids.slice(0, HISTORY_SAMPLE)));
   const rows = await sql<{ ms: number; status: string }[]>`
     SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms, status FROM runs WHERE id IN ${sql(ids)}`;
   if (rows.some((r) => r.status !== 'succeeded')) throw new Error(`cost: ${rows.filter((r) => r.status !== 'succeeded').length} runs did not succeed`);
@@ -54,8 +68,16 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
       { metric: 'cost over Temporal: throughput ratio to bare', value: rateRatio, baseline: 1, unit: 'x', budget: { min: 0.9 } },
       { metric: 'cost over Temporal: run latency p50 (start to end)', value: percentile(cairnLatency, 50), baseline: percentile(bare.latency, 50), unit: 'ms' },
       { metric: 'cost over Temporal: p50 ratio to bare', value: p50Ratio, baseline: 1, unit: 'x', budget: { max: 1.2 } },
+      { metric: 'per run: PostgreSQL statements (round trips)', value: perRun.statements, baseline: 0, unit: '' },
+      { metric: 'per run: PostgreSQL transactions committed', value: perRun.transactions, baseline: 0, unit: '' },
+      { metric: 'per run: Temporal history events', value: cairnHistory.events, baseline: bare.history.events, unit: '' },
+      { metric: 'per run: Temporal billable actions', value: cairnHistory.actions, baseline: bare.history.actions, unit: '' },
+      { metric: 'per run: processes started', value: perRun.processes, baseline: bare.processesPerRun, unit: '' },
     ],
     notes: [
+      `per-run cost: PostgreSQL counts are the batch's less the API polls that found its end (${pollCost.statements.toFixed(1)} statements each), over ${RUNS} runs; ` +
+        `history counts over ${HISTORY_SAMPLE} histories each side; actions as Temporal Cloud bills them, heartbeats aside (they never reach a history): ` +
+        `Cairn ${describeActions(cairnHistory)}; bare ${describeActions(bare.history)}; processes are the machine's forks over the batch (Temporal's and PostgreSQL's included)`,
       `cost: ${RUNS} runs after ${WARMUP} warm-up each side, ${IN_FLIGHT} submissions in flight; the bare side is one workflow + one activity spawning bash -c true ` +
         `on the same Temporal dev server, task queue of its own, maxConcurrentActivityTaskExecutions ${target.poolSize} like Cairn's pool; ` +
         `bare ${bare.rate.toFixed(1)} workflows/s in ${(bare.elapsed / 1000).toFixed(1)} s, p50 ${percentile(bare.latency, 50).toFixed(0)} ms, p95 ${percentile(bare.latency, 95).toFixed(0)} ms; ` +
@@ -64,16 +86,46 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
   };
 }
 
-/** Until none of the install's runs is pending or running (earlier benchmarks leave only ended runs). */
-async function waitIdle(client: BenchClient, start: bigint): Promise<void> {
-  for (;;) {
-    if ((await countWithStatus(client, 'pending')) === 0 && (await countWithStatus(client, 'running')) === 0) return;
+/**
+ * Until none of the install's runs is pending or running (earlier benchmarks leave only ended
+ * runs); answers how many counts it asked the API for.
+ */
+async function waitIdle(client: BenchClient, start: bigint): Promise<number> {
+  for (let polls = 1; ; polls += 2) {
+    if ((await countWithStatus(client, 'pending')) === 0 && (await countWithStatus(client, 'running')) === 0) return polls + 1;
     if (msSince(start) > TIMEOUT_MS) throw new Error(`cost: the runs did not all end within ${TIMEOUT_MS / 1000} s`);
     await sleep(POLL_MS);
   }
 }
 
-async function bareBatch(target: TemporalTarget): Promise<{ rate: number; elapsed: number; latency: number[] }> {
+/** What one count asked of the API costs the database, on an idle install. */
+async function costPerPoll(client: BenchClient, sql: postgres.Sql): Promise<{ statements: number; transactions: number }> {
+  const polls = 50;
+  const statements = statementsSentSoFar();
+  const transactions = await transactionsCommitted(sql);
+  for (let i = 0; i < polls; i++) await countWithStatus(client, 'pending');
+  // The bench's own read of the counter is one transaction of its own.
+  return { statements: (statementsSentSoFar() - statements) / polls, transactions: (await transactionsCommitted(sql) - transactions - 1) / polls };
+}
+
+async function withTemporalClient<T>(target: TemporalTarget, use: (client: Client) => Promise<T>): Promise<T> {
+  const connection = await NativeConnection.connect({ address: target.temporalAddress });
+  try {
+    return await use(new Client({ connection, namespace: target.namespace }));
+  } finally {
+    await connection.close();
+  }
+}
+
+interface BareBatch {
+  rate: number;
+  elapsed: number;
+  latency: number[];
+  processesPerRun: number;
+  history: HistoryCost;
+}
+
+async function bareBatch(target: TemporalTarget): Promise<BareBatch> {
   const connection = await NativeConnection.connect({ address: target.temporalAddress });
   const taskQueue = `cairn-bench-bare-${randomBytes(4).toString('hex')}`;
   const worker = await Worker.create({
@@ -97,14 +149,17 @@ async function bareBatch(target: TemporalTarget): Promise<{ rate: number; elapse
     };
     const tag = randomBytes(4).toString('hex');
     await batch(WARMUP, `bench-bare-warmup-${tag}`);
+    const processes = processesStarted();
     const start = process.hrtime.bigint();
     const handles = await batch(RUNS, `bench-bare-${tag}`);
     const elapsed = msSince(start);
+    const processesPerRun = (processesStarted() - processes) / RUNS;
+    const history = await historyCost(client, handles.slice(0, HISTORY_SAMPLE).map((h) => h.workflowId));
     const latency = await mapLimit(handles.length, 20, async (i) => {
       const d = await handles[i].describe();
       return d.closeTime!.getTime() - d.startTime.getTime();
     });
-    return { rate: RUNS / (elapsed / 1000), elapsed, latency };
+    return { rate: RUNS / (elapsed / 1000), elapsed, latency, processesPerRun, history };
   } finally {
     worker.shutdown();
     await running;

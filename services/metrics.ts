@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Sql } from '../store/db';
+import { statementsSentSoFar, type Sql } from '../store/db';
 import { hostsByLatestVerdict } from '../store/host-results';
 import { pendingByQueue, runCountsByStatusAndTool } from '../store/runs';
 import { workerCounts } from '../store/workers';
@@ -45,6 +45,15 @@ export function createMetrics(sql: Sql, poolSize: number) {
   const workerBusy = new Gauge({ name: 'cairn_worker_busy', help: 'Runs this server is executing now', registers: [registry] });
   const workerUp = new Gauge({ name: 'cairn_worker_up', help: '1 while this server is polling for runs', registers: [registry] });
   workerSlots.set(poolSize);
+  new Counter({
+    name: 'cairn_db_statements_total',
+    help: 'Statements this process sent to PostgreSQL, each one round trip',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(statementsSentSoFar());
+    },
+  });
   // Live run streams: what each holds for its client is read from the stream itself at scrape time.
   const openStreams = new Set<() => number>();
   new Gauge({

@@ -4,8 +4,17 @@ export type Sql = postgres.Sql;
 /** A connection or an open transaction: store functions that must join a caller's transaction take this. */
 export type Db = postgres.Sql | postgres.TransactionSql;
 
+let statementsSent = 0;
+/**
+ * Statements this process has sent to PostgreSQL through `connectDatabase` clients, each one round
+ * trip: what a run costs the database is read off this (the bench's per-run cost, and
+ * `cairn_db_statements_total`).
+ */
+export const statementsSentSoFar = (): number => statementsSent;
+
 export function connectDatabase(url: string, options: { max?: number } = {}): Sql {
   return postgres(url, {
+    debug: () => void statementsSent++,
     max: options.max ?? 20,
     idle_timeout: 30,
     connect_timeout: 10,

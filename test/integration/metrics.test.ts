@@ -121,6 +121,10 @@ test('run gauges, the finished counter and the duration histogram, with buckets 
   expect(finished.type).toBe('COUNTER');
   const succeeded = finished.samples.find((s) => s.labels.status === 'succeeded' && s.labels.tool === 'bash')!;
   expect(succeeded.value).toBeGreaterThanOrEqual(1);
+  // Every run reads and writes the database: the statement counter moves with the runs.
+  const statements = familyOf(report, 'cairn_db_statements_total');
+  expect(statements.type).toBe('COUNTER');
+  expect(statements.samples[0].value).toBeGreaterThan(0);
   const submitted = familyOf(report, 'cairn_runs_submitted_total');
   expect(submitted.samples.find((s) => s.labels.tool === 'bash')!.value).toBeGreaterThanOrEqual(6);
   const duration = familyOf(report, 'cairn_run_duration_seconds');
