@@ -17,6 +17,8 @@ import { planDecided, SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTES_PATCH, type RunWorkfl
 
 const TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000;
 const TIMER_FIRED = Symbol('timer fired');
+/** Runs held at the plan gate whose cancel came as the hold was made still record their end. */
+const HELD_CANCEL_PATCH = 'cairn-held-run-cancel';
 
 /** One run: execute the tool on the run's queue, raced against its timeout, then record the end once. */
 export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
@@ -83,8 +85,13 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
 
   let result = await execute();
   if (result.held) {
-    await publishStatus();
+    // A cancel can arrive while the execution that held the run is still finishing: the execution
+    // returns `held` in an already canceled workflow. Publishing the status must not throw then,
+    // or the workflow would end canceled with the run still recorded held.
+    const cancelAfterHold = patched(HELD_CANCEL_PATCH);
+    if (!cancelAfterHold) await publishStatus();
     try {
+      if (cancelAfterHold) await CancellationScope.nonCancellable(publishStatus);
       await condition(() => decided);
       result = await execute();
     } catch (err) {
