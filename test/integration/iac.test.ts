@@ -13,8 +13,10 @@ import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../
 
 /**
  * Terraform-style runs against the real OpenTofu binary (built once into the machine cache from
- * its Go module, like the Temporal CLI) with the built-in terraform_data resource only, so no
- * provider is downloaded; go runs with the machine's Go; the powershell refusal.
+ * its Go module, like the Temporal CLI), and the real Terraform binary where one is at hand, with
+ * the built-in terraform_data resource and a real provider from a local filesystem mirror (nothing
+ * is downloaded from a registry); modules from a real local HTTP server, one of whose sources never
+ * answers; go runs with the machine's Go; the powershell refusal.
  */
 
 let t: TestServer;
@@ -325,19 +327,49 @@ test('a remote module is fetched before the plan; a fetch that runs out of time 
 
 // Terraform is built only on demand (its first run, or `cairn tools install terraform`), never by
 // the suite: this runs where a terraform binary is at hand already (CAIRN_TERRAFORM, PATH, the cache).
-test('a terraform run plans and applies the same way, where a terraform binary is at hand', async () => {
+test('a terraform run installs a provider from the mirror, plans and applies; a delete is held and approval applies exactly that plan', async () => {
   const found = await locateIacBinary(TERRAFORM).catch(() => undefined);
   if (!found) {
     process.stderr.write('terraform is not installed here and the suite does not build it: the terraform case is not exercised\n');
     return;
   }
-  const created = await t.api.post('/v1/templates', { name: 'terraform two', tool: 'terraform', command: twoResources });
+  const config = (withDb: boolean) =>
+    `terraform {\n  required_providers {\n    cairntest = {\n      source  = "cairn/cairntest"\n      version = "0.1.0"\n    }\n  }\n}\n` +
+    'resource "cairntest_note" "n" {\n  text = "from the mirror"\n}\n' +
+    (withDb ? 'resource "terraform_data" "db" {\n  input = "database"\n}\n' : '');
+  const created = await t.api.post('/v1/templates', { name: 'terraform two', tool: 'terraform', command: config(true) });
   expect(created.status).toBe(201);
   const run = await waitForRunEnd(t.api, (await launch(created.body.id)).id, 120_000);
   expect(run.status).toBe('succeeded');
-  expect(await logOf(run.id)).toContain('Apply complete! Resources: 2 added, 0 changed, 0 destroyed.');
-  expect((await t.api.get(`/v1/runs/${run.id}`)).body.plan).toMatchObject({ verdict: 'run', totals: { create: 2 } });
-}, 240_000);
+  const log = await logOf(run.id);
+  expect(log).toMatch(/\[cairn\] plan with Terraform v\d/);
+  expect(log).toContain('Installing cairn/cairntest v0.1.0');
+  expect(log).toContain('Apply complete! Resources: 2 added, 0 changed, 0 destroyed.');
+  expect((await t.api.get(`/v1/runs/${run.id}`)).body.plan).toMatchObject({
+    verdict: 'run',
+    totals: { create: 2 },
+    by_type: { cairntest_note: { create: 1, update: 0, replace: 0, delete: 0 }, terraform_data: { create: 1, update: 0, replace: 0, delete: 0 } },
+  });
+
+  const policy = await t.api.post('/v1/policies', { name: 'terraform deletes', tool: 'terraform', plan_deletes: ['terraform_data'] });
+  expect(policy.status).toBe(201);
+  try {
+    const put = await t.api.request('PUT', `/v1/templates/${created.body.id}`, { body: { name: 'terraform two', tool: 'terraform', command: config(false) } });
+    expect(put.status).toBe(200);
+    const held = await waitForRun(t.api, (await launch(created.body.id)).id, (r) => r.status === 'held', 120_000);
+    expect(held.hold.policies).toEqual([policy.body.id]);
+    expect(held.hold.plan.summary).toBe('plan: 0 to create, 0 to update, 0 to replace, 1 to delete (deletes terraform_data ×1)');
+    expect((await t.api.get(`/v1/runs/${held.id}`)).body.plan.resources).toEqual([{ address: 'terraform_data.db', type: 'terraform_data', action: 'delete' }]);
+    expect((await t.api.post(`/v1/runs/${held.id}/approve`, { plan_digest: held.hold.plan.digest })).status).toBe(200);
+    const done = await waitForRunEnd(t.api, held.id, 120_000);
+    expect(done.status).toBe('succeeded');
+    const applied = await logOf(held.id);
+    expect(applied).toContain(`applying the saved plan ${held.hold.plan.digest}`);
+    expect(applied).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
+  } finally {
+    await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
+  }
+}, 300_000);
 
 test('a go run runs main.go with go run', async () => {
   // No import: the install's build cache starts empty, and every package a program imports is compiled into it first.
