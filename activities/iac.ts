@@ -10,7 +10,7 @@ import { getRunPlan, saveRunPlan, type RunPlan } from '../store/iac';
 import { listPolicies } from '../store/policies';
 import { getToken } from '../store/tokens';
 import { getTool } from '../tools/registry';
-import { PLAN_FILE, PLAN_JSON_FILE } from '../tools/iac';
+import { MODULE_FETCH_TIMED_OUT_FILE, PLAN_FILE, PLAN_JSON_FILE } from '../tools/iac';
 import { readWorkFile } from '../runtime/work-dir';
 
 /** The most of a saved plan, and of its JSON, Cairn reads back; a larger one is unclassified (and held by any plan condition). */
@@ -23,12 +23,27 @@ export interface ReadPlan {
   bytes: Buffer;
   digest: string;
   classification: PlanClassification;
+  /**
+   * Why no plan was made although the phase ended well: its module fetch ran out of time. The
+   * plan is then unclassified and empty (its digest that of no bytes), and nothing can apply it.
+   */
+  notMade?: string;
 }
 
-/** Reads the saved plan and classifies its JSON; a plan file missing is undefined (the tool failed before saving one). */
+/**
+ * Reads the saved plan and classifies its JSON; a plan file missing is undefined (the tool failed
+ * before saving one), unless the module fetch ran out of time (the driver's marker, tools/iac.ts).
+ */
 export async function readSavedPlan(workDir: string): Promise<ReadPlan | undefined> {
   const plan = await readWorkFile(workDir, PLAN_FILE, MAX_PLAN_BYTES);
-  if (!plan) return undefined;
+  if (!plan) {
+    const timedOut = await readWorkFile(workDir, MODULE_FETCH_TIMED_OUT_FILE, 64);
+    if (!timedOut) return undefined;
+    const seconds = /^\d+$/.test(timedOut.bytes.toString('utf8')) ? `${timedOut.bytes.toString('utf8')}s` : 'its limit';
+    const why = `the module fetch ran out of time after ${seconds} (--module-fetch-timeout); no plan was made`;
+    const none = Buffer.alloc(0);
+    return { bytes: none, digest: planDigest(none), classification: unclassifiedPlan(why), notMade: why };
+  }
   if (plan.size > MAX_PLAN_BYTES) return { bytes: plan.bytes, digest: planDigest(plan.bytes), classification: unclassifiedPlan(`the plan file is larger than ${MAX_PLAN_BYTES} bytes`) };
   const json = await readWorkFile(workDir, PLAN_JSON_FILE, MAX_PLAN_BYTES);
   const classification = !json
@@ -63,7 +78,7 @@ export async function judgeRunPlan(sql: Sql, run: Run, classification: PlanClass
 /** Keeps the plan with the run: the file sealed when the install has its key, with its digest and what it does. */
 export async function recordPlan(sql: Sql, sealer: Sealer | undefined, run: Run, plan: ReadPlan, verdict: RunPlan['verdict']): Promise<RunPlan> {
   // A plan that will be applied later (held) or reconciled (a dry run's) is kept; one applied at once or refused is not.
-  const keep = verdict === 'hold' || verdict === 'dry_run';
+  const keep = (verdict === 'hold' || verdict === 'dry_run') && !plan.notMade;
   const text = plan.bytes.toString('base64');
   return saveRunPlan(sql, {
     run_id: run.id,
@@ -87,6 +102,7 @@ export class SavedPlanError extends Error {}
 export async function approvedPlan(sql: Sql, sealer: Sealer | undefined, run: Run): Promise<Buffer> {
   const digest = run.hold?.plan?.digest;
   if (!digest) throw new SavedPlanError('the run was not held at the plan gate');
+  if (run.hold?.plan?.not_made) throw new SavedPlanError(`not applied: no plan was made to apply (${run.hold.plan.not_made}); submit the run again to plan it`);
   const decisions = await listDecisionRecords(sql, run.id);
   if (!decisions.some((d) => d.kind === 'approve')) throw new SavedPlanError(`not applied: no recorded approval released the plan ${digest}`);
   const stored = await getRunPlan(sql, run.id);

@@ -241,6 +241,7 @@ export function createRunActivities(deps: RunActivityDeps) {
           stateFile: state.stateFile,
           providerMirror: mirror.dir,
           providerDownloads: deps.site.iacProviderDownloads ?? false,
+          moduleFetchTimeout: deps.site.moduleFetchTimeout,
         };
         return { inputs: { iac }, binds: [...staged.binds, ...state.binds, ...mirror.binds], stateKey };
       }
@@ -312,6 +313,8 @@ export function createRunActivities(deps: RunActivityDeps) {
     note(`${planSummary(plan.classification)}; digest ${plan.digest}`);
     if (run.spec.dry_run) {
       await recordPlan(sql, deps.sealer, run, plan, 'dry_run');
+      // A check that could not plan found nothing either way: it fails, and leaves drift as the last good check saw it.
+      if (plan.notMade) return { kind: 'exited_failed', exitCode: 0, message: plan.notMade };
       return 'done';
     }
     const verdict = await judgeRunPlan(sql, run, plan.classification);
@@ -319,10 +322,16 @@ export function createRunActivities(deps: RunActivityDeps) {
       await recordPlan(sql, deps.sealer, run, plan, 'deny');
       return { kind: 'refused', message: `a deny policy refuses this plan (${verdict.policies.join(', ')}); nothing was applied` };
     }
-    if (verdict.verdict === 'hold') {
+    if (verdict.verdict === 'hold' || plan.notMade) {
+      // Unread in full, the plan is held by every policy with a plan condition; one never made is held even with none, having nothing to apply.
+      const hold: Hold = verdict.verdict === 'hold' ? verdict.hold : { policies: [], agent_hold: false, require_reason: false, distinct_approver: false };
       await recordPlan(sql, deps.sealer, run, plan, 'hold');
-      heldPlans.set(run.id, { digest: plan.digest, summary: planSummary(plan.classification), hold: verdict.hold });
-      note(`the plan gate holds this run for approval (${verdict.hold.policies.join(', ')}); approving it applies exactly this plan`);
+      heldPlans.set(run.id, { digest: plan.digest, summary: planSummary(plan.classification), hold, notMade: plan.notMade });
+      note(
+        plan.notMade
+          ? `the plan gate holds this run: ${plan.notMade}. Rejecting it ends it; approving it applies nothing and ends it failed`
+          : `the plan gate holds this run for approval (${hold.policies.join(', ')}); approving it applies exactly this plan`,
+      );
       return 'hold';
     }
     await recordPlan(sql, deps.sealer, run, plan, 'run');
@@ -330,13 +339,13 @@ export function createRunActivities(deps: RunActivityDeps) {
   }
 
   /** What planGate decided to hold, by run, for holdAtPlanGate. */
-  const heldPlans = new Map<string, { digest: string; summary: string; hold: Hold }>();
+  const heldPlans = new Map<string, { digest: string; summary: string; hold: Hold; notMade?: string }>();
 
   /** Moves the running run to held, with its plan on the hold, its `run.held` event and a chain entry; undefined when a cancel came first. */
   async function holdAtPlanGate(run: Run): Promise<'held' | undefined> {
     const held = heldPlans.get(run.id)!;
     heldPlans.delete(run.id);
-    const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary } };
+    const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary, ...(held.notMade ? { not_made: held.notMade } : {}) } };
     const moved = await moveRun(sql, run.id, 'hold it at the plan gate', (current) =>
       current && current.status === 'running' && !current.cancel_requested_at
         ? {
