@@ -10,7 +10,7 @@ import type { RegoEvaluator, RegoOutcome } from '../../core/runs/policy-gate';
 import { buildRegoBundle, findOpa, OpaError, parseRegoModule, startOpaServer, type OpaAnswer, type OpaServer } from '../../embedded/opa';
 import { IacBinaryUnavailable } from '../../embedded/iac-binaries';
 import type { Sql } from '../../store/db';
-import { replaceFilePolicies } from '../../store/policies';
+import { replaceFilePolicies, type FilePolicy } from '../../store/policies';
 import { recordMutation, serviceOrigin, unchanged } from '../audit/audit';
 
 /**
@@ -37,7 +37,11 @@ interface LoadedPolicy {
 const where = () => `${SETTINGS.policyFile.flag} (${SETTINGS.policyFile.env})`;
 
 export async function loadPolicyFile(file: string | undefined, sql: Sql, logger: Logger): Promise<PolicyFileSet | undefined> {
-  if (!file) return undefined;
+  if (!file) {
+    // A start without the option ends the policies an earlier start loaded from one.
+    await writeFilePolicies(sql, undefined, []);
+    return undefined;
+  }
   const fault = (message: string) => new ConfigError(`${where()}: ${file}: ${message}`);
   let text: string;
   try {
@@ -127,17 +131,11 @@ export async function loadPolicyFile(file: string | undefined, sql: Sql, logger:
       if (err instanceof OpaError) throw fault(`Open Policy Agent would not serve it: ${err.message}`);
       throw err;
     }
-    const rows = await recordMutation(sql, serviceOrigin('SERVE', SETTINGS.policyFile.flag), 200, async (tx, audit) => {
-      const result = await replaceFilePolicies(
-        tx,
-        described.map((d) => ({ name: d.entry.name, require_reason: d.entry.require_reason, require_distinct_approver: d.entry.require_distinct_approver, rego: d.rego })),
-        () => newId('pol'),
-      );
-      const { added, changed, removed } = result;
-      if (!added.length && !changed.length && !removed.length) return unchanged(result.rows);
-      audit.body = { kind: 'policy.file_loaded', file: path.resolve(file), added, changed, removed };
-      return result.rows;
-    });
+    const rows = await writeFilePolicies(
+      sql,
+      path.resolve(file),
+      described.map((d) => ({ name: d.entry.name, require_reason: d.entry.require_reason, require_distinct_approver: d.entry.require_distinct_approver, rego: d.rego })),
+    );
     const loaded: LoadedPolicy[] = described.map((d, i) => ({ id: rows[i].id, name: d.entry.name, entry: d.entry, pkg: d.pkg }));
     logger.info({ policyFile: path.resolve(file), policies: loaded.map((p) => `${p.name} (data.${p.pkg})`) }, 'policy-file policies loaded (--policy-file)');
     const opaServer = server;
@@ -153,6 +151,17 @@ export async function loadPolicyFile(file: string | undefined, sql: Sql, logger:
     await fs.rm(work, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** Makes the policy set's file rows the file's policies (none without a file), in one audited transaction when anything changes. */
+async function writeFilePolicies(sql: Sql, file: string | undefined, wanted: FilePolicy[]) {
+  return recordMutation(sql, serviceOrigin('SERVE', SETTINGS.policyFile.flag), 200, async (tx, audit) => {
+    const result = await replaceFilePolicies(tx, wanted, () => newId('pol'));
+    const { added, changed, removed } = result;
+    if (!added.length && !changed.length && !removed.length) return unchanged(result.rows);
+    audit.body = { kind: 'policy.file_loaded', file: file ?? null, added, changed, removed };
+    return result.rows;
+  });
 }
 
 /** What a policy's answer says: its `hold` (and with `warn: hold`, its `warn`) reasons hold; any fault holds too. */
