@@ -121,7 +121,9 @@ export async function startOpaServer(opa: string, bundles: string[], dir: string
           res.on('error', reject);
         },
       );
-      req.setTimeout(timeoutMs, () => req.destroy(new TimeoutError()));
+      // The whole exchange is bounded, not only a silence: abandoning it cancels OPA's evaluation.
+      const timer = setTimeout(() => req.destroy(new TimeoutError()), timeoutMs);
+      req.on('close', () => clearTimeout(timer));
       req.on('error', reject);
       req.end(body);
     });
