@@ -80,36 +80,21 @@ export interface OpaServer {
    * undefined). Past `timeoutMs` the request is abandoned, which cancels OPA's evaluation.
    */
   evaluate(pkg: string, input: unknown, timeoutMs: number): Promise<OpaAnswer>;
+  /** The OPA process's id now (it changes when it is started again). */
+  pid(): number | undefined;
   stop(): Promise<void>;
 }
 
 /**
  * Starts `opa run --server` on a unix socket in `dir` (mode 0700: only this account reaches it)
  * serving `bundles`, and waits until it answers its health check. Its log (errors only) goes to
- * `log`; it ends with the server (and with this process: stdin is a pipe it watches close).
+ * `log`. Supervised: an OPA that exits is started again (after 1 s, doubling to 30 s while it keeps
+ * failing); until it answers again every evaluation fails, which holds the run. `stop` ends it.
  */
 export async function startOpaServer(opa: string, bundles: string[], dir: string, log: (line: string) => void): Promise<OpaServer> {
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   await fs.chmod(dir, 0o700);
   const socketPath = path.join(dir, 'opa.sock');
-  await fs.rm(socketPath, { force: true });
-  const child: ChildProcess = spawn(
-    opa,
-    ['run', '--server', '--addr', `unix://${socketPath}`, '--log-level', 'error', '--skip-version-check', '--bundle', ...bundles],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } },
-  );
-  let exited: string | undefined;
-  let output = '';
-  const collect = (chunk: Buffer) => {
-    const text = chunk.toString('utf8');
-    if (output.length < 8192) output += text;
-    for (const line of text.split('\n')) if (line.trim()) log(`opa: ${line.trim()}`);
-  };
-  child.stdout?.on('data', collect);
-  child.stderr?.on('data', collect);
-  child.on('exit', (code, signal) => {
-    exited = `opa exited (${signal ?? code})`;
-  });
   const request = (method: string, urlPath: string, body: string | undefined, timeoutMs: number) =>
     new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = http.request(
@@ -128,33 +113,101 @@ export async function startOpaServer(opa: string, bundles: string[], dir: string
       req.end(body);
     });
 
+  let child: ChildProcess | undefined;
+  /** Why OPA cannot answer now; undefined while it serves. */
+  let down: string | undefined = 'opa is starting';
+  let stopping = false;
+  let backoffMs = 1000;
+  let restartTimer: NodeJS.Timeout | undefined;
+
+  const launch = async (): Promise<void> => {
+    await fs.rm(socketPath, { force: true });
+    const started = spawn(
+      opa,
+      ['run', '--server', '--addr', `unix://${socketPath}`, '--log-level', 'error', '--skip-version-check', '--bundle', ...bundles],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } },
+    );
+    child = started;
+    let exited: string | undefined;
+    let output = '';
+    const collect = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      if (output.length < 8192) output += text;
+      for (const line of text.split('\n')) if (line.trim()) log(`opa: ${line.trim()}`);
+    };
+    started.stdout?.on('data', collect);
+    started.stderr?.on('data', collect);
+    started.on('exit', (code, signal) => {
+      exited = `opa exited (${signal ?? code})`;
+      if (child !== started || stopping) return;
+      down = exited;
+      if (!restartTimer && !starting) scheduleRestart();
+    });
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      if (exited) throw new OpaError(`${exited}: ${output.trim().split('\n').slice(0, 6).join(' ')}`);
+      try {
+        if ((await request('GET', '/health?bundles=true', undefined, 2000)).status === 200) break;
+      } catch {
+        /* not listening yet */
+      }
+      if (Date.now() > deadline) {
+        started.kill('SIGKILL');
+        throw new OpaError('opa did not answer its health check within 60 s');
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    down = undefined;
+  };
+
+  let starting = false;
+  const scheduleRestart = () => {
+    log(`opa: ${down}; starting it again in ${backoffMs / 1000} s (until then every policy-file policy holds the runs it judges)`);
+    restartTimer = setTimeout(async () => {
+      restartTimer = undefined;
+      if (stopping) return;
+      starting = true;
+      try {
+        await launch();
+        backoffMs = 1000;
+        log('opa: serving again');
+      } catch (err) {
+        down = (err as Error).message;
+        backoffMs = Math.min(backoffMs * 2, 30_000);
+        if (!stopping) scheduleRestart();
+      } finally {
+        starting = false;
+      }
+    }, backoffMs);
+    restartTimer.unref();
+  };
+
   const stop = async () => {
-    if (exited || child.exitCode !== null) return;
-    const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    stopping = true;
+    if (restartTimer) clearTimeout(restartTimer);
+    const running = child;
+    if (!running || running.exitCode !== null || running.signalCode !== null) return;
+    const gone = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+    running.kill('SIGTERM');
+    const timer = setTimeout(() => running.kill('SIGKILL'), 5000);
     await gone;
     clearTimeout(timer);
   };
 
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (exited) throw new OpaError(`${exited}: ${output.trim().split('\n').slice(0, 6).join(' ')}`);
-    try {
-      if ((await request('GET', '/health?bundles=true', undefined, 2000)).status === 200) break;
-    } catch {
-      /* not listening yet */
-    }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new OpaError('opa did not answer its health check within 60 s');
-    }
-    await new Promise((r) => setTimeout(r, 50));
+  starting = true;
+  try {
+    await launch();
+  } catch (err) {
+    stopping = true;
+    throw err;
+  } finally {
+    starting = false;
   }
 
   return {
+    pid: () => child?.pid,
     async evaluate(pkg, input, timeoutMs) {
-      if (exited) return { ok: false, timeout: false, error: exited };
+      if (down) return { ok: false, timeout: false, error: down };
       try {
         const { status, text } = await request('POST', `/v1/data/${pkg.split('.').map(encodeURIComponent).join('/')}?strict-builtin-errors=true`, JSON.stringify({ input }), timeoutMs);
         const answer = JSON.parse(text) as { result?: unknown; code?: string; message?: string; errors?: { message?: string }[] };
@@ -165,7 +218,7 @@ export async function startOpaServer(opa: string, bundles: string[], dir: string
         return { ok: true, result: answer.result };
       } catch (err) {
         if (err instanceof TimeoutError) return { ok: false, timeout: true, error: `no decision within ${timeoutMs} ms` };
-        return { ok: false, timeout: false, error: exited ?? (err as Error).message };
+        return { ok: false, timeout: false, error: down ?? (err as Error).message };
       }
     },
     stop,

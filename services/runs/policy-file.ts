@@ -24,6 +24,8 @@ import { recordMutation, serviceOrigin, unchanged } from '../audit/audit';
  * every policy, evaluated at once; `data.<package>.hold` and `.warn` are read from the answer.
  */
 export interface PolicyFileSet extends RegoEvaluator {
+  /** The OPA sidecar's process id now (for a test that ends it to see it supervised). */
+  opaPid(): number | undefined;
   stop(): Promise<void>;
 }
 
@@ -140,6 +142,7 @@ export async function loadPolicyFile(file: string | undefined, sql: Sql, logger:
     logger.info({ policyFile: path.resolve(file), policies: loaded.map((p) => `${p.name} (data.${p.pkg})`) }, 'policy-file policies loaded (--policy-file)');
     const opaServer = server;
     return {
+      opaPid: () => opaServer.pid(),
       evaluate: (facts) => Promise.all(loaded.map(async (policy) => outcomeOf(policy, await opaServer.evaluate(policy.pkg, facts, policy.entry.timeout)))),
       async stop() {
         await opaServer.stop();

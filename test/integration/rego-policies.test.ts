@@ -5,6 +5,7 @@ import { loadConfig } from '../../core/config';
 import { connectDatabase } from '../../store/db';
 import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
+import type { PolicyFileSet } from '../../services/runs/policy-file';
 
 /**
  * Policy-language policies (spec part A 2.10, 4.13): a `--policy-file` of Rego modules evaluated by
@@ -180,4 +181,20 @@ test('a bad policy file stops the start, naming the file and what is wrong', asy
   await expect(start(nothing)).rejects.toThrow(/policies\[0\] \(nothing\): package cairn.nothing of its first module defines neither a hold nor a warn rule/);
   // The running server's policies are untouched by the refused starts.
   expect((await t.api.get('/v1/policies')).body.policies).toHaveLength(4);
+});
+
+test('an OPA that dies holds what the policies judge until it is started again, then judges as before', async () => {
+  const set = t.server.context.regoPolicies as PolicyFileSet;
+  const pid = set.opaPid()!;
+  process.kill(pid, 'SIGKILL');
+  const held = await submit('echo while-opa-is-down');
+  expect(held.status).toBe('held');
+  expect(held.hold.rego.map((r: any) => r.outcome)).toEqual(['error', 'error', 'error', 'error']);
+  expect(held.hold.rego[0].reasons[0]).toMatch(/could not decide: (opa exited \(SIGKILL\)|connect ECONNREFUSED)/);
+  const deadline = Date.now() + 30_000;
+  while (set.opaPid() === pid || (await submit('echo after-restart')).status === 'held') {
+    if (Date.now() > deadline) throw new Error('opa was not started again within 30 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  expect((await submit('echo HOLD-ME again')).hold.rego[0].outcome).toBe('hold');
 });
