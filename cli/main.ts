@@ -22,9 +22,9 @@ commands:
                              mint an API token and print it once
   user create --username U --role admin|operator|viewer [--password-stdin]
                              create an account
-  tools install [opentofu|terraform]
-                             build OpenTofu (default) or Terraform from its Go module into the machine cache
-  tools list                 where each infrastructure-as-code binary comes from
+  tools install [opentofu|terraform|opa]
+                             build OpenTofu (default), Terraform or Open Policy Agent from its Go module into the machine cache
+  tools list                 where each such binary comes from
   audit verify --seal <seal.json> <file>
                              verify an audit bundle or a run receipt offline against the pinned seal
   import <format> <file> [--apply] [--name N] [--inventory ID] [--server URL]

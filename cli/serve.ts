@@ -34,6 +34,7 @@ import { installTemporalLogging } from '../workers/runtime';
 import { ConfigError, type Config } from '../core/config';
 import { connectTemporal, ensureNamespace, ensureSearchAttributes } from './temporal-connection';
 import { loadExtensions } from './plugins';
+import { loadPolicyFile } from '../services/runs/policy-file';
 
 export interface RunningServer {
   url: string;
@@ -200,6 +201,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       logger.info({ tier: licensing.tier, licensee: licensing.license.licensee, expires_at: licensing.license.expires_at }, 'license loaded');
     }
 
+    // A bad --policy-file stops the start before Temporal; its policies become rows the one gate reads.
+    const regoPolicies = await loadPolicyFile(config.policyFile, sql, logger);
+    if (regoPolicies) stack.push(() => regoPolicies.stop());
+
     let temporalAddress = config.temporalAddress;
     let temporalUiUrl: string | undefined;
     if (!temporalAddress) {
@@ -245,6 +250,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       execution: await executionFacts(config, (line) => logger.info(line)),
       notificationRetryBaseMs: harness.notificationRetryBaseMs ?? DEFAULT_RETRY_BASE_MS,
       extensions: loaded.extensions,
+      regoPolicies,
       ai,
     };
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a

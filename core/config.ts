@@ -85,6 +85,11 @@ export const SETTINGS = {
     env: 'CAIRN_RETAIN_HISTORY',
     help: 'keep only the newest N per-host and per-task ansible summaries of each host and task; N below 500 is taken as 500 (default: keep all)',
   },
+  policyFile: {
+    flag: '--policy-file',
+    env: 'CAIRN_POLICY_FILE',
+    help: 'YAML or JSON file of policy-language (Rego) approval policies, evaluated with Open Policy Agent (serve only; default none)',
+  },
   attentionFile: { flag: '--attention-file', env: 'CAIRN_ATTENTION_FILE', help: 'JSON file of attention alert thresholds for the install, organizations, queues and templates' },
   workerToken: {
     flag: '--worker-token',
@@ -156,6 +161,7 @@ const configSchema = z.object({
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   licenseFile: z.string().min(1).optional(),
   attentionFile: z.string().min(1).optional(),
+  policyFile: z.string().min(1).optional(),
   anchorInterval: secondsAtLeastOne('60s'),
   streamStallTimeout: secondsAtLeastOne('30s'),
   runIsolation: z.enum(['sandbox', 'none'], { message: 'expected sandbox or none' }).default('sandbox'),

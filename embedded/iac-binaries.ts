@@ -6,11 +6,12 @@ import { buildGoModule, isExecutable, onPath } from './temporal-binary';
  * The infrastructure-as-code tools Cairn installs the way it installs the Temporal CLI: built once
  * from their Go modules at a pinned release into the machine's cache (embedded/machine-cache.ts),
  * shared by every checkout of that version. OpenTofu at its current release; Terraform at its last
- * release under the MPL (1.5.x), since later ones are under the BSL.
+ * release under the MPL (1.5.x), since later ones are under the BSL. The functions here serve any
+ * such binary (a GoBinary): Open Policy Agent for the policy file is one too (embedded/opa.ts).
  */
-export interface IacBinary {
-  /** The run tool's name (spec part A 1). */
-  tool: 'opentofu' | 'terraform';
+export interface GoBinary {
+  /** Its name in `cairn tools` and its folder in the cache (for a run tool, the tool's name, spec part A 1). */
+  tool: string;
   /** What a person calls it. */
   title: string;
   module: string;
@@ -23,6 +24,10 @@ export interface IacBinary {
   envVar: string;
   /** Link flags a release build sets (the version without its -dev marker). */
   ldflags: string;
+}
+
+export interface IacBinary extends GoBinary {
+  tool: 'opentofu' | 'terraform';
 }
 
 export const OPENTOFU: IacBinary = {
@@ -49,14 +54,14 @@ export const TERRAFORM: IacBinary = {
 
 export const IAC_BINARIES: Record<IacBinary['tool'], IacBinary> = { opentofu: OPENTOFU, terraform: TERRAFORM };
 
-export function iacCachePath(which: IacBinary): string {
+export function iacCachePath(which: GoBinary): string {
   return path.join(machineCacheDir(), which.tool, which.version, which.binary);
 }
 
 export class IacBinaryUnavailable extends Error {}
 
 /** Where the binary is without building anything: its variable, PATH, or the cache. Undefined when none. */
-export async function locateIacBinary(which: IacBinary): Promise<{ path: string; from: 'env' | 'path' | 'cache' } | undefined> {
+export async function locateIacBinary(which: GoBinary): Promise<{ path: string; from: 'env' | 'path' | 'cache' } | undefined> {
   const fromEnv = process.env[which.envVar];
   if (fromEnv) {
     if (await isExecutable(fromEnv)) return { path: fromEnv, from: 'env' };
@@ -85,7 +90,7 @@ const PROGRESS_EVERY_MS = 15_000;
  * at the end). Builds in one process are shared; builds in two processes race harmlessly (the
  * build is renamed into place whole).
  */
-export async function findIacBinary(which: IacBinary, log: (line: string) => void = () => {}): Promise<string> {
+export async function findIacBinary(which: GoBinary, log: (line: string) => void = () => {}): Promise<string> {
   const found = await locateIacBinary(which);
   if (found) return found.path;
   let build = builds.get(which.tool);
@@ -99,7 +104,7 @@ export async function findIacBinary(which: IacBinary, log: (line: string) => voi
   return build;
 }
 
-async function buildIacBinary(which: IacBinary, log: (line: string) => void): Promise<string> {
+async function buildIacBinary(which: GoBinary, log: (line: string) => void): Promise<string> {
   const target = iacCachePath(which);
   if (!(await canBuildIacBinary())) {
     throw new IacBinaryUnavailable(

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { ExtensionRegistry } from '../core/extensions';
+import type { RegoEvaluator } from '../core/runs/policy-gate';
 import type { Logger } from 'pino';
 import type { AttentionSettings } from '../core/runs/attention';
 import type { Config } from '../core/config';
@@ -46,6 +47,8 @@ export interface ServerContext {
   notificationRetryBaseMs: number;
   /** The notifiers and secret sources extensions registered (cli/plugins.ts); absent in tools that start no server. */
   extensions?: ExtensionRegistry;
+  /** The policy file's policies, evaluated by Open Policy Agent (services/runs/policy-file.ts); absent without --policy-file. */
+  regoPolicies?: RegoEvaluator;
   /** The advisory AI provider built at start from --ai-provider (services/ai/backends.ts); undefined when AI is off. */
   ai?: AiProvider;
 }

@@ -86,7 +86,7 @@ export function policyView(policy: Policy) {
     exclude_dry_run: policy.exclude_dry_run,
     require_distinct_approver: policy.require_distinct_approver,
     plan_deletes: policy.plan_deletes ?? null,
-    rego: null,
+    rego: policy.rego ?? null,
     created_by: policy.created_by,
     created_at: policy.created_at.toISOString(),
     updated_at: policy.updated_at.toISOString(),

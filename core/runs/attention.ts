@@ -4,6 +4,7 @@
  * from store/attention.ts, the answer and the alerts from services/attention.ts.
  */
 import { parseDuration } from '../duration';
+import type { RegoHold } from './policy-gate';
 
 /** Blockers in the order of spec part A 3.3: an item's main blocker is the first of its conditions. */
 export const BLOCKERS = ['worker_lost', 'no_worker', 'approval_needed', 'blocked'] as const;
@@ -194,7 +195,7 @@ export interface AttentionRun {
   account_id: string | null;
   exec_host: string | null;
   attempts: number;
-  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string; not_made?: string }; proposal?: { request: string; reasoning: string; provider: string; model: string } } | null;
+  hold: { rego?: RegoHold[]; policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string; not_made?: string }; proposal?: { request: string; reasoning: string; provider: string; model: string } } | null;
   state_digest: string | null;
   workflow_started_at: Date | null;
   created_at: Date;
@@ -239,6 +240,13 @@ const what = (run: AttentionRun) => (run.parent_run_id ? `${run.kind === 'shard'
 /** A step or shard started and not waiting for a decision: queued or executing. */
 const isUnderWay = (run: AttentionRun) => run.kind !== 'approval' && run.workflow_started_at !== null && (run.status === 'running' || run.status === 'pending');
 
+/** Why policy-file policies hold a run: each one's reasons, or that it could not decide (which holds too). */
+function regoWhy(rego: readonly RegoHold[], policies: readonly string[]): string {
+  const said = rego.map((r) => (r.outcome === 'hold' ? `policy ${r.name} holds it (${r.reasons.join('; ')})` : `${r.reasons.join('; ')} (a policy that ${r.outcome === 'timeout' ? 'times out' : 'errs'} holds the run)`));
+  const others = policies.filter((p) => !rego.some((r) => r.policy === p));
+  return [...said, ...(others.length ? [`policies ${others.join(', ')} hold it`] : [])].join('; ');
+}
+
 /** The conditions holding one unfinished run (a plain run, or a step or shard of the item). */
 export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Condition[] {
   const out: Condition[] = [];
@@ -251,11 +259,13 @@ export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Conditio
       ? 'an AI proposed it'
       : hold.agent_hold
         ? 'an agent asked for it'
-        : hold.policies?.length
-          ? `policies ${hold.policies.join(', ')} hold it`
-          : hold.plan?.not_made
-            ? 'the plan gate could judge no plan'
-            : 'a policy holds it';
+        : hold.rego?.length
+          ? regoWhy(hold.rego, hold.policies ?? [])
+          : hold.policies?.length
+            ? `policies ${hold.policies.join(', ')} hold it`
+            : hold.plan?.not_made
+              ? 'the plan gate could judge no plan'
+              : 'a policy holds it';
     const details: Record<string, unknown> = step
       ? {
           approval: 'workflow_step',
@@ -282,6 +292,8 @@ export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Conditio
           ...(hold.plan ? { plan: hold.plan } : {}),
           // Proposed by the advisory AI (POST /v1/ai/propose-run): the request and the model's reasoning.
           ...(hold.proposal ? { proposal: hold.proposal } : {}),
+          // Policy-file (Rego) policies holding it: each one's outcome (hold, error, timeout) and reasons.
+          ...(hold.rego ? { rego: hold.rego } : {}),
         };
     if (step) {
       details.paused = !details.other_branches_running;

@@ -35,6 +35,40 @@ export interface GatePolicy {
    * Older rows and callers that never set it read as null.
    */
   plan_deletes?: string[] | null;
+  /**
+   * A policy-language policy from the policy file (core/runs/policy-file.ts): its conditions are
+   * its Rego, judged through a RegoOutcome, never the columns above. Null or absent: a stored policy.
+   */
+  rego?: unknown;
+}
+
+/**
+ * What one policy-file policy said of one submission, evaluated by Open Policy Agent with the
+ * SubmissionFacts as its input (services/runs/policy-file.ts). `hold`: its `hold` rule (or, with
+ * `warn: hold`, its `warn` rule) gave reasons; `error` and `timeout`: it could not decide, and a
+ * policy that cannot decide holds the run, never lets it through; `pass`: nothing held.
+ */
+export interface RegoOutcome {
+  policy: string;
+  name: string;
+  outcome: 'hold' | 'pass' | 'error' | 'timeout';
+  /** Why it holds: the rule's reasons, or what failed. */
+  reasons: string[];
+  /** Warnings of a `warn: note` policy: recorded on the run, holding nothing. */
+  notes: string[];
+}
+
+/** Evaluates every policy-file policy for one submission's facts (services/runs/policy-file.ts). */
+export interface RegoEvaluator {
+  evaluate(facts: SubmissionFacts): Promise<RegoOutcome[]>;
+}
+
+/** A policy-file policy's part in a hold, shown on the run and its attention item. */
+export interface RegoHold {
+  policy: string;
+  name: string;
+  outcome: 'hold' | 'error' | 'timeout';
+  reasons: string[];
 }
 
 /** What the gate knows of a submission. */
@@ -82,23 +116,45 @@ export interface Hold {
    * model's reasoning, shown on the attention item; held for a person like an agent's run.
    */
   proposal?: { request: string; reasoning: string; provider: string; model: string };
+  /** Policy-file policies that hold it (each also in `policies`), with their reasons. */
+  rego?: RegoHold[];
+}
+
+/** Warnings a `warn: note` policy-file policy gave, by policy: recorded with the run, holding nothing. */
+export interface RegoNote {
+  policy: string;
+  name: string;
+  notes: string[];
 }
 
 export type GateVerdict =
-  | { verdict: 'run'; exempted_by: string[] }
-  | { verdict: 'hold'; hold: Hold }
+  | { verdict: 'run'; exempted_by: string[]; notes?: RegoNote[] }
+  | { verdict: 'hold'; hold: Hold; notes?: RegoNote[] }
   | { verdict: 'deny'; policies: string[] };
 
-export function judgeSubmission(facts: SubmissionFacts, policies: readonly GatePolicy[]): GateVerdict {
+/**
+ * `rego` holds what each policy-file policy said of these facts: a policy-file policy takes part
+ * only through it, and one whose outcome is missing (not loaded by this server) holds, since it
+ * cannot be shown to let the run through.
+ */
+export function judgeSubmission(facts: SubmissionFacts, policies: readonly GatePolicy[], rego: readonly RegoOutcome[] = []): GateVerdict {
   // A policy with a plan condition is judged at the plan gate (judgePlan), once there is a plan.
-  const matching = policies.filter((policy) => !hasPlanCondition(policy) && matches(policy, facts));
+  const matching = policies.filter((policy) => !isRego(policy) && !hasPlanCondition(policy) && matches(policy, facts));
   const denying = matching.filter((p) => p.effect === 'deny');
   if (denying.length > 0) return { verdict: 'deny', policies: denying.map((p) => p.id) };
 
-  const holding = matching.filter((p) => p.effect === 'require_approval');
+  const regoHolds: RegoHold[] = [];
+  for (const policy of policies.filter(isRego)) {
+    const said = rego.find((o) => o.policy === policy.id);
+    if (!said) regoHolds.push({ policy: policy.id, name: policy.id, outcome: 'error', reasons: ['this server has not loaded the policy: every server of the install needs the same --policy-file'] });
+    else if (said.outcome !== 'pass') regoHolds.push({ policy: said.policy, name: said.name, outcome: said.outcome, reasons: said.reasons });
+  }
+  const notes = rego.filter((o) => o.notes.length > 0).map((o) => ({ policy: o.policy, name: o.name, notes: o.notes }));
+  const noted = notes.length > 0 ? { notes } : {};
+  const holding = [...matching.filter((p) => p.effect === 'require_approval'), ...policies.filter((p) => regoHolds.some((h) => h.policy === p.id))];
   const exempting = facts.actor_kind === 'agent' ? matching.filter((p) => p.effect === 'exempt') : [];
   const agentHold = facts.actor_kind === 'agent' && exempting.length === 0;
-  if (holding.length === 0 && !agentHold) return { verdict: 'run', exempted_by: exempting.map((p) => p.id) };
+  if (holding.length === 0 && !agentHold) return { verdict: 'run', exempted_by: exempting.map((p) => p.id), ...noted };
   return {
     verdict: 'hold',
     hold: {
@@ -106,9 +162,13 @@ export function judgeSubmission(facts: SubmissionFacts, policies: readonly GateP
       agent_hold: agentHold,
       require_reason: holding.some((p) => p.require_reason),
       distinct_approver: holding.some((p) => p.require_distinct_approver),
+      ...(regoHolds.length > 0 ? { rego: regoHolds } : {}),
     },
+    ...noted,
   };
 }
+
+const isRego = (policy: GatePolicy) => policy.rego !== undefined && policy.rego !== null;
 
 const hasPlanCondition = (policy: GatePolicy) => Array.isArray(policy.plan_deletes) && policy.plan_deletes.length > 0;
 
@@ -120,7 +180,7 @@ const hasPlanCondition = (policy: GatePolicy) => Array.isArray(policy.plan_delet
  * require-approval holds it. No agent hold here: that was judged at submission.
  */
 export function judgePlan(facts: SubmissionFacts, deletes: (types: readonly string[]) => boolean, policies: readonly GatePolicy[]): GateVerdict {
-  const matching = policies.filter((policy) => hasPlanCondition(policy) && policy.effect !== 'exempt' && matches(policy, facts) && deletes(policy.plan_deletes!));
+  const matching = policies.filter((policy) => !isRego(policy) && hasPlanCondition(policy) && policy.effect !== 'exempt' && matches(policy, facts) && deletes(policy.plan_deletes!));
   const denying = matching.filter((p) => p.effect === 'deny');
   if (denying.length > 0) return { verdict: 'deny', policies: denying.map((p) => p.id) };
   const holding = matching.filter((p) => p.effect === 'require_approval');
@@ -161,10 +221,13 @@ function equalOrUnset(condition: string | null, value: string | null): boolean {
 export function combineVerdicts(verdicts: readonly GateVerdict[]): GateVerdict {
   const denied = verdicts.flatMap((v) => (v.verdict === 'deny' ? v.policies : []));
   if (denied.length > 0) return { verdict: 'deny', policies: [...new Set(denied)] };
+  const notes = verdicts.flatMap((v) => (v.verdict === 'deny' ? [] : (v.notes ?? [])));
+  const noted = notes.length > 0 ? { notes } : {};
   const holds = verdicts.flatMap((v) => (v.verdict === 'hold' ? [v.hold] : []));
   if (holds.length === 0) {
-    return { verdict: 'run', exempted_by: [...new Set(verdicts.flatMap((v) => (v.verdict === 'run' ? v.exempted_by : [])))] };
+    return { verdict: 'run', exempted_by: [...new Set(verdicts.flatMap((v) => (v.verdict === 'run' ? v.exempted_by : [])))], ...noted };
   }
+  const rego = holds.flatMap((h) => h.rego ?? []);
   return {
     verdict: 'hold',
     hold: {
@@ -172,6 +235,8 @@ export function combineVerdicts(verdicts: readonly GateVerdict[]): GateVerdict {
       agent_hold: holds.some((h) => h.agent_hold),
       require_reason: holds.some((h) => h.require_reason),
       distinct_approver: holds.some((h) => h.distinct_approver),
+      ...(rego.length > 0 ? { rego } : {}),
     },
+    ...noted,
   };
 }

@@ -1,4 +1,4 @@
-import { forbidden, notFound } from '../../core/errors';
+import { conflict, forbidden, notFound } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { featureRefusal, policyLimitRefusal, tierAllows, tierAllowsPolicyCount, TIER_LIMITS, type Feature, type Tier } from '../../core/access/license';
 import {
@@ -58,6 +58,7 @@ export async function replacePolicy(ctx: ServerContext, origin: AuditOrigin, pol
     await lockPolicySet(tx);
     const current = await getPolicy(tx, policyId);
     if (!current) throw notFound(`policy ${policyId}`);
+    refuseFilePolicyChange(current);
     const tier = ctx.licensing.tier;
     checkFeatures(fields, tier);
     const before = await countLimitedPolicies(tx);
@@ -73,9 +74,17 @@ export async function replacePolicy(ctx: ServerContext, origin: AuditOrigin, pol
 export async function removePolicy(ctx: ServerContext, origin: AuditOrigin, policyId: string): Promise<void> {
   await recordMutation(ctx.sql, origin, 204, async (tx, entry) => {
     const current = await getPolicy(tx, policyId);
+    if (current) refuseFilePolicyChange(current);
     if (!current || !(await deletePolicy(tx, current.id))) throw notFound(`policy ${policyId}`);
     entry.body = { kind: 'policy.deleted', policy_id: current.id, policy: auditedFields(current) };
   });
+}
+
+/** A policy-file policy is the server's configuration: changed by editing the file and restarting, never through the API. */
+function refuseFilePolicyChange(policy: Policy): void {
+  if (policy.rego) {
+    throw conflict(`policy ${policy.id} (${policy.name}) comes from the policy file (--policy-file); change the file and restart the server`, { field: 'rego' });
+  }
 }
 
 /** Require-approval and exempt policies count toward the tier's limit; deny policies do not. */

@@ -5,7 +5,7 @@ import { DomainError, badRequest, conflict, forbidden, notFound } from '../../co
 import { ansibleSpecOf, hostPatternFault } from '../../core/ansible/ansible-spec';
 import { newId } from '../../core/ids';
 import { carriedSecrets, encryptionKeyRequired, sealRunSecrets } from '../../core/runs/run-secrets';
-import { combineVerdicts, judgeSubmission, type GateVerdict, type Hold } from '../../core/runs/policy-gate';
+import { combineVerdicts, judgeSubmission, type GateVerdict, type Hold, type SubmissionFacts } from '../../core/runs/policy-gate';
 import type { StepDefinition } from '../../core/runs/workflow-graph';
 import { runView } from '../../core/runs/run-view';
 import { stateDigest } from '../../core/runs/state-digest';
@@ -167,22 +167,20 @@ async function judge(ctx: ServerContext, caller: Caller, request: RunRequest, ex
   for (const { tool: name, spec } of executions) {
     const tool = await requireRunnableTool(name);
     const dryRun = spec.dry_run === true;
-    verdicts.push(
-      judgeSubmission(
-        {
-          tool: name,
-          command: spec.command,
-          inventory_id: spec.inventory_id ?? null,
-          queue: request.queue,
-          actor: caller.token.name,
-          account: caller.account.username,
-          actor_kind: actorKindOf(caller),
-          dry_run: dryRun,
-          dry_run_change_free: dryRun && tool.dryRunChangeFree,
-        },
-        policies,
-      ),
-    );
+    const facts: SubmissionFacts = {
+      tool: name,
+      command: spec.command,
+      inventory_id: spec.inventory_id ?? null,
+      queue: request.queue,
+      actor: caller.token.name,
+      account: caller.account.username,
+      actor_kind: actorKindOf(caller),
+      dry_run: dryRun,
+      dry_run_change_free: dryRun && tool.dryRunChangeFree,
+    };
+    // Policy-file policies answer from Open Policy Agent; the same gate weighs them with the rest.
+    const rego = policies.some((p) => p.rego) && ctx.regoPolicies ? await ctx.regoPolicies.evaluate(facts) : [];
+    verdicts.push(judgeSubmission(facts, policies, rego));
   }
   return combineVerdicts(verdicts);
 }
@@ -341,6 +339,8 @@ export async function submitRun(
       ...(request.credentials?.length ? { credentials: request.credentials } : {}),
       hold,
       exempted_by: verdict.verdict === 'run' ? verdict.exempted_by : [],
+      // Warnings of `warn: note` policy-file policies: recorded, holding nothing.
+      ...(verdict.notes?.length ? { policy_notes: verdict.notes } : {}),
     },
   });
 

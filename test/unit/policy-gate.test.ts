@@ -206,3 +206,39 @@ describe('exclude_dry_run', () => {
     expect(verdict).toEqual({ verdict: 'hold', hold: { policies: [], agent_hold: true, require_reason: false, distinct_approver: false } });
   });
 });
+
+describe('policy-file (Rego) policies take part through their outcomes only', () => {
+  const rego = (over: Partial<GatePolicy> = {}) => policy({ rego: { package: 'cairn.p' }, ...over });
+  const outcome = (p: GatePolicy, o: 'hold' | 'pass' | 'error' | 'timeout', reasons: string[] = [], notes: string[] = []) => ({ policy: p.id, name: `n-${p.id}`, outcome: o, reasons, notes });
+
+  test('a policy with no conditions matches everything, but a Rego row is judged only by what OPA said', () => {
+    const p = rego();
+    expect(judgeSubmission(facts(), [p], [outcome(p, 'pass')])).toEqual({ verdict: 'run', exempted_by: [] });
+  });
+
+  test.each(['hold', 'error', 'timeout'] as const)('outcome %s holds, its id among the policies and its reasons on the hold', (o) => {
+    const p = rego({ require_reason: true });
+    const verdict = judgeSubmission(facts(), [p], [outcome(p, o, ['why'])]);
+    expect(verdict).toEqual({
+      verdict: 'hold',
+      hold: { policies: [p.id], agent_hold: false, require_reason: true, distinct_approver: false, rego: [{ policy: p.id, name: `n-${p.id}`, outcome: o, reasons: ['why'] }] },
+    });
+  });
+
+  test('a Rego row with no outcome (not loaded by this server) holds as an error', () => {
+    const p = rego();
+    const verdict = judgeSubmission(facts(), [p], []);
+    expect(verdict.verdict === 'hold' && verdict.hold.rego?.[0]).toMatchObject({ policy: p.id, outcome: 'error' });
+  });
+
+  test('a deny policy still wins; notes ride along with a run that goes through', () => {
+    const p = rego();
+    const deny = policy({ effect: 'deny' });
+    expect(judgeSubmission(facts(), [p, deny], [outcome(p, 'hold', ['x'])])).toEqual({ verdict: 'deny', policies: [deny.id] });
+    expect(judgeSubmission(facts(), [p], [outcome(p, 'pass', [], ['careful'])])).toEqual({
+      verdict: 'run',
+      exempted_by: [],
+      notes: [{ policy: p.id, name: `n-${p.id}`, notes: ['careful'] }],
+    });
+  });
+});
