@@ -94,7 +94,7 @@ export async function createTrigger(
   origin: AuditOrigin,
   draft: TriggerDraft,
 ): Promise<{ trigger: Trigger; secret: string; hookPath: string }> {
-  withholdFields(origin, ['secret', 'review.token']);
+  withholdFields(origin, draft.review?.token !== undefined ? ['secret', 'review.token'] : ['secret']);
   if (!ctx.sealer) throw encryptionKeyRequired('the signing secret', [`trigger ${draft.name}`]);
   // Its deliveries launch as its creator, who must be able to launch the template.
   await requireAccess(ctx.sql, caller, draft.template_id, 'use', { action: `triggering template ${draft.template_id}`, field: 'template_id' });
@@ -130,7 +130,7 @@ export async function changeTrigger(
   id: string,
   change: Partial<Pick<Trigger, 'name' | 'enforce_signature'>> & { template_id?: string; review?: ReviewDraft },
 ): Promise<Trigger> {
-  withholdFields(origin, ['review.token']);
+  if (change.review?.token !== undefined) withholdFields(origin, ['review.token']);
   await readableTrigger(ctx, caller, id, 'change');
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getTriggerForUpdate(tx, id);
