@@ -26,6 +26,8 @@ import { isPlanTool } from '../../tools/iac';
 import { PULL_REQUEST_WORKFLOW, type PullRequestNotice, type PullRequestWorkflowInput } from '../../workflows/definitions';
 import { scheduleTaskQueue } from '../../workflows/ids';
 import { recordMutation, type AuditOrigin } from '../audit/audit';
+import { carryOut } from '../effects';
+import { oweEffects } from '../../store/outbox';
 import type { ServerContext } from '../context';
 import { sendHttp, withPath } from '../notifications/notification-egress';
 import { proposeSavedPlan } from '../iac/saved-plan';
@@ -114,8 +116,9 @@ async function planPullRequest(
     );
     const body = { run_id: run.id, status: run.status, trigger_id: trigger.id };
     if (!created) return { status: 200, body: { ...body, repeated: true }, location: `/v1/runs/${run.id}` };
-    await insertPullRequestRun(ctx.sql, { run_id: run.id, trigger_id: trigger.id, forge: pr.forge, repository: pr.repository, number: pr.number, head_sha: pr.headSha, purpose: 'plan' });
-    await startReport(ctx, { runId: run.id }, `pr-report-${run.id}`);
+    await oweReport(ctx, { runId: run.id }, `pr-report-${run.id}`, {
+      run_id: run.id, trigger_id: trigger.id, forge: pr.forge, repository: pr.repository, number: pr.number, head_sha: pr.headSha, purpose: 'plan',
+    });
     await note(ctx, trigger.id, received, null);
     return { status: 201, body, location: `/v1/runs/${run.id}` };
   } catch (err) {
@@ -150,7 +153,7 @@ async function planRefused(ctx: ServerContext, trigger: Trigger, origin: AuditOr
     refusal = new DomainError('bad_gateway', 'could not plan the pull request');
   }
   if (comment) {
-    await startReport(ctx, { notice: { triggerId: trigger.id, ...pr, state: 'error', description: 'plan refused', comment } }, `pr-notice-${trigger.id}-${pr.number}-${received.getTime()}`).catch((startErr) =>
+    await oweReport(ctx, { notice: { triggerId: trigger.id, ...pr, state: 'error', description: 'plan refused', comment } }, `pr-notice-${trigger.id}-${pr.number}-${received.getTime()}`).catch((startErr) =>
       ctx.logger.warn({ triggerId: trigger.id, err: startErr }, 'telling the forge of a refused plan failed to start'),
     );
   }
@@ -215,13 +218,13 @@ async function applyByComment(ctx: ServerContext, trigger: Trigger, pr: PullRequ
     ctx.logger.error({ triggerId: trigger.id, err }, 'an apply by pull request comment failed');
     throw new DomainError('bad_gateway', 'could not apply the pull request');
   }
-  await startReport(ctx, { runId }, `pr-report-${runId}`);
+  await oweReport(ctx, { runId }, `pr-report-${runId}`);
   return { status: 201, body: { run_id: runId, trigger_id: trigger.id, applied_by: account.username }, location: `/v1/runs/${runId}` };
 }
 
 /** The one reply to a comment (or a pull request) that started nothing; answered 200 with `refused` to the forge. */
 async function reply(ctx: ServerContext, trigger: Trigger, pr: PullRequest, commentId: string | undefined, text: string, phase: string): Promise<ReviewAnswer> {
-  await startReport(ctx, { notice: { triggerId: trigger.id, ...pr, comment: text } }, `pr-reply-${trigger.id}-${commentId ?? `${pr.number}-${Date.now()}`}`);
+  await oweReport(ctx, { notice: { triggerId: trigger.id, ...pr, comment: text } }, `pr-reply-${trigger.id}-${commentId ?? `${pr.number}-${Date.now()}`}`);
   return { status: 200, body: { refused: true, reason: text, phase, trigger_id: trigger.id } };
 }
 
@@ -233,8 +236,20 @@ async function note(ctx: ServerContext, triggerId: string, received: Date, error
   }
 }
 
+/**
+ * Owes the workflow that tells the forge in the outbox, with the pull request's run when there is
+ * one, in one transaction: a server that dies before it starts it leaves it to the dispatcher.
+ */
+async function oweReport(ctx: ServerContext, input: PullRequestWorkflowInput, workflowId: string, row?: Omit<PullRequestRun, 'report' | 'created_at'>): Promise<void> {
+  const effects = await ctx.sql.begin(async (tx) => {
+    if (row) await insertPullRequestRun(tx, row);
+    return oweEffects(tx, [{ effect: 'pull_request.report', subject: workflowId, payload: input as unknown as Record<string, unknown> }], true);
+  });
+  await carryOut(ctx, effects, 'starting the pull request report', () => startReport(ctx, input, workflowId));
+}
+
 /** Starts the workflow that tells the forge; a repeated start (a redelivery) is harmless. */
-async function startReport(ctx: ServerContext, input: PullRequestWorkflowInput, workflowId: string): Promise<void> {
+export async function startReport(ctx: ServerContext, input: PullRequestWorkflowInput, workflowId: string): Promise<void> {
   try {
     await ctx.temporal.workflow.start<(input: PullRequestWorkflowInput) => Promise<void>>(PULL_REQUEST_WORKFLOW, {
       workflowId,
