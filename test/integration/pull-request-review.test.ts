@@ -105,6 +105,14 @@ test('a pull request is planned and reported; an apply by comment as a linked op
   await peer.waitForPost((p) => p.kind === 'comment' && p.body.body.includes('stranger'));
   expect(commentsOn(pr).length).toBe(before + 2);
 
+  // `/service plan` plans the head again; the apply takes the latest plan.
+  const replanned = await deliver(hook, secret, 'issue_comment', githubPullRequestComment(pr, { id: 9010, body: '/service plan', user: { id: 4999, login: 'stranger' } }));
+  expect(replanned.status).toBe(201);
+  expect(replanned.body.run_id).not.toBe(plan.id);
+  expect((await waitForRunEnd(t.api, replanned.body.run_id, 120_000)).status).toBe('succeeded');
+  const latestPlan = (await t.api.get(`/v1/runs/${replanned.body.run_id}`)).body.plan;
+  await peer.waitForPost((p) => p.kind === 'comment' && p.body.body.includes(replanned.body.run_id));
+
   // A linked operator with use on the template applies by comment, through a forge outage.
   const operator = await person(t.api, 'operator');
   await grant(t.api, tpl.body.id, 'use', { user_id: operator.id });
@@ -121,7 +129,7 @@ test('a pull request is planned and reported; an apply by comment as a linked op
   const done = await waitForRunEnd(t.api, applied.body.run_id, 120_000);
   expect(done.status).toBe('succeeded');
   const log = (await t.api.get(`/v1/runs/${done.id}/logs`)).text;
-  expect(log).toContain(`applying the saved plan ${planView.plan.digest}`);
+  expect(log).toContain(`applying the saved plan ${latestPlan.digest}`);
   expect(log).toContain('Apply complete! Resources: 2 added, 0 changed, 0 destroyed.');
   const decisions = (await t.api.get(`/v1/runs/${done.id}/decisions`)).body;
   const record = (decisions.records ?? decisions.decisions ?? decisions)[0];
@@ -130,13 +138,31 @@ test('a pull request is planned and reported; an apply by comment as a linked op
     actor: operator.username,
     comment: {
       forge: 'github', repository: 'octo/infra', pull_request: 7, comment_id: '9003', author: { id: '4102', login: 'maintainer' },
-      body_sha256: `sha256:${createHash('sha256').update(body).digest('hex')}`, plan_digest: planView.plan.digest,
+      body_sha256: `sha256:${createHash('sha256').update(body).digest('hex')}`, plan_digest: latestPlan.digest,
     },
   });
   await peer.waitForPost((p) => p.kind === 'comment' && p.body.body.includes('applied the saved plan'));
   await waitFor(async () => (await t.api.get(`/v1/runs/${done.id}`)).body.pull_request_report?.comment_posted === true);
   expect((await t.api.get(`/v1/runs/${done.id}`)).body.pull_request_report).toMatchObject({ purpose: 'apply', phase: 'applied', state: 'success', failure: null });
 }, 240_000);
+
+test('a plan refused for its survey is 409 naming the questions, on the trigger and as a comment and error status on the pull request', async () => {
+  const tpl = await t.api.post('/v1/templates', {
+    name: `review-survey-${randomBytes(3).toString('hex')}`, tool: 'opentofu', command: config,
+    survey: [{ var: 'region', type: 'text', required: true }],
+  });
+  expect(tpl.status).toBe(201);
+  const created = await t.api.post('/v1/triggers', { name: 'surveyed', template_id: tpl.body.id, review: { forge: 'github', api_url: `${peer.url}/api/v3`, token: peer.apiToken } });
+  const pr: PullRequestFacts = { repository: 'octo/surveyed', number: 8, headSha: createHash('sha1').update(randomBytes(8)).digest('hex') };
+  const answer = await deliver(created.body.hook_path, created.body.secret, 'pull_request', githubPullRequest(pr));
+  expect(answer.status).toBe(409);
+  expect(answer.body.error).toContain('region');
+  expect((await t.api.get(`/v1/triggers/${created.body.id}`)).body.last_error).toContain('region');
+  const status = await peer.waitForPost((p) => p.kind === 'status' && p.subject === pr.headSha);
+  expect(status.body.state).toBe('error');
+  const comment = await peer.waitForPost((p) => p.kind === 'comment' && p.repository === 'octo/surveyed');
+  expect(comment.body.body).toContain('survey asks region');
+});
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const until = Date.now() + timeoutMs;
