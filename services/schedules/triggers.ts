@@ -260,9 +260,11 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
     const origin = deliveryOrigin(trigger, delivery.query, payload);
     const review = deliverReview(ctx, trigger, origin, delivery.headers, payload, deliveryIdOf(delivery.headers), received).then(
       (answer): FireOutcome => ({ answer }),
+      // Never rejects: the answer may have gone (202) before the work ends.
       (err): FireOutcome => {
         if (err instanceof DomainError) return { refusal: err };
-        throw err;
+        ctx.logger.error({ triggerId: trigger.id, err }, 'a review trigger could not handle a delivery');
+        return { refusal: new DomainError('bad_gateway', 'could not plan the pull request') };
       },
     );
     const first = await within(review, delivery.receivedAt + HOOK_ANSWER_MS - Date.now());
