@@ -5,7 +5,8 @@ import { deliverPlanDecision, deliverStepDecision } from './runs/decisions';
 import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notifications/notification-recorder';
 import { startProjectUpdateWorkflow } from './projects';
 import { startKeyRotationWorkflow } from './federation/keys';
-import type { KeyRotationWorkflowInput } from '../workflows/definitions';
+import type { KeyRotationWorkflowInput, PullRequestWorkflowInput } from '../workflows/definitions';
+import { startReport } from './schedules/review';
 import { endUnrunChildren } from './runs/run-lifecycle';
 import { deliverCancel, startRunWorkflow } from './runs/runs';
 import { deliverSchedule } from './schedules/schedules';
@@ -76,6 +77,7 @@ const HANDLERS: Record<EffectKind, Handler> = {
   },
   'project.update': eachOf((ctx, { subject }) => startProjectUpdateWorkflow(ctx, subject)),
   'federation.rotate': eachOf((ctx, { payload }) => startKeyRotationWorkflow(ctx, payload as unknown as KeyRotationWorkflowInput)),
+  'pull_request.report': eachOf((ctx, { subject, payload }) => startReport(ctx, payload as unknown as PullRequestWorkflowInput, subject)),
 };
 
 /** Effects taken at once by one dispatcher. */

@@ -1,10 +1,12 @@
 import type { Db } from './db';
 import type { DecisionRecord, RedactionCategory } from '../core/runs/decision';
 
-export type NewDecisionRecord = Pick<DecisionRecord, 'id' | 'run_id' | 'kind' | 'decision_id' | 'actor' | 'actor_kind' | 'reason' | 'random' | 'commitment'>;
+export type NewDecisionRecord = Pick<DecisionRecord, 'id' | 'run_id' | 'kind' | 'decision_id' | 'actor' | 'actor_kind' | 'reason' | 'random' | 'commitment'> & { comment?: DecisionRecord['comment'] };
 
 export async function insertDecisionRecord(db: Db, record: NewDecisionRecord): Promise<DecisionRecord> {
-  const [row] = await db<DecisionRecord[]>`INSERT INTO decision_records ${db(record as unknown as Record<string, unknown>)} RETURNING *`;
+  const { comment, ...rest } = record;
+  const row_ = comment ? { ...rest, comment: db.json(comment as never) } : rest;
+  const [row] = await db<DecisionRecord[]>`INSERT INTO decision_records ${db(row_ as unknown as Record<string, unknown>)} RETURNING *`;
   return row;
 }
 

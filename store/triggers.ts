@@ -1,3 +1,4 @@
+import type { ReviewSettings } from '../core/schedules/review';
 import { followerReadableBy } from './access';
 import { type Db, type Page, type PageRequest, readPage } from './db';
 
@@ -8,8 +9,12 @@ import { type Db, type Page, type PageRequest, readPage } from './db';
 export interface Trigger {
   id: string;
   name: string;
-  kind: 'push';
+  kind: 'push' | 'review';
   template_id: string;
+  /** A review trigger's settings (core/schedules/review.ts); null on a push trigger. */
+  review: ReviewSettings | null;
+  /** A review trigger's forge API token, sealed (context `trigger:<id>:forge-token`). */
+  forge_token_sealed: string | null;
   /** The account a delivery fires as. */
   owner_account_id: string;
   /** Whether the owner made the trigger through an agent token: its runs are then held like the agent's own. */
@@ -27,18 +32,18 @@ export interface Trigger {
 }
 
 const COLUMNS = [
-  'id', 'name', 'kind', 'template_id', 'owner_account_id', 'owner_actor_kind', 'created_by', 'secret_sealed', 'enforce_signature',
+  'id', 'name', 'kind', 'template_id', 'review', 'forge_token_sealed', 'owner_account_id', 'owner_actor_kind', 'created_by', 'secret_sealed', 'enforce_signature',
   'secret_rotated_at', 'last_error', 'last_error_at', 'last_delivery_at', 'created_at', 'updated_at',
 ];
 
 export type NewTrigger = Pick<
   Trigger,
-  'id' | 'name' | 'template_id' | 'owner_account_id' | 'owner_actor_kind' | 'created_by' | 'secret_sealed' | 'enforce_signature'
+  'id' | 'name' | 'kind' | 'review' | 'forge_token_sealed' | 'template_id' | 'owner_account_id' | 'owner_actor_kind' | 'created_by' | 'secret_sealed' | 'enforce_signature'
 > & { hook_token_hash: Buffer };
 
 export async function insertTrigger(db: Db, trigger: NewTrigger): Promise<Trigger> {
   const [row] = await db<Trigger[]>`
-    INSERT INTO triggers ${db(trigger as unknown as Record<string, unknown>)} RETURNING ${db(COLUMNS)}`;
+    INSERT INTO triggers ${db({ ...trigger, review: trigger.review === null ? null : db.json(trigger.review as never) } as unknown as Record<string, unknown>)} RETURNING ${db(COLUMNS)}`;
   return row;
 }
 
@@ -58,9 +63,14 @@ export async function findTriggerByTokenHash(db: Db, tokenHash: Buffer): Promise
   return row;
 }
 
-export async function updateTriggerSettings(db: Db, id: string, settings: Pick<Trigger, 'name' | 'enforce_signature'>): Promise<Trigger | undefined> {
+export async function updateTriggerSettings(
+  db: Db,
+  id: string,
+  settings: Pick<Trigger, 'name' | 'enforce_signature' | 'review' | 'forge_token_sealed'>,
+): Promise<Trigger | undefined> {
   const [row] = await db<Trigger[]>`
-    UPDATE triggers SET name = ${settings.name}, enforce_signature = ${settings.enforce_signature}, updated_at = now()
+    UPDATE triggers SET name = ${settings.name}, enforce_signature = ${settings.enforce_signature},
+      review = ${settings.review === null ? null : db.json(settings.review as never)}, forge_token_sealed = ${settings.forge_token_sealed}, updated_at = now()
     WHERE id = ${id} RETURNING ${db(COLUMNS)}`;
   return row;
 }

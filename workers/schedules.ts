@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import { createScheduleActivities } from '../activities/schedules';
 import { createFederationActivities } from '../activities/federation';
+import { createReviewActivities } from '../activities/review';
 import type { ServerContext } from '../services/context';
 import { scheduleTaskQueue } from '../workflows/ids';
 
@@ -16,7 +17,8 @@ const FIRE_SLOTS = 64;
  * The schedules' worker, in `cairn serve` only (its fires launch runs, which needs the server's
  * context): it runs every schedule's workflow on its own task queue, with the plan and the fire as
  * local activities, so a pool busy with tools never makes a fire late. Federation key rotations
- * (workflows/key-rotation.ts) run here too: their steps change the install's signing keys.
+ * (workflows/key-rotation.ts) run here too: their steps change the install's signing keys; and pull
+ * request reviews' reports (workflows/pull-request.ts), which read runs and post to forges.
  */
 export async function startScheduleWorker(
   options: { connection: WorkerOptions['connection']; namespace: string; logger: Logger },
@@ -29,7 +31,7 @@ export async function startScheduleWorker(
     taskQueue: scheduleTaskQueue(ctx.config.poolQueue),
     identity: `${process.pid}@${os.hostname()}`,
     workflowBundle,
-    activities: { ...createScheduleActivities(ctx), ...createFederationActivities(ctx) },
+    activities: { ...createScheduleActivities(ctx), ...createFederationActivities(ctx), ...createReviewActivities(ctx) },
     maxConcurrentLocalActivityExecutions: FIRE_SLOTS,
     maxConcurrentWorkflowTaskExecutions: FIRE_SLOTS,
     shutdownGraceTime: '2s',

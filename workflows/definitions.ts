@@ -162,3 +162,20 @@ export interface KeyRotationWorkflowInput {
 }
 
 export const keyRotationWorkflowId = (newKeyId: string) => newKeyId;
+
+/** The workflow that tells a forge about a pull request review's run, or posts one notice (workflows/pull-request.ts). */
+export const PULL_REQUEST_WORKFLOW = 'pullRequestWorkflow';
+
+/** A comment (and, with `state` and `headSha`, a commit status) about no run: a refused plan or apply. */
+export interface PullRequestNotice {
+  triggerId: string;
+  forge: 'github' | 'gitlab' | 'gitea';
+  repository: string;
+  number: number;
+  headSha?: string;
+  state?: 'pending' | 'success' | 'failure' | 'error';
+  description?: string;
+  comment: string;
+}
+
+export type PullRequestWorkflowInput = { runId: string; notice?: undefined } | { notice: PullRequestNotice; runId?: undefined };

@@ -6,3 +6,4 @@ export { scheduleWorkflow } from './schedule';
 export { projectUpdateWorkflow } from './project';
 export { jobWorkflow } from './job';
 export { keyRotationWorkflow } from './key-rotation';
+export { pullRequestWorkflow } from './pull-request';

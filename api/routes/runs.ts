@@ -19,6 +19,7 @@ import { noFields } from '../schemas/common';
 import { credentialIds } from '../schemas/credentials';
 import { TERMINAL_STATUSES } from '../../core/runs/run';
 import { describeRoute } from '../openapi/registry';
+import { getPullRequestRun, type PullRequestRun } from '../../store/pull-requests';
 
 export const runSubmission = z.strictObject({
   tool,
@@ -111,7 +112,13 @@ export function runRoutes(server: ServerContext): Router {
     const run = await readableRun(server.sql, caller, ctx.params.id);
     // A terraform or opentofu run shows the plan its gate read (docs/api.md, "The plan gate").
     const plan = isPlanTool(run.tool) ? await getRunPlan(server.sql, run.id) : undefined;
-    ctx.body = { ...runView(run), ...(isPlanTool(run.tool) ? { plan: plan ? planView(plan) : null } : {}) };
+    // A pull request review's plan or apply shows what was last reported to the forge (docs/api.md, Pull request review).
+    const review = run.source_kind === 'trigger' && isPlanTool(run.tool) ? await getPullRequestRun(server.sql, run.id) : undefined;
+    ctx.body = {
+      ...runView(run),
+      ...(isPlanTool(run.tool) ? { plan: plan ? planView(plan) : null } : {}),
+      ...(review ? { pull_request_report: pullRequestReportView(review) } : {}),
+    };
   });
 
   describeRoute({ method: 'post', path: '/v1/runs/:id/cancel', summary: 'Cancel a run', role: 'operator', body: noFields });
@@ -158,6 +165,22 @@ export function runRoutes(server: ServerContext): Router {
   }
 
   return router;
+}
+
+/** A review run's `pull_request_report`: the pull request, and the phase and commit status last reported, when, and a forge failure being retried. */
+export function pullRequestReportView(row: PullRequestRun) {
+  return {
+    forge: row.forge,
+    repository: row.repository,
+    number: row.number,
+    head_sha: row.head_sha,
+    purpose: row.purpose,
+    phase: row.report.phase ?? 'queued',
+    state: row.report.state ?? null,
+    reported_at: row.report.reported_at ?? null,
+    comment_posted: row.report.comment_posted ?? false,
+    failure: row.report.failure ?? null,
+  };
 }
 
 /** A run's plan as the API shows it: what the gate read and decided, never the plan file itself. */

@@ -20,7 +20,7 @@ export function triggerRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/triggers' });
   const { sql } = server;
 
-  describeRoute({ method: 'post', path: '/v1/triggers', summary: 'Create a trigger', role: 'operator', body: triggerCreateInput, ok: 201 });
+  describeRoute({ method: 'post', path: '/v1/triggers', summary: 'Create a trigger: a push trigger, or with `review` (forge, api_url, write-only token) a pull request review trigger', role: 'operator', body: triggerCreateInput, ok: 201 });
   router.post('/', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(triggerCreateInput, ctx.request.body);
@@ -29,6 +29,7 @@ export function triggerRoutes(server: ServerContext): Router {
       template_id: input.template_id,
       enforce_signature: input.enforce_signature ?? true,
       secret: input.secret,
+      review: input.review ?? undefined,
     });
     ctx.status = 201;
     ctx.set('Location', `/v1/triggers/${trigger.id}`);
@@ -46,7 +47,7 @@ export function triggerRoutes(server: ServerContext): Router {
     ctx.body = triggerView(await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id));
   });
 
-  describeRoute({ method: 'put', path: '/v1/triggers/:id', summary: 'Replace a trigger', role: 'operator', body: triggerUpdateInput });
+  describeRoute({ method: 'put', path: '/v1/triggers/:id', summary: 'Replace a trigger: rename, toggle signature enforcement, or replace a review trigger\'s review settings (token omitted: kept)', role: 'operator', body: triggerUpdateInput });
   router.put('/:id', async (ctx) => {
     const caller = requireRole(ctx, 'operator');
     const input = parseInput(triggerUpdateInput, ctx.request.body);
@@ -57,6 +58,7 @@ export function triggerRoutes(server: ServerContext): Router {
       name: input.name ?? undefined,
       enforce_signature: input.enforce_signature ?? undefined,
       template_id: input.template_id,
+      review: input.review ?? undefined,
     });
     ctx.body = triggerView(trigger);
   });

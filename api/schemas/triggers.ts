@@ -1,11 +1,13 @@
 import { z } from 'zod';
 import { fitsBytes } from './common';
+import { httpUrlFault } from '../../core/notifications/http-url';
+import { REVIEW_FORGES } from '../../core/schedules/review';
 
 /**
  * The bodies of `/v1/triggers` (spec part A 4.7). A `PUT` changes what it names: an omitted (or
  * null) `name` or `enforce_signature` keeps the trigger's; a read sent back is a valid `PUT` body, its
- * read-only fields accepted and ignored, but its `template_id` cannot change. `review` (pull
- * request review triggers) is refused with a 400 saying it is not served yet.
+ * read-only fields accepted and ignored, but its `template_id` cannot change. `review` makes a pull
+ * request review trigger (core/schedules/review.ts): the forge, its API base and an API token.
  */
 
 const name = z
@@ -34,10 +36,28 @@ const secret = z
   .refine(fitsBytes(255), 'secret must be at most 255 bytes')
   .optional();
 
+/** A pull request review trigger's settings; `token` (the forge API token Cairn reports with) is write-only. */
 const review = z
-  .unknown()
-  .optional()
-  .refine((value) => value === undefined || value === null, 'review is not served yet: pull request review triggers come in a later release; this server makes push triggers');
+  .strictObject({
+    forge: z.enum(REVIEW_FORGES, { message: `review.forge must be one of ${REVIEW_FORGES.join(', ')}` }),
+    api_url: z
+      .string({ message: 'review.api_url must be a string' })
+      .refine(fitsBytes(2048), 'review.api_url must be at most 2048 bytes')
+      .superRefine((value, ctx) => {
+        const fault = httpUrlFault(value);
+        if (fault) ctx.addIssue({ code: 'custom', message: `review.api_url ${fault}` });
+      })
+      .nullable()
+      .optional(),
+    token: z
+      .string({ message: 'review.token must be a string' })
+      .min(1, 'review.token must not be empty')
+      .refine(fitsBytes(1024), 'review.token must be at most 1024 bytes')
+      .regex(/^[\x21-\x7e]+$/, 'review.token must be printable ASCII without spaces')
+      .optional(),
+  }, { message: 'review must be an object with forge, api_url and token' })
+  .nullable()
+  .optional();
 
 export const triggerCreateInput = z.strictObject({
   name,

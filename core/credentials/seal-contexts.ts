@@ -17,6 +17,9 @@ export const credentialSecretContext = (credentialId: string, field: string) => 
 /** A webhook trigger's signing secret. */
 export const signingSecretContext = (triggerId: string) => `trigger:${triggerId}:signing-secret`;
 
+/** A review trigger's forge API token. */
+export const forgeTokenContext = (triggerId: string) => `trigger:${triggerId}:forge-token`;
+
 /** A template's host config key for provisioning callbacks. */
 export const callbackKeyContext = (templateId: string) => `callback:${templateId}:host-config-key`;
 

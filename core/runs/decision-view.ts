@@ -1,4 +1,4 @@
-import type { DecisionKind, DecisionRecord, RedactionCategory } from './decision';
+import type { DecisionComment, DecisionKind, DecisionRecord, RedactionCategory } from './decision';
 
 export interface RedactionView {
   at: string;
@@ -26,6 +26,8 @@ export interface DecisionView {
   commitment: string | null;
   redaction: RedactionView | null;
   withheld: boolean;
+  /** Present on a decision made from a pull request comment (spec part A 2.7 rule 4). */
+  comment?: DecisionComment;
 }
 
 export function decisionView(record: DecisionRecord, disclosed = true): DecisionView {
@@ -44,5 +46,6 @@ export function decisionView(record: DecisionRecord, disclosed = true): Decision
         ? { at: record.redacted_at.toISOString(), by: record.redacted_by, category: record.redaction_category, entry_id: record.redaction_entry_id }
         : null,
     withheld: !disclosed,
+    ...(record.comment ? { comment: record.comment } : {}),
   };
 }

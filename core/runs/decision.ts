@@ -23,4 +23,19 @@ export interface DecisionRecord {
   redacted_by: string | null;
   redaction_category: RedactionCategory | null;
   redaction_entry_id: string | null;
+  /** A decision made from a pull request comment (spec part A 2.7 rule 4); null otherwise. */
+  comment?: DecisionComment | null;
+}
+
+/** The pull request comment a decision was made from: never its text, only the SHA-256 of its body. */
+export interface DecisionComment {
+  forge: string;
+  repository: string;
+  pull_request: number;
+  comment_id: string;
+  author: { id: string; login: string };
+  /** `sha256:` and the hex SHA-256 of the comment's body as the forge sent it. */
+  body_sha256: string;
+  /** The digest of the saved plan the comment approved. */
+  plan_digest: string;
 }

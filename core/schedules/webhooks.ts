@@ -146,7 +146,7 @@ const headerText = (headers: DeliveryHeaders, name: string): string | undefined 
  * headers for compatibility, so their own are read first; Bitbucket's is `X-Event-Key`. A delivery with no event header is
  * read by its body: GitLab's carries `object_kind`; any other is read as GitHub's shape.
  */
-function forgeEvent(headers: DeliveryHeaders, body: Record<string, unknown>): { forge: Forge | undefined; event: string } {
+export function forgeEvent(headers: DeliveryHeaders, body: Record<string, unknown>): { forge: Forge | undefined; event: string } {
   for (const name of ['x-forgejo-event', 'x-gitea-event', 'x-gogs-event']) {
     const event = headerText(headers, name);
     if (event !== undefined) return { forge: 'gitea', event };

@@ -1,17 +1,13 @@
-import { createHash } from 'node:crypto';
 import { featureRefusal, tierAllows } from '../../core/access/license';
-import { runPlanContext } from '../../core/credentials/seal-contexts';
 import { badRequest, conflict, forbidden } from '../../core/errors';
-import { planSummary } from '../../core/iac/plan';
-import type { Hold } from '../../core/runs/policy-gate';
 import type { Run } from '../../core/runs/run';
-import { getRunPlan, latestDriftCheck, listDrift, saveRunPlan, type DriftRow } from '../../store/iac';
+import { latestDriftCheck, listDrift, type DriftRow } from '../../store/iac';
 import type { Caller } from '../../store/tokens';
 import { isPlanTool } from '../../tools/iac';
 import { readerOf } from '../access/access';
 import type { AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
-import { launchTemplate } from '../runs/launch';
+import { proposeSavedPlan } from './saved-plan';
 import { readableTemplate } from '../runs/templates';
 
 /**
@@ -26,8 +22,7 @@ export async function driftList(ctx: ServerContext, caller: Caller, page: { limi
 
 /**
  * `POST /v1/drift/reconcile` (Team): a run of the template held for approval whatever the policies
- * say, carrying the plan the template's latest check saved, sealed to the new run; approving it
- * applies exactly that plan (activities/runs.ts). A template without drift, or whose check kept
+ * say, carrying the plan the template's latest check saved (services/iac/saved-plan.ts). A template without drift, or whose check kept
  * no plan, answers 409. The caller launches the template, so it needs `use` on it.
  */
 export async function reconcileDrift(ctx: ServerContext, caller: Caller, origin: AuditOrigin, templateId: string): Promise<Run> {
@@ -39,29 +34,9 @@ export async function reconcileDrift(ctx: ServerContext, caller: Caller, origin:
   }
   const check = await latestDriftCheck(ctx.sql, template.id);
   if (!check) throw conflict(`template ${template.id} has no drift: its latest check found no change, or a run has applied since; run a check (a dry run launch) first`, { template_id: template.id });
-  const saved = await getRunPlan(ctx.sql, check.run_id);
-  if (!saved || saved.plan === null) {
+  if (!check.plan_kept) {
     throw conflict(`the check ${check.run_id} of template ${template.id} kept no plan; nothing can be reconciled from it`, { template_id: template.id, check_run_id: check.run_id });
   }
-  let text = saved.plan;
-  if (saved.plan_sealed) {
-    if (!ctx.sealer) throw conflict(`the plan of check ${check.run_id} is sealed and this server has not the install's encryption key`, { check_run_id: check.run_id });
-    text = ctx.sealer.open(saved.plan, runPlanContext(check.run_id, saved.digest));
-  }
-  const digest = `sha256:${createHash('sha256').update(Buffer.from(text, 'base64')).digest('hex')}`;
-  if (digest !== saved.digest) throw conflict(`the plan of check ${check.run_id} does not match its digest ${saved.digest}`, { check_run_id: check.run_id });
-  const summary = `${planSummary(saved.classification)}; reconciles the drift check ${check.run_id}`;
-  const hold: Hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, plan: { digest, summary } };
-  const { run } = await launchTemplate(ctx, caller, origin, template, { hold });
-  await saveRunPlan(ctx.sql, {
-    run_id: run.id,
-    tool: run.tool,
-    digest,
-    classification: saved.classification,
-    verdict: 'hold',
-    plan: ctx.sealer ? ctx.sealer.seal(text, runPlanContext(run.id, digest)) : text,
-    plan_sealed: ctx.sealer !== undefined,
-    plan_bytes: saved.plan_bytes,
-  });
+  const { run } = await proposeSavedPlan(ctx, caller, origin, template, check.run_id, `reconciles the drift check ${check.run_id}`);
   return run;
 }

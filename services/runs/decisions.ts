@@ -1,3 +1,4 @@
+import type { DecisionComment } from '../../core/runs/decision';
 import { badRequest, conflict, forbidden, notFound } from '../../core/errors';
 import { createMasker } from '../../core/masker';
 import { newReasonRandom, reasonCommitment } from '../../core/audit/reason-commitment';
@@ -30,6 +31,8 @@ export interface DecisionInput {
   state_digest?: string;
   /** For a run held at the plan gate: the saved plan's digest the approver decides on; another answers 409. */
   plan_digest?: string;
+  /** A decision made from a pull request comment: the comment, recorded on the decision and its chain entry. */
+  comment?: DecisionComment;
 }
 
 /** Text that opens a commitment: the masked reason, its random value and the commitment itself. */
@@ -162,6 +165,7 @@ export async function decideRun(
       reason: committed?.reason ?? null,
       random: committed?.random ?? null,
       commitment: committed?.commitment ?? null,
+      ...(input.comment ? { comment: input.comment } : {}),
     });
     // What the decision does: a step ends with it (the workflow takes the path it opens); a held
     // run is released to run, or ends rejected.
@@ -186,6 +190,7 @@ export async function decideRun(
         commitment: record.commitment,
         state_digest: run.state_digest,
         ...(planHeld ? { plan_digest: hold.plan!.digest } : {}),
+        ...(input.comment ? { comment: input.comment } : {}),
         run_status: outcome ? finalStateOf(outcome, null).status : 'pending',
       },
     });

@@ -224,7 +224,7 @@ export async function launchUnattended(
   origin: AuditOrigin,
   template: Template,
   fire: UnattendedFire,
-  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit'> = {},
+  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit' | 'dryRun'> = {},
 ): Promise<{ run: Run; created: boolean }> {
   const missing = unattendedGaps(template);
   if (missing.length) throw new UnattendedSurveyRefusal(missing);

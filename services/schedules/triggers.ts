@@ -1,4 +1,5 @@
-import { signingSecretContext } from '../../core/credentials/seal-contexts';
+import { forgeTokenContext, signingSecretContext } from '../../core/credentials/seal-contexts';
+import type { ReviewSettings } from '../../core/schedules/review';
 import type { FollowerAction } from '../../core/access/access';
 import { DomainError, badRequest, conflict, notFound, statusOf } from '../../core/errors';
 import { newId } from '../../core/ids';
@@ -23,6 +24,7 @@ import { recordMutation, unchanged, withholdFields, type AuditOrigin } from '../
 import type { ServerContext } from '../context';
 import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from '../runs/launch';
 import { hostlessFireReason, templateFireHosts } from '../ansible/hostless-fires';
+import { deliverReview } from './review';
 
 /**
  * Webhook triggers (spec part A 2.4 rules 5-6, 4.7; part B 5.1, 7.3, 8): a git push delivered to
@@ -41,6 +43,15 @@ export interface TriggerDraft {
   enforce_signature: boolean;
   /** A signing secret of the caller's own; absent, Cairn makes one. */
   secret?: string;
+  /** Makes a pull request review trigger: the forge, its API base and the API token Cairn reports with. */
+  review?: ReviewDraft;
+}
+
+/** Review settings as a write sends them; the token is write-only. */
+export interface ReviewDraft {
+  forge: ReviewSettings['forge'];
+  api_url?: string | null;
+  token?: string;
 }
 
 /** A trigger as every read shows it: no secret, no token, RFC 3339 times. */
@@ -51,6 +62,7 @@ export function triggerView(trigger: Trigger) {
     kind: trigger.kind,
     template_id: trigger.template_id,
     enforce_signature: trigger.enforce_signature,
+    review: trigger.review ? { ...trigger.review, token_set: trigger.forge_token_sealed !== null } : null,
     created_by: trigger.created_by,
     created_at: trigger.created_at.toISOString(),
     updated_at: trigger.updated_at.toISOString(),
@@ -63,7 +75,16 @@ export function triggerView(trigger: Trigger) {
 
 /** What a trigger's chain entries record of it: its read view without times or the delivery record. */
 function audited(trigger: Trigger): Record<string, unknown> {
-  return { name: trigger.name, kind: trigger.kind, template_id: trigger.template_id, enforce_signature: trigger.enforce_signature };
+  return { name: trigger.name, kind: trigger.kind, template_id: trigger.template_id, enforce_signature: trigger.enforce_signature, review: trigger.review };
+}
+
+/** A review draft's stored settings and sealed token (the current token kept when the draft sends none). */
+function reviewOf(ctx: ServerContext, id: string, draft: ReviewDraft, current: string | null): { review: ReviewSettings; forge_token_sealed: string } {
+  if (draft.token === undefined && current === null) throw badRequest('review.token is required: the forge API token Cairn posts commit statuses and comments with', { field: 'review.token' });
+  return {
+    review: { forge: draft.forge, api_url: draft.api_url ? draft.api_url.replace(/\/+$/, '') : null },
+    forge_token_sealed: draft.token !== undefined ? ctx.sealer!.seal(draft.token, forgeTokenContext(id)) : current!,
+  };
 }
 
 /** A new trigger with the secret and the hook path, each shown this once. */
@@ -73,16 +94,19 @@ export async function createTrigger(
   origin: AuditOrigin,
   draft: TriggerDraft,
 ): Promise<{ trigger: Trigger; secret: string; hookPath: string }> {
-  withholdFields(origin, ['secret']);
+  withholdFields(origin, draft.review?.token !== undefined ? ['secret', 'review.token'] : ['secret']);
   if (!ctx.sealer) throw encryptionKeyRequired('the signing secret', [`trigger ${draft.name}`]);
   // Its deliveries launch as its creator, who must be able to launch the template.
   await requireAccess(ctx.sql, caller, draft.template_id, 'use', { action: `triggering template ${draft.template_id}`, field: 'template_id' });
   const id = newId('trg');
   const token = newHookToken();
   const secret = draft.secret ?? newSigningSecret();
+  const review = draft.review ? reviewOf(ctx, id, draft.review, null) : { review: null, forge_token_sealed: null };
   const trigger = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
     const created = await insertTrigger(tx, {
       id,
+      kind: draft.review ? 'review' : 'push',
+      ...review,
       name: draft.name,
       template_id: draft.template_id,
       owner_account_id: caller.account.id,
@@ -104,8 +128,9 @@ export async function changeTrigger(
   caller: Caller,
   origin: AuditOrigin,
   id: string,
-  change: Partial<Pick<Trigger, 'name' | 'enforce_signature'>> & { template_id?: string },
+  change: Partial<Pick<Trigger, 'name' | 'enforce_signature'>> & { template_id?: string; review?: ReviewDraft },
 ): Promise<Trigger> {
+  if (change.review?.token !== undefined) withholdFields(origin, ['review.token']);
   await readableTrigger(ctx, caller, id, 'change');
   return recordMutation(ctx.sql, origin, 200, async (tx, entry) => {
     const current = await getTriggerForUpdate(tx, id);
@@ -113,8 +138,18 @@ export async function changeTrigger(
     if (change.template_id !== undefined && change.template_id !== current.template_id) {
       throw badRequest(`template_id: a trigger's template cannot change; make a new trigger for template ${change.template_id}`, { field: 'template_id' });
     }
-    const settings = { name: change.name ?? current.name, enforce_signature: change.enforce_signature ?? current.enforce_signature };
-    if (current.name === settings.name && current.enforce_signature === settings.enforce_signature) return unchanged(current);
+    if (change.review !== undefined && current.kind !== 'review') {
+      throw badRequest('review: a push trigger cannot become a review trigger; make a new trigger with review settings', { field: 'review' });
+    }
+    if (change.review?.token !== undefined && !ctx.sealer) throw encryptionKeyRequired('the forge API token', [`trigger ${id}`]);
+    const review = change.review ? reviewOf(ctx, id, change.review, current.forge_token_sealed) : { review: current.review, forge_token_sealed: current.forge_token_sealed };
+    const settings = { name: change.name ?? current.name, enforce_signature: change.enforce_signature ?? current.enforce_signature, ...review };
+    if (
+      current.name === settings.name &&
+      current.enforce_signature === settings.enforce_signature &&
+      JSON.stringify(current.review) === JSON.stringify(settings.review) &&
+      current.forge_token_sealed === settings.forge_token_sealed
+    ) return unchanged(current);
     const updated = (await updateTriggerSettings(tx, id, settings))!;
     entry.body = { kind: 'trigger.updated', trigger_id: id, trigger: audited(updated), previous: audited(current) };
     return updated;
@@ -220,6 +255,22 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
   } catch (err) {
     if (err instanceof DomainError) throw await refused(ctx, trigger, received, err, `the delivery's body could not be read: ${err.message}`);
     throw err;
+  }
+  if (trigger.kind === 'review') {
+    const origin = deliveryOrigin(trigger, delivery.query, payload);
+    const review = deliverReview(ctx, trigger, origin, delivery.headers, payload, deliveryIdOf(delivery.headers), received).then(
+      (answer): FireOutcome => ({ answer }),
+      // Never rejects: the answer may have gone (202) before the work ends.
+      (err): FireOutcome => {
+        if (err instanceof DomainError) return { refusal: err };
+        ctx.logger.error({ triggerId: trigger.id, err }, 'a review trigger could not handle a delivery');
+        return { refusal: new DomainError('bad_gateway', 'could not plan the pull request') };
+      },
+    );
+    const first = await within(review, delivery.receivedAt + HOOK_ANSWER_MS - Date.now());
+    if (first === undefined) return { status: 202, body: { accepted: true, trigger_id: trigger.id } };
+    if ('refusal' in first) throw first.refusal;
+    return first.answer;
   }
   const reading = readDelivery(delivery.headers, payload);
   if (reading.kind === 'ping') return { status: 200, body: { ping: true, trigger_id: trigger.id } };

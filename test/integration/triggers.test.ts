@@ -128,7 +128,7 @@ describe('triggers: make, read, change, rotate, delete', () => {
     expect((await t.api.get('/v1/triggers?limit=1001')).body).toMatchObject({ field: 'limit' });
   });
 
-  test('bad bodies are 400 naming the field; a review trigger is not served yet', async () => {
+  test('bad bodies are 400 naming the field, review settings included', async () => {
     const cases: [Record<string, unknown>, string][] = [
       [{ template_id: template.id }, 'name'],
       [{ name: 'x' }, 'template_id'],
@@ -141,14 +141,17 @@ describe('triggers: make, read, change, rotate, delete', () => {
       [{ name: 'x', template_id: template.id, secret: 'a space after it, sixteen+ ' }, 'secret'],
       [{ name: 'x', template_id: template.id, secret: 'x'.repeat(256) }, 'secret'],
       [{ name: 'x', template_id: template.id, colour: 'red' }, 'colour'],
-      [{ name: 'x', template_id: template.id, review: { plan: true } }, 'review'],
+      [{ name: 'x', template_id: template.id, review: 'yes' }, 'review'],
+      [{ name: 'x', template_id: template.id, review: { plan: true } }, 'review.forge'],
+      [{ name: 'x', template_id: template.id, review: { forge: 'bitbucket', token: 'ghp_x' } }, 'review.forge'],
+      [{ name: 'x', template_id: template.id, review: { forge: 'github', token: 'ghp_x', api_url: 'ftp://forge.example' } }, 'review.api_url'],
+      [{ name: 'x', template_id: template.id, review: { forge: 'github', token: 'has a space' } }, 'review.token'],
+      [{ name: 'x', template_id: template.id, review: { forge: 'github' } }, 'review.token'],
     ];
     for (const [body, field] of cases) {
       const answer = await t.api.post('/v1/triggers', body);
       expect({ body, status: answer.status, field: answer.body.field }).toEqual({ body, status: 400, field });
     }
-    const review = await t.api.post('/v1/triggers', { name: 'x', template_id: template.id, review: { plan: true } });
-    expect(review.body.error).toMatch(/review is not served yet/);
     expect(await sql`SELECT id FROM triggers WHERE name = 'x'`).toHaveLength(0);
   });
 

@@ -193,3 +193,41 @@ export const PUSH_PAYLOADS: Record<ForgeName, (facts?: PushFacts, extra?: Record
   gitea: giteaPush,
   bitbucket: bitbucketPush,
 };
+
+/** A pull request as the review deliveries below describe it. */
+export interface PullRequestFacts {
+  repository: string;
+  number: number;
+  headSha: string;
+}
+
+/** GitHub's `pull_request` delivery (action opened, synchronize or reopened), trimmed to its documented core. */
+export function githubPullRequest(facts: PullRequestFacts, action = 'opened'): Record<string, unknown> {
+  const [owner, name] = facts.repository.split('/');
+  return {
+    action,
+    number: facts.number,
+    pull_request: {
+      number: facts.number,
+      state: 'open',
+      title: 'Add the database',
+      user: { login: 'octocat', id: 1 },
+      head: { ref: 'feature', sha: facts.headSha, repo: { full_name: facts.repository } },
+      base: { ref: 'main', sha: '6dcb09b5b57875f334f61aebed695e2e4193db5e', repo: { full_name: facts.repository } },
+    },
+    repository: { id: 1296269, name, full_name: facts.repository, owner: { login: owner } },
+    sender: { login: 'octocat', id: 1 },
+  };
+}
+
+/** GitHub's `issue_comment` delivery (action created) for a comment on a pull request. */
+export function githubPullRequestComment(facts: PullRequestFacts, comment: { id: number; body: string; user: { id: number; login: string } }): Record<string, unknown> {
+  const [owner, name] = facts.repository.split('/');
+  return {
+    action: 'created',
+    issue: { number: facts.number, title: 'Add the database', pull_request: { url: `https://api.github.com/repos/${facts.repository}/pulls/${facts.number}` }, user: { login: 'octocat', id: 1 } },
+    comment: { id: comment.id, body: comment.body, user: comment.user },
+    repository: { id: 1296269, name, full_name: facts.repository, owner: { login: owner } },
+    sender: comment.user,
+  };
+}

@@ -9,14 +9,38 @@ import type { AddressInfo } from 'node:net';
  * (`/oauth/authorize`, `/oauth/token`, `/api/v4/user`). It checks what a forge checks: the client
  * id and secret, the redirect URI, a code used once, and PKCE (S256) when a challenge was given.
  * The person "signed in" at the forge is whoever `signIn` names; the authorize page approves at once.
+ * It also serves GitHub's REST commit status and issue comment writes (see `posts`).
  */
 export interface ForgeUser {
   id: number;
   login: string;
 }
 
+/** A write Cairn made to the forge's REST API: a commit status or an issue comment, as posted. */
+export interface ForgePost {
+  kind: 'status' | 'comment';
+  /** `owner/repo`. */
+  repository: string;
+  /** The commit (status) or the pull request number (comment). */
+  subject: string;
+  authorization: string;
+  body: Record<string, any>;
+}
+
 export interface ForgePeer {
   url: string;
+  /**
+   * GitHub's REST API (Enterprise's `/api/v3` base): `POST /repos/{owner}/{repo}/statuses/{sha}`
+   * and `POST /repos/{owner}/{repo}/issues/{number}/comments`, with the token `apiToken` names
+   * (Bearer or `token`). Every write accepted is recorded here, in order.
+   */
+  posts: ForgePost[];
+  /** The API token the REST API accepts; another is answered 401 Bad credentials. */
+  apiToken: string;
+  /** Answers the next `n` REST writes 502, as a forge having an outage does. */
+  failNext(n: number): void;
+  /** Resolves once `posts` holds one matching `match` (polled by the caller's clock). */
+  waitForPost(match: (post: ForgePost) => boolean, timeoutMs?: number): Promise<ForgePost>;
   /** Who the next authorization approves as. */
   signIn(user: ForgeUser): void;
   /** Access tokens the peer has issued (so a test can look for them where they must not be). */
@@ -29,6 +53,9 @@ export async function startForgePeer(client: { id: string; secret: string; redir
   const codes = new Map<string, { user: ForgeUser; challenge?: string; redirectUri: string }>();
   const tokens = new Map<string, ForgeUser>();
   const issuedTokens: string[] = [];
+  const posts: ForgePost[] = [];
+  const apiToken = `ghp_${randomBytes(18).toString('hex')}`;
+  let failing = 0;
 
   const readBody = (req: http.IncomingMessage) =>
     new Promise<string>((resolve) => {
@@ -86,6 +113,30 @@ export async function startForgePeer(client: { id: string; secret: string; redir
       if (!user) return json(res, 401, { message: 'Bad credentials' });
       return json(res, 200, url.pathname === '/api/v4/user' ? { id: user.id, username: user.login } : { id: user.id, login: user.login });
     }
+    const rest = req.method === 'POST' ? /^\/api\/v3\/repos\/([^/]+\/[^/]+)\/(statuses\/([0-9a-f]{7,64})|issues\/(\d+)\/comments)$/.exec(url.pathname) : null;
+    if (rest) {
+      const authorization = req.headers.authorization ?? '';
+      const text = await readBody(req);
+      if (authorization.replace(/^(token|Bearer) /, '') !== apiToken) return json(res, 401, { message: 'Bad credentials' });
+      if (failing > 0) {
+        failing--;
+        return json(res, 502, { message: 'Server Error' });
+      }
+      let body: Record<string, any>;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return json(res, 400, { message: 'Problems parsing JSON' });
+      }
+      if (rest[3]) {
+        if (!['error', 'failure', 'pending', 'success'].includes(body.state)) return json(res, 422, { message: 'Validation Failed' });
+        posts.push({ kind: 'status', repository: rest[1], subject: rest[3], authorization, body });
+        return json(res, 201, { id: posts.length, state: body.state, context: body.context ?? 'default' });
+      }
+      if (typeof body.body !== 'string' || !body.body) return json(res, 422, { message: 'Validation Failed' });
+      posts.push({ kind: 'comment', repository: rest[1], subject: rest[4], authorization, body });
+      return json(res, 201, { id: posts.length, body: body.body });
+    }
     res.writeHead(404);
     res.end();
   });
@@ -97,6 +148,20 @@ export async function startForgePeer(client: { id: string; secret: string; redir
       current = user;
     },
     issuedTokens,
+    posts,
+    apiToken,
+    failNext: (n) => {
+      failing = n;
+    },
+    async waitForPost(match, timeoutMs = 60_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const found = posts.find(match);
+        if (found) return found;
+        if (Date.now() > until) throw new Error(`the forge peer saw no such post; it saw ${JSON.stringify(posts.map((p) => [p.kind, p.subject, p.body.state ?? p.body.body]))}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
