@@ -290,13 +290,20 @@ export async function gitCredentialOf(sql: Sql, sealer: Sealer | undefined, cred
 }
 
 /**
- * What a launch records of the template's project: its id and the commit its checkout holds. A
+ * What a launch records of the template's project: its id and the commit its checkout holds (or
+ * the commit the launch names). A
  * project that is gone, or has no checkout yet, is a configuration error (spec part B 7.3): 400
  * naming it, which an unattended launch answers as 409.
  */
-export async function projectForLaunch(db: Db, projectId: string): Promise<{ id: string; commit: string }> {
+export async function projectForLaunch(db: Db, projectId: string, commit?: string): Promise<{ id: string; commit: string }> {
   const project = await getProject(db, projectId);
   if (!project) throw badRequest(`project ${projectId} no longer exists`, { field: 'project_id' });
+  // A commit the launch names (a pull request's head, the commit a saved plan was made at) is
+  // fetched by each worker as it runs; it reaches git as an argument, so only a hex object name passes.
+  if (commit !== undefined) {
+    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) throw badRequest(`${JSON.stringify(commit)} is not a git commit id (40 or 64 lowercase hex digits)`, { field: 'project.commit' });
+    return { id: project.id, commit };
+  }
   if (!project.commit_sha) {
     throw badRequest(`project ${projectId} has no checkout yet (status ${project.status}${project.last_error ? `: ${project.last_error}` : ''})`, {
       field: 'project_id',

@@ -6,6 +6,7 @@ import type { Hold } from '../../core/runs/policy-gate';
 import type { Run } from '../../core/runs/run';
 import type { Template } from '../../store/templates';
 import { getRunPlan, saveRunPlan } from '../../store/iac';
+import { getRun } from '../../store/runs';
 import type { Caller } from '../../store/tokens';
 import type { AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
@@ -36,7 +37,10 @@ export async function proposeSavedPlan(
   const digest = `sha256:${createHash('sha256').update(Buffer.from(text, 'base64')).digest('hex')}`;
   if (digest !== saved.digest) throw conflict(`the plan of run ${planRunId} does not match its digest ${saved.digest}`, { plan_run_id: planRunId });
   const hold: Hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, plan: { digest, summary: `${planSummary(saved.classification)}; ${note}` } };
-  const { run, created } = await launchTemplate(ctx, caller, origin, template, { hold, ...launch });
+  // The apply works at the commit the plan was made at, whatever the project's checkout holds now.
+  const planned = await getRun(ctx.sql, planRunId);
+  const projectCommit = planned?.spec.project?.commit;
+  const { run, created } = await launchTemplate(ctx, caller, origin, template, { hold, ...(projectCommit ? { projectCommit } : {}), ...launch });
   // A repeated launch (the same Idempotency-Key) names the run the first made, its plan saved then.
   if (!created) return { run, created };
   await saveRunPlan(ctx.sql, {

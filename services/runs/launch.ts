@@ -70,6 +70,11 @@ export interface LaunchOptions {
   credentials?: string[];
   /** The change label the run carries (spec part A 2.1, 2.13); absent is none. */
   change?: string;
+  /**
+   * The commit of the template's project the run works at, in place of the one its checkout holds
+   * now: a pull request's head, or the commit a saved plan was made at. Ignored without a project.
+   */
+  projectCommit?: string;
   /** A dry run of a job template (a terraform plan, an ansible check): the tool's dry run. */
   dryRun?: boolean;
   /** Held for approval whatever the policies say, with this hold (a drift reconcile's proposal). */
@@ -159,7 +164,7 @@ export async function launchTemplate(
   if (options.source) request.source = options.source;
   if (credentials.length) request.credentials = credentials;
   // The run works in a copy of the template's git project at the commit its checkout holds now (spec part A 4.5).
-  if (template.project_id && template.kind === 'job') request.spec = { ...request.spec, project: await projectForLaunch(ctx.sql, template.project_id) };
+  if (template.project_id && template.kind === 'job') request.spec = { ...request.spec, project: await projectForLaunch(ctx.sql, template.project_id, options.projectCommit) };
   if (options.limit !== undefined) request.spec = { ...request.spec, limit: options.limit };
   // The template's fact cache (services/facts.ts) and the launch's change label (services/changes.ts).
   if (template.kind === 'job') request.spec = { ...request.spec, ...launchFactCache(template) };
@@ -224,7 +229,7 @@ export async function launchUnattended(
   origin: AuditOrigin,
   template: Template,
   fire: UnattendedFire,
-  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit' | 'dryRun'> = {},
+  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit' | 'dryRun' | 'projectCommit'> = {},
 ): Promise<{ run: Run; created: boolean }> {
   const missing = unattendedGaps(template);
   if (missing.length) throw new UnattendedSurveyRefusal(missing);

@@ -110,6 +110,8 @@ async function planPullRequest(
       { kind: 'trigger', id: trigger.id, name: trigger.name, owner, actorKind: trigger.owner_actor_kind },
       {
         dryRun: true,
+        // A project-backed template plans the pull request's head commit, fetched by the worker.
+        projectCommit: pr.headSha,
         extraVars: { pull_request_repository: pr.repository, pull_request_number: pr.number, pull_request_head_sha: pr.headSha },
         ...(deliveryId ? { idempotencyKey: deliveryIdempotencyKey(trigger.id, deliveryId) } : {}),
       },
