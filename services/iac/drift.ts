@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { featureRefusal, tierAllows } from '../../core/access/license';
 import { runPlanContext } from '../../core/credentials/seal-contexts';
 import { badRequest, conflict, forbidden } from '../../core/errors';
@@ -12,6 +11,7 @@ import { readerOf } from '../access/access';
 import type { AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { launchTemplate } from '../runs/launch';
+import { planDigest } from './plan-gate';
 import { readableTemplate } from '../runs/templates';
 
 /**
@@ -48,7 +48,7 @@ export async function reconcileDrift(ctx: ServerContext, caller: Caller, origin:
     if (!ctx.sealer) throw conflict(`the plan of check ${check.run_id} is sealed and this server has not the install's encryption key`, { check_run_id: check.run_id });
     text = ctx.sealer.open(saved.plan, runPlanContext(check.run_id, saved.digest));
   }
-  const digest = `sha256:${createHash('sha256').update(Buffer.from(text, 'base64')).digest('hex')}`;
+  const digest = planDigest(Buffer.from(text, 'base64'));
   if (digest !== saved.digest) throw conflict(`the plan of check ${check.run_id} does not match its digest ${saved.digest}`, { check_run_id: check.run_id });
   const summary = `${planSummary(saved.classification)}; reconciles the drift check ${check.run_id}`;
   const hold: Hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, plan: { digest, summary } };
