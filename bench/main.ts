@@ -134,7 +134,7 @@ async function main(): Promise<void> {
     }
     if (wanted('q') && workerToken) {
       log('(q) the relay beside the direct worker: run latency, throughput and log bytes per second through a cairn worker --server process...');
-      sections.push(await relayBenchmark(client, env.url, workerToken, env.server.context.config.poolSize, teardown));
+      sections.push(await relayBenchmark(client, env.url, workerToken, env.server.context.config.poolSize, teardown, log));
     }
     if (process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');

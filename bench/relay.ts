@@ -12,8 +12,8 @@ const LATENCY_RUNS = 50;
 const WARMUP = 5;
 const THROUGHPUT_RUNS = 200;
 const IN_FLIGHT = 50;
-// 99 characters and a newline: 200,000 of them is 20 MB of output.
-const LOG_LINES = 200_000;
+// 99 characters and a newline: 100,000 of them is 10 MB of output.
+const LOG_LINES = 100_000;
 const LINE = 'cairn relay 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 abcdefghijk';
 export const RELAY_QUEUE = 'relay-bench';
 
@@ -110,12 +110,14 @@ async function logRate(client: BenchClient, queue: string | undefined): Promise<
  * named queue served only by a real `cairn worker --server` process through /relay/v1, with as
  * many slots as the pool.
  */
-export async function relayBenchmark(client: BenchClient, url: string, workerToken: string, slots: number, teardown: Teardown): Promise<Section> {
+export async function relayBenchmark(client: BenchClient, url: string, workerToken: string, slots: number, teardown: Teardown, log: (line: string) => void): Promise<Section> {
   await startRelayWorker(url, workerToken, slots, teardown);
   const directLatency = await latencies(client, undefined);
   const relayLatency = await latencies(client, RELAY_QUEUE);
+  log(`(q) latency p50: direct ${percentile(directLatency, 50).toFixed(1)} ms, relay ${percentile(relayLatency, 50).toFixed(1)} ms`);
   const directThroughput = await throughput(client, undefined);
   const relayThroughput = await throughput(client, RELAY_QUEUE);
+  log(`(q) throughput: direct ${directThroughput.toFixed(1)} runs/s, relay ${relayThroughput.toFixed(1)} runs/s`);
   const directLog = await logRate(client, undefined);
   const relayLog = await logRate(client, RELAY_QUEUE);
   const p = (xs: number[], q: number) => percentile(xs, q);

@@ -56,6 +56,8 @@ export class RelayCallError extends Error {
 
 /** Items a report call carries at most (spec part B 8: a few thousand). */
 const REPORT_BATCH = 2000;
+/** Output one log call carries at most: 512 KiB is about 683 KiB of base64, under the relay's 1 MiB body bound. */
+const LOG_CALL_BYTES = 512 * 1024;
 /** The JSON a facts call carries at most, under the relay's 8 MiB bound for it. */
 const FACTS_CALL_BYTES = 6 * 1024 * 1024;
 
@@ -240,22 +242,6 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
     const { binary_files: binaryFiles, ...execution } = started.execution;
     let files: Record<string, string | Buffer> = { ...execution.files };
     for (const [name, base64] of Object.entries(binaryFiles ?? {})) files[name] = Buffer.from(base64, 'base64');
-    let env = execution.env;
-    let binds: SandboxBind[] = [];
-    if (started.iac) {
-      // This worker's own site: the binary (built on first use), the state it keeps for the template, its provider mirror.
-      try {
-        const where = await iacSite(site, IAC_BINARIES[started.iac.tool], started.run, (line) => logger.info({ runId }, line));
-        const overlay = iacSiteInvocation(where);
-        env = { ...env, ...overlay.env };
-        files = { ...files, ...overlay.files };
-        binds = where.binds;
-      } catch (err) {
-        if (!(err instanceof IacBinaryUnavailable || err instanceof IacSiteError)) throw err;
-        await call('POST', `${runPath}/save`, { outcome: { kind: 'spawn_failed', message: err.message.slice(0, 2000) } }, capability);
-        return;
-      }
-    }
     const cancel = new AbortController();
     executions.add(cancel);
     let lost = false;
@@ -278,8 +264,27 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
         .finally(() => (beating = undefined));
     }, Math.min(1000, claimed.heartbeat_seconds * 1000));
     let outcome: AttemptEnd;
+    /** Bytes at the start of the log batch being retried that were stored already. */
+    let logSent = 0;
     try {
-      outcome = await executeTool<AttemptEnd>(
+      // This worker's own site for a terraform or opentofu run: the binary (built on first use,
+      // under the heartbeat), the state it keeps for the template, its provider mirror.
+      let env = execution.env;
+      let binds: SandboxBind[] = [];
+      let unavailable: string | undefined;
+      if (started.iac) {
+        try {
+          const where = await iacSite(site, IAC_BINARIES[started.iac.tool], started.run, (line) => logger.info({ runId }, line));
+          const overlay = iacSiteInvocation(where);
+          env = { ...env, ...overlay.env };
+          files = { ...files, ...overlay.files };
+          binds = where.binds;
+        } catch (err) {
+          if (!(err instanceof IacBinaryUnavailable || err instanceof IacSiteError)) throw err;
+          unavailable = err.message.slice(0, 2000);
+        }
+      }
+      outcome = unavailable !== undefined ? { kind: 'spawn_failed', message: unavailable } : await executeTool<AttemptEnd>(
             site,
             launcher,
             { runId, attempt: started.attempt, workDir: started.work_dir, ...execution, env, files, binds, preface: started.preface },
@@ -296,8 +301,22 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
                   await fs.rm(archive, { force: true });
                 }
               }),
+              // A fast tool's batches grow past what one log call carries (1 MiB of JSON, base64): sent in
+              // slices. A failed slice fails the batch, which the sink hands again with more after it;
+              // the slices already stored are skipped then, so no output is stored twice.
               storeLog: async (data) => {
-                await call('POST', `${runPath}/log`, { data: data.toString('base64') }, capability);
+                let offset = logSent;
+                try {
+                  while (offset < data.length) {
+                    const end = Math.min(offset + LOG_CALL_BYTES, data.length);
+                    await call('POST', `${runPath}/log`, { data: data.subarray(offset, end).toString('base64') }, capability);
+                    offset = end;
+                  }
+                  logSent = 0;
+                } catch (err) {
+                  logSent = offset;
+                  throw err;
+                }
               },
               onLogError: (err) => logger.warn({ runId, err: (err as Error).message }, 'sending run output failed; will retry'),
               cancelSignal: cancel.signal,

@@ -147,3 +147,12 @@ test('plan reports need the token and a held capability, only from a plan phase 
   // Its attempt over, the capability holds no run: a plan report on it is refused.
   expect((await relay.request('POST', `${runPath}/propose-apply`, { body: report, headers: cap })).status).toBe(403);
 }, 60_000);
+
+test('a fast tool’s output larger than one log call carries reaches the log whole and once', async () => {
+  // 3 MB at full speed: the worker's log batches grow past the 1 MiB body bound and go in slices.
+  const submitted = await t.api.post('/v1/runs', { tool: 'bash', command: "yes 'relay output 0123456789 abcdefghijklmnopqrstuvwxyz' | head -c 3000000", queue: QUEUE });
+  expect(submitted.status).toBe(201);
+  const ended = await waitForRunEnd(t.api, submitted.body.id, 60_000);
+  expect(ended.status).toBe('succeeded');
+  expect((await t.api.get(`/v1/runs/${ended.id}`)).body.log_bytes).toBe(3_000_000);
+}, 60_000);
