@@ -54,6 +54,11 @@ export interface RunActivityDeps {
 
 const HOST = os.hostname();
 
+/** An execution that recorded the run's end answers the status it recorded, so the workflow need not read it back. */
+export interface ExecutionEnded {
+  ended: string;
+}
+
 /** What an attempt's heartbeats carry, so the attempt after a lost one can find its tool. */
 interface LeaseDetails {
   host: string;
@@ -75,7 +80,7 @@ export function createRunActivities(deps: RunActivityDeps) {
    * Executes the run's tool for this attempt and records how it ended. A cancel (by a person or the
    * timeout) surfaces as the activity's cancellation; the workflow records that end itself.
    */
-  async function executeRun(runId: string): Promise<'held' | void> {
+  async function executeRun(runId: string): Promise<'held' | ExecutionEnded | void> {
     const leases: MintedLease[] = [];
     let outcome: Awaited<ReturnType<typeof runTool>>;
     try {
@@ -86,7 +91,9 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
     // Held at the plan gate: the workflow waits for the decision, then executes the run again to apply.
     if (outcome === 'held') return 'held';
-    if (outcome !== 'skipped') await recordEndUntilItLands(runId, outcome);
+    if (outcome === 'skipped') return;
+    const ended = await recordEndUntilItLands(runId, outcome);
+    if (ended) return { ended: ended.status };
   }
 
   /**
@@ -94,11 +101,11 @@ export function createRunActivities(deps: RunActivityDeps) {
    * because failing the attempt would run the tool again (a requeue). Only a cancel (a person's
    * or the timeout's) stops it, and the workflow then records that end.
    */
-  async function recordEndUntilItLands(runId: string, outcome: ExecutionOutcome): Promise<void> {
+  async function recordEndUntilItLands(runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
     const ctx = Context.current();
     for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
       try {
-        return await finishRun(runId, outcome);
+        return await recordEnd(runId, outcome);
       } catch (err) {
         if (ctx.cancellationSignal.aborted) throw err;
         logger.warn({ runId, err: (err as Error).message }, "recording the run's end failed; trying again");
@@ -284,10 +291,16 @@ export function createRunActivities(deps: RunActivityDeps) {
     }
   }
 
-  /** Records the run's end and its event once, however often it is called. */
-  async function finishRun(runId: string, outcome: ExecutionOutcome): Promise<void> {
+  /** Records the run's end and its event once, however often it is called; the run as ended, or undefined when it had ended before. */
+  async function recordEnd(runId: string, outcome: ExecutionOutcome): Promise<Run | undefined> {
     const finished = await recordRunEnd(sql, runId, outcome);
     if (finished) deps.onFinished?.(finished);
+    return finished;
+  }
+
+  /** The workflow's own record of an end (a timeout, a cancel, a lost execution). */
+  async function finishRun(runId: string, outcome: ExecutionOutcome): Promise<void> {
+    await recordEnd(runId, outcome);
   }
 
   /** The run's status as recorded, for the workflow's `CairnRunStatus` search attribute; null for a run that is gone. */

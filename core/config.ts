@@ -57,6 +57,11 @@ export const SETTINGS = {
     help: "let terraform and opentofu runs download providers from their registries too, where the run's network reaches them (default false: the mirror only)",
     switch: true,
   },
+  moduleFetchTimeout: {
+    flag: '--module-fetch-timeout',
+    env: 'CAIRN_MODULE_FETCH_TIMEOUT',
+    help: "how long a terraform or opentofu plan may take fetching the configuration's registry and remote modules before the gate holds it unclassified, seconds or 30s/5m (default 2m)",
+  },
   gitTimeout: { flag: '--git-timeout', env: 'CAIRN_GIT_TIMEOUT', help: "how long one git command of a project's update may take, seconds or 30s/5m (default 5m)" },
   projectLocalRoots: {
     flag: '--project-local-roots',
@@ -180,6 +185,7 @@ const configSchema = z.object({
     .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
     .default('false')
     .transform((value) => value === 'true' || value === '1'),
+  moduleFetchTimeout: secondsAtLeastOne('2m'),
   gitTimeout: secondsAtLeastOne('5m'),
   projectLocalRoots: z
     .string()

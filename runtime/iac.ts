@@ -121,7 +121,7 @@ export async function iacSite(
   which: IacBinary,
   run: { id: string; template_id: string | null },
   log: (line: string) => void,
-): Promise<{ binary: string; stateFile: string; providerMirror?: string; providerDownloads: boolean; binds: SandboxBind[]; stateKey: string }> {
+): Promise<{ binary: string; stateFile: string; providerMirror?: string; providerDownloads: boolean; moduleFetchTimeout?: number; binds: SandboxBind[]; stateKey: string }> {
   const staged = await stageIacBinary(site, which, log);
   const stateKey = stateKeyOf(run);
   const state = await stateSite(site, stateKey);
@@ -131,6 +131,7 @@ export async function iacSite(
     stateFile: state.stateFile,
     providerMirror: mirror.dir,
     providerDownloads: site.iacProviderDownloads ?? false,
+    moduleFetchTimeout: site.moduleFetchTimeout,
     binds: [...staged.binds, ...state.binds, ...mirror.binds],
     stateKey,
   };

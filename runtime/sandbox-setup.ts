@@ -25,6 +25,8 @@ export interface RunIsolationSettings {
   iacProviderMirror?: string;
   /** --iac-provider-downloads: providers may also come from their registries. */
   iacProviderDownloads?: boolean;
+  /** --module-fetch-timeout, seconds: how long a plan's module fetch may take. */
+  moduleFetchTimeout?: number;
 }
 
 /** A worker's sandbox (undefined with --run-isolation none) and the root its runs' work dirs are made under. */
@@ -221,6 +223,7 @@ export function jobSandbox(settings: RunIsolationSettings, log: (line: string) =
       iacDir: await runAccountDir(settings, 'iac', log),
       iacProviderMirror: settings.iacProviderMirror,
       iacProviderDownloads: settings.iacProviderDownloads ?? false,
+      moduleFetchTimeout: settings.moduleFetchTimeout,
     }));
     prepared.catch(() => jobSandboxes.delete(key));
     jobSandboxes.set(key, prepared);

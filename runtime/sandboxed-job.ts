@@ -38,6 +38,8 @@ export interface JobSandbox {
   iacDir?: string;
   iacProviderMirror?: string;
   iacProviderDownloads?: boolean;
+  /** --module-fetch-timeout, seconds. */
+  moduleFetchTimeout?: number;
 }
 
 export interface SandboxedJob {

@@ -6,6 +6,10 @@ import type { IacInputs, Tool, ToolInvocation } from './types';
 /** Files a terraform or opentofu run leaves in its work dir for Cairn to read: the saved plan and its JSON. */
 export const PLAN_FILE = 'cairn.tfplan';
 export const PLAN_JSON_FILE = 'cairn-plan.json';
+/** Left instead of a plan when fetching the configuration's modules ran out of time; holds the timeout in seconds. */
+export const MODULE_FETCH_TIMED_OUT_FILE = 'cairn-module-fetch-timed-out';
+/** --module-fetch-timeout's default, seconds. */
+export const DEFAULT_MODULE_FETCH_TIMEOUT = 120;
 /** The driver script and the CLI configuration Cairn writes into the work dir. */
 const DRIVER = 'cairn-iac.sh';
 const CLI_CONFIG = 'cairn-cli.tfrc';
@@ -20,6 +24,13 @@ const MAIN_TF = 'main.tf';
  * Without a backend of the configuration's own (a `backend` or `cloud` block in a .tf file of its
  * directory), state goes to the local backend Cairn keeps for the run's template
  * (CAIRN_IAC_STATE); a configuration that names its own backend keeps it.
+ *
+ * A configuration calling modules (a `module` block) has them fetched first with `get`, within
+ * --module-fetch-timeout (CAIRN_IAC_MODULE_FETCH_TIMEOUT seconds), inside the sandbox and under
+ * the run's network like the rest. `timeout` runs the fetch in a process group of its own and ends
+ * it whole (git and other helpers with it). A plan whose fetch ran out of time leaves the
+ * timed-out marker instead of a plan and exits 0: the gate then holds it unclassified
+ * (activities/iac.ts readSavedPlan); an apply's fetch that runs out of time fails the run.
  */
 const DRIVER_SCRIPT = `#!/bin/bash
 set -uo pipefail
@@ -32,6 +43,19 @@ if [ -n "\${CAIRN_IAC_STATE:-}" ] && ! grep -Eqs '^[[:space:]]*(backend[[:space:
   printf 'terraform {\\n  backend "local" {\\n    path = "%s"\\n  }\\n}\\n' "$CAIRN_IAC_STATE" > cairn_backend.tf
 fi
 echo "[cairn] $phase with $("$tf" version | head -n 1)"
+if grep -Eqs '^[[:space:]]*module[[:space:]]+"' -- *.tf || grep -Eqs '"module"[[:space:]]*:' -- *.tf.json; then
+  limit="\${CAIRN_IAC_MODULE_FETCH_TIMEOUT:-${DEFAULT_MODULE_FETCH_TIMEOUT}}"
+  echo "[cairn] fetching the configuration's modules (at most \${limit}s, --module-fetch-timeout)"
+  timeout -k 2 "$limit" "$tf" get -no-color
+  rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "[cairn] the module fetch ran out of time after \${limit}s (--module-fetch-timeout)"
+    [ "$phase" = plan ] || exit 124
+    printf '%s' "$limit" > "$out/${MODULE_FETCH_TIMED_OUT_FILE}"
+    exit 0
+  fi
+  [ "$rc" -eq 0 ] || exit "$rc"
+fi
 "$tf" init -input=false -no-color || exit $?
 case "$phase" in
   plan)
@@ -62,9 +86,13 @@ function cliConfig(iac: Pick<IacInputs, 'providerMirror' | 'providerDownloads'>)
  * the state file Cairn keeps, the provider installation. A relay worker lays these over the
  * invocation its server resolved (workers/relay-worker.ts), since only it knows its own paths.
  */
-export function iacSiteInvocation(iac: Pick<IacInputs, 'binary' | 'stateFile' | 'providerMirror' | 'providerDownloads'>): { env: Record<string, string>; files: Record<string, string> } {
+export function iacSiteInvocation(iac: Pick<IacInputs, 'binary' | 'stateFile' | 'providerMirror' | 'providerDownloads' | 'moduleFetchTimeout'>): { env: Record<string, string>; files: Record<string, string> } {
   return {
-    env: { CAIRN_IAC_BINARY: iac.binary, ...(iac.stateFile ? { CAIRN_IAC_STATE: iac.stateFile } : {}) },
+    env: {
+      CAIRN_IAC_BINARY: iac.binary,
+      ...(iac.stateFile ? { CAIRN_IAC_STATE: iac.stateFile } : {}),
+      CAIRN_IAC_MODULE_FETCH_TIMEOUT: String(iac.moduleFetchTimeout ?? DEFAULT_MODULE_FETCH_TIMEOUT),
+    },
     files: { [CLI_CONFIG]: cliConfig(iac) },
   };
 }

@@ -63,6 +63,8 @@ export interface IacInputs {
   providerMirror?: string;
   /** Whether providers may also be downloaded from their registries (--iac-provider-downloads). */
   providerDownloads?: boolean;
+  /** How long (seconds) fetching the configuration's modules may take (--module-fetch-timeout). */
+  moduleFetchTimeout?: number;
 }
 
 export interface MachineSecrets {

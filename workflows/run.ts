@@ -19,6 +19,8 @@ const TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000;
 const TIMER_FIRED = Symbol('timer fired');
 /** Runs held at the plan gate whose cancel came as the hold was made still record their end. */
 const HELD_CANCEL_PATCH = 'cairn-held-run-cancel';
+/** The run's end status is taken from the execution that recorded it, not read back. */
+const STATUS_FROM_EXECUTION_PATCH = 'cairn-status-from-execution';
 
 /** One run: execute the tool on the run's queue, raced against its timeout, then record the end once. */
 export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
@@ -47,7 +49,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   // The activity records every end it sees (exit, failure to start); the workflow records the
   // ends only it knows of: the timeout, a cancel, and an execution that could not complete.
   // Each execution is raced against the run's timeout on its own; the wait for a decision is not.
-  const execute = async (): Promise<{ outcome?: ExecutionOutcome; held?: true }> => {
+  const execute = async (): Promise<{ outcome?: ExecutionOutcome; held?: true; ended?: string }> => {
     const execution = new CancellationScope();
     try {
       const running = execution.run(() => executeRun(input.runId));
@@ -63,9 +65,9 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
           await running.catch(() => undefined);
           return { outcome: { kind: 'timed_out', seconds: input.timeoutSeconds } };
         }
-        return first === 'held' ? { held: true } : {};
+        return answered(first as Exclude<typeof first, symbol>);
       }
-      return (await running) === 'held' ? { held: true } : {};
+      return answered(await running);
     } catch (err) {
       if (isCancellation(err)) return { outcome: { kind: 'canceled' } };
       const cause = err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message;
@@ -73,13 +75,15 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     }
   };
 
+  const answered = (answer: Awaited<ReturnType<typeof executeRun>>) => (answer === 'held' ? { held: true as const } : answer ? { ended: answer.ended } : {});
+
   // The ops window (the Temporal UI and CLI for execution insight): `CairnRunStatus`, set at the
   // workflow's start, follows the run's recorded status when the workflow sees it change (held at
   // the plan gate, ended), read from the store, which alone decides it. Workflows recorded before the attribute existed replay without these steps.
   const tracksStatus = patched(SEARCH_ATTRIBUTES_PATCH);
-  const publishStatus = async () => {
+  const publishStatus = async (known?: string) => {
     if (!tracksStatus) return;
-    const status = await runStatus(input.runId);
+    const status = known ?? (await runStatus(input.runId));
     if (status) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.runStatus, value: status }]);
   };
 
@@ -91,7 +95,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     const cancelAfterHold = patched(HELD_CANCEL_PATCH);
     if (!cancelAfterHold) await publishStatus();
     try {
-      if (cancelAfterHold) await CancellationScope.nonCancellable(publishStatus);
+      if (cancelAfterHold) await CancellationScope.nonCancellable(() => publishStatus());
       await condition(() => decided);
       result = await execute();
     } catch (err) {
@@ -101,5 +105,8 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   }
   const final = result.outcome;
   if (final) await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
-  await CancellationScope.nonCancellable(publishStatus);
+  // The execution that recorded the end says what it recorded: no read of the store (a local
+  // activity, a billable action on Temporal Cloud) is needed for it.
+  const known = result.ended && patched(STATUS_FROM_EXECUTION_PATCH) ? result.ended : undefined;
+  await CancellationScope.nonCancellable(() => publishStatus(known));
 }

@@ -194,7 +194,7 @@ export interface AttentionRun {
   account_id: string | null;
   exec_host: string | null;
   attempts: number;
-  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string }; proposal?: { request: string; reasoning: string; provider: string; model: string } } | null;
+  hold: { policies?: string[]; agent_hold?: boolean; distinct_approver?: boolean; expires_at?: string | null; plan?: { digest: string; summary: string; not_made?: string }; proposal?: { request: string; reasoning: string; provider: string; model: string } } | null;
   state_digest: string | null;
   workflow_started_at: Date | null;
   created_at: Date;
@@ -247,7 +247,15 @@ export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Conditio
     const step = run.kind === 'approval';
     const hold = run.hold ?? {};
     const approvers = `an admin, never an agent${hold.distinct_approver ? `, and not ${run.requested_by}, its requester: a policy holding it requires a different approver` : ''}`;
-    const why = hold.proposal ? 'an AI proposed it' : hold.agent_hold ? 'an agent asked for it' : hold.policies?.length ? `policies ${hold.policies.join(', ')} hold it` : 'a policy holds it';
+    const why = hold.proposal
+      ? 'an AI proposed it'
+      : hold.agent_hold
+        ? 'an agent asked for it'
+        : hold.policies?.length
+          ? `policies ${hold.policies.join(', ')} hold it`
+          : hold.plan?.not_made
+            ? 'the plan gate could judge no plan'
+            : 'a policy holds it';
     const details: Record<string, unknown> = step
       ? {
           approval: 'workflow_step',
@@ -263,7 +271,11 @@ export function conditionsOf(run: AttentionRun, facts: ConditionFacts): Conditio
           approval: 'run',
           decision_id: run.id,
           who_may_approve: approvers,
-          on_approve: hold.plan ? `run ${run.id} applies exactly its saved plan ${hold.plan.digest}` : `run ${run.id} is released to run`,
+          on_approve: hold.plan?.not_made
+            ? `run ${run.id} applies nothing and ends failed: no plan was made`
+            : hold.plan
+              ? `run ${run.id} applies exactly its saved plan ${hold.plan.digest}`
+              : `run ${run.id} is released to run`,
           on_deny: `run ${run.id} ends rejected`,
           state_digest: run.state_digest,
           // Held at the plan gate (terraform, opentofu): what the plan does, and the digest an approval binds to.

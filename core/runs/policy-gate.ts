@@ -68,7 +68,15 @@ export interface Hold {
    * A run held at the plan gate: the saved plan's digest (`sha256:` + hex of the plan file), which
    * the approval binds to and the apply checks, and what the plan does.
    */
-  plan?: { digest: string; summary: string };
+  plan?: {
+    digest: string;
+    summary: string;
+    /**
+     * Why no plan was made (its module fetch ran out of time): held because the gate could judge
+     * nothing, and an approval has nothing to apply (the run then ends failed, applying nothing).
+     */
+    not_made?: string;
+  };
   /**
    * A run an AI proposed (POST /v1/ai/propose-run): the plain-language request it came from and the
    * model's reasoning, shown on the attention item; held for a person like an agent's run.

@@ -32,6 +32,19 @@ export interface ReadPlan {
   bytes: Buffer;
   digest: string;
   classification: PlanClassification;
+  /**
+   * Why no plan was made although the phase ended well: its module fetch ran out of time. The
+   * plan is then unclassified and empty (its digest that of no bytes), and nothing can apply it.
+   */
+  notMade?: string;
+}
+
+/** The plan of a phase whose module fetch ran out of time (`seconds` as the driver's marker says it). */
+export function planNotMade(seconds: string): ReadPlan {
+  const limit = /^\d+$/.test(seconds) ? `${seconds}s` : 'its limit';
+  const why = `the module fetch ran out of time after ${limit} (--module-fetch-timeout); no plan was made`;
+  const none = Buffer.alloc(0);
+  return { bytes: none, digest: planDigest(none), classification: unclassifiedPlan(why), notMade: why };
 }
 
 /**
@@ -73,7 +86,7 @@ export async function judgeRunPlan(sql: Sql, run: Run, classification: PlanClass
 /** Keeps the plan with the run: the file sealed when the install has its key, with its digest and what it does. */
 export async function recordPlan(sql: Sql, sealer: Sealer | undefined, run: Run, plan: ReadPlan, verdict: RunPlan['verdict']): Promise<RunPlan> {
   // A plan that will be applied later (held) or reconciled (a dry run's) is kept; one applied at once or refused is not.
-  const keep = verdict === 'hold' || verdict === 'dry_run';
+  const keep = (verdict === 'hold' || verdict === 'dry_run') && !plan.notMade;
   const text = plan.bytes.toString('base64');
   return saveRunPlan(sql, {
     run_id: run.id,
@@ -98,6 +111,7 @@ export interface HeldPlan {
   digest: string;
   summary: string;
   hold: Hold;
+  notMade?: string;
 }
 
 /**
@@ -109,6 +123,8 @@ export async function gatePlan(sql: Sql, sealer: Sealer | undefined, run: Run, p
   note(`${planSummary(plan.classification)}; digest ${plan.digest}`);
   if (run.spec.dry_run) {
     await recordPlan(sql, sealer, run, plan, 'dry_run');
+    // A check that could not plan found nothing either way: it fails, and leaves drift as the last good check saw it.
+    if (plan.notMade) return { decision: 'end', outcome: { kind: 'exited_failed', exitCode: 0, message: plan.notMade } };
     return { decision: 'done' };
   }
   const verdict = await judgeRunPlan(sql, run, plan.classification);
@@ -116,10 +132,16 @@ export async function gatePlan(sql: Sql, sealer: Sealer | undefined, run: Run, p
     await recordPlan(sql, sealer, run, plan, 'deny');
     return { decision: 'end', outcome: { kind: 'refused', message: `a deny policy refuses this plan (${verdict.policies.join(', ')}); nothing was applied` } };
   }
-  if (verdict.verdict === 'hold') {
+  if (verdict.verdict === 'hold' || plan.notMade) {
+    // Unread in full, the plan is held by every policy with a plan condition; one never made is held even with none, having nothing to apply.
+    const hold: Hold = verdict.verdict === 'hold' ? verdict.hold : { policies: [], agent_hold: false, require_reason: false, distinct_approver: false };
     await recordPlan(sql, sealer, run, plan, 'hold');
-    note(`the plan gate holds this run for approval (${verdict.hold.policies.join(', ')}); approving it applies exactly this plan`);
-    return { decision: 'hold', held: { digest: plan.digest, summary: planSummary(plan.classification), hold: verdict.hold } };
+    note(
+      plan.notMade
+        ? `the plan gate holds this run: ${plan.notMade}. Rejecting it ends it; approving it applies nothing and ends it failed`
+        : `the plan gate holds this run for approval (${hold.policies.join(', ')}); approving it applies exactly this plan`,
+    );
+    return { decision: 'hold', held: { digest: plan.digest, summary: planSummary(plan.classification), hold, notMade: plan.notMade } };
   }
   await recordPlan(sql, sealer, run, plan, 'run');
   return { decision: 'apply' };
@@ -127,7 +149,7 @@ export async function gatePlan(sql: Sql, sealer: Sealer | undefined, run: Run, p
 
 /** Moves the running run to held, with its plan on the hold, its `run.held` event and a chain entry; undefined when a cancel came first. */
 export async function holdAtPlanGate(sql: Sql, run: Run, held: HeldPlan): Promise<'held' | undefined> {
-  const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary } };
+  const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary, ...(held.notMade ? { not_made: held.notMade } : {}) } };
   const moved = await moveRun(sql, run.id, 'hold it at the plan gate', (current) =>
     current && current.status === 'running' && !current.cancel_requested_at
       ? {
@@ -156,6 +178,7 @@ export class SavedPlanError extends Error {}
 export async function approvedPlan(sql: Sql, sealer: Sealer | undefined, run: Run): Promise<Buffer> {
   const digest = run.hold?.plan?.digest;
   if (!digest) throw new SavedPlanError('the run was not held at the plan gate');
+  if (run.hold?.plan?.not_made) throw new SavedPlanError(`not applied: no plan was made to apply (${run.hold.plan.not_made}); submit the run again to plan it`);
   const decisions = await listDecisionRecords(sql, run.id);
   if (!decisions.some((d) => d.kind === 'approve')) throw new SavedPlanError(`not applied: no recorded approval released the plan ${digest}`);
   const stored = await getRunPlan(sql, run.id);

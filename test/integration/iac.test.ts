@@ -1,6 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import path from 'node:path';
 import { tempDir } from '../support/temp';
 import { fillProviderMirror } from '../support/tf-provider';
@@ -10,13 +13,22 @@ import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../
 
 /**
  * Terraform-style runs against the real OpenTofu binary (built once into the machine cache from
- * its Go module, like the Temporal CLI) with the built-in terraform_data resource only, so no
- * provider is downloaded; go runs with the machine's Go; the powershell refusal.
+ * its Go module, like the Temporal CLI), and the real Terraform binary where one is at hand, with
+ * the built-in terraform_data resource and a real provider from a local filesystem mirror (nothing
+ * is downloaded from a registry); modules from a real local HTTP server, one of whose sources never
+ * answers; go runs with the machine's Go; the powershell refusal.
  */
 
 let t: TestServer;
 let gitRoot: string;
 let mirror: string;
+/** A module source over HTTP: `/ok/mod.tar.gz` serves a module, `/hang/mod.tar.gz` takes the request and never answers. */
+let modules: http.Server;
+/** Unset on a machine with no outward IPv4 address (the module case is then not exercised). */
+let moduleBase: string | undefined;
+const moduleRequests: string[] = [];
+/** The module fetch timeout the server is started with: short, so the fetch that hangs is given up within seconds. */
+const MODULE_FETCH_TIMEOUT = 4;
 
 beforeAll(async () => {
   // The first build on a machine takes minutes; later runs find it in the cache at once.
@@ -27,10 +39,35 @@ beforeAll(async () => {
   // A filesystem mirror holding one real provider, as an operator fills it.
   mirror = tempDir('cairn-iac-mirror');
   await fillProviderMirror(mirror, (line) => process.stderr.write(`${line}\n`));
-  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: gitRoot, CAIRN_IAC_PROVIDER_MIRROR: mirror });
+  // The module server listens on this machine's outward address: a run's isolated network reaches
+  // that as it would any outside host, and never the host's loopback.
+  const moduleDir = tempDir('cairn-iac-module');
+  writeFileSync(path.join(moduleDir, 'main.tf'), 'variable "name" {\n  type = string\n}\nresource "terraform_data" "m" {\n  input = var.name\n}\noutput "greeting" {\n  value = "hello ${var.name}"\n}\n');
+  execFileSync('tar', ['-czf', path.join(moduleDir, 'mod.tar.gz'), '-C', moduleDir, 'main.tf']);
+  const archive = readFileSync(path.join(moduleDir, 'mod.tar.gz'));
+  modules = http.createServer((req, res) => {
+    moduleRequests.push(req.url ?? '');
+    if (req.url?.startsWith('/ok/mod.tar.gz')) {
+      res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': archive.length });
+      res.end(archive);
+    } else if (!req.url?.startsWith('/hang/')) {
+      res.writeHead(404).end();
+    }
+    // /hang/: the request is taken and never answered.
+  });
+  const outward = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal);
+  if (outward) {
+    await new Promise<void>((resolve) => modules.listen(0, outward.address, resolve));
+    moduleBase = `http://${outward.address}:${(modules.address() as AddressInfo).port}`;
+  }
+  t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: gitRoot, CAIRN_IAC_PROVIDER_MIRROR: mirror, CAIRN_MODULE_FETCH_TIMEOUT: `${MODULE_FETCH_TIMEOUT}s` });
 }, 1_200_000);
 afterAll(async () => {
   await t?.stop();
+  modules?.closeAllConnections();
+  if (modules?.listening) await new Promise((resolve) => modules.close(resolve));
 });
 
 const twoResources = `
@@ -246,21 +283,99 @@ test('a provider is installed from the filesystem mirror, and one the mirror lac
   expect(await logOf(missing.id)).toContain('cairn/cairntest');
 }, 240_000);
 
+const callingModule = (source: string) => `module "greet" {\n  source = "${source}"\n  name   = "cairn"\n}\noutput "greeting" {\n  value = module.greet.greeting\n}\n`;
+
+test('a remote module is fetched before the plan; a fetch that runs out of time holds the run unclassified and applies nothing', async () => {
+  if (!moduleBase) {
+    process.stderr.write('this machine has no outward IPv4 address a run\'s isolated network could reach: the module case is not exercised\n');
+    return;
+  }
+  const fetched = await waitForRunEnd(t.api, (await t.api.post('/v1/runs', { tool: 'opentofu', command: callingModule(`${moduleBase}/ok/mod.tar.gz`) })).body.id, 120_000);
+  expect(fetched.status).toBe('succeeded');
+  const fetchedLog = await logOf(fetched.id);
+  expect(fetchedLog).toContain(`fetching the configuration's modules (at most ${MODULE_FETCH_TIMEOUT}s, --module-fetch-timeout)`);
+  expect(fetchedLog).toContain('Apply complete! Resources: 1 added, 0 changed, 0 destroyed.');
+  expect(fetchedLog).toContain('greeting = "hello cairn"');
+  expect(moduleRequests.some((u) => u.startsWith('/ok/'))).toBe(true);
+
+  // The same call to a source that never answers, as a real run and as a dry run, side by side.
+  const hanging = callingModule(`${moduleBase}/hang/mod.tar.gz`);
+  const [real, dry] = await Promise.all([
+    t.api.post('/v1/runs', { tool: 'opentofu', command: hanging }),
+    t.api.post('/v1/runs', { tool: 'opentofu', command: hanging, dry_run: true }),
+  ]);
+  expect(real.status).toBe(201);
+  expect(dry.status).toBe(201);
+  const why = `the module fetch ran out of time after ${MODULE_FETCH_TIMEOUT}s (--module-fetch-timeout); no plan was made`;
+  const held = await waitForRun(t.api, real.body.id, (r) => r.status === 'held', 120_000);
+  expect(moduleRequests.some((u) => u.startsWith('/hang/'))).toBe(true);
+  // No policy has a plan condition: a plan never made is held all the same, there being nothing the gate could judge.
+  expect(held.hold).toMatchObject({ policies: [], plan: { summary: `plan not classified: ${why}`, not_made: why } });
+  const view = (await t.api.get(`/v1/runs/${held.id}`)).body;
+  expect(view.plan).toMatchObject({ verdict: 'hold', classified: false, reason: why, kept: false, applied_at: null });
+  const attention = JSON.stringify((await t.api.get('/v1/attention?blocker=approval_needed')).body);
+  expect(attention).toContain(`held for approval: the plan gate could judge no plan at the plan gate (plan not classified: ${why})`);
+  expect(attention).toContain(`run ${held.id} applies nothing and ends failed: no plan was made`);
+
+  // The check fails: it could not plan, so it finds neither drift nor its absence.
+  const check = await waitForRunEnd(t.api, dry.body.id, 120_000);
+  expect(check.status).toBe('failed');
+  expect(check.error).toBe(why);
+  expect((await t.api.get(`/v1/runs/${check.id}`)).body.plan).toMatchObject({ verdict: 'dry_run', classified: false, kept: false });
+
+  // Approval has nothing to apply: the run ends failed saying so.
+  expect((await t.api.post(`/v1/runs/${held.id}/approve`, { plan_digest: held.hold.plan.digest })).status).toBe(200);
+  const ended = await waitForRunEnd(t.api, held.id, 60_000);
+  expect(ended.status).toBe('failed');
+  expect(ended.error).toContain(`not applied: no plan was made to apply (${why})`);
+  expect(await logOf(held.id)).not.toContain('Apply complete');
+}, 300_000);
+
 // Terraform is built only on demand (its first run, or `cairn tools install terraform`), never by
 // the suite: this runs where a terraform binary is at hand already (CAIRN_TERRAFORM, PATH, the cache).
-test('a terraform run plans and applies the same way, where a terraform binary is at hand', async () => {
+test('a terraform run installs a provider from the mirror, plans and applies; a delete is held and approval applies exactly that plan', async () => {
   const found = await locateIacBinary(TERRAFORM).catch(() => undefined);
   if (!found) {
     process.stderr.write('terraform is not installed here and the suite does not build it: the terraform case is not exercised\n');
     return;
   }
-  const created = await t.api.post('/v1/templates', { name: 'terraform two', tool: 'terraform', command: twoResources });
+  const config = (withDb: boolean) =>
+    `terraform {\n  required_providers {\n    cairntest = {\n      source  = "cairn/cairntest"\n      version = "0.1.0"\n    }\n  }\n}\n` +
+    'resource "cairntest_note" "n" {\n  text = "from the mirror"\n}\n' +
+    (withDb ? 'resource "terraform_data" "db" {\n  input = "database"\n}\n' : '');
+  const created = await t.api.post('/v1/templates', { name: 'terraform two', tool: 'terraform', command: config(true) });
   expect(created.status).toBe(201);
   const run = await waitForRunEnd(t.api, (await launch(created.body.id)).id, 120_000);
   expect(run.status).toBe('succeeded');
-  expect(await logOf(run.id)).toContain('Apply complete! Resources: 2 added, 0 changed, 0 destroyed.');
-  expect((await t.api.get(`/v1/runs/${run.id}`)).body.plan).toMatchObject({ verdict: 'run', totals: { create: 2 } });
-}, 240_000);
+  const log = await logOf(run.id);
+  expect(log).toMatch(/\[cairn\] plan with Terraform v\d/);
+  expect(log).toContain('Installing cairn/cairntest v0.1.0');
+  expect(log).toContain('Apply complete! Resources: 2 added, 0 changed, 0 destroyed.');
+  expect((await t.api.get(`/v1/runs/${run.id}`)).body.plan).toMatchObject({
+    verdict: 'run',
+    totals: { create: 2 },
+    by_type: { cairntest_note: { create: 1, update: 0, replace: 0, delete: 0 }, terraform_data: { create: 1, update: 0, replace: 0, delete: 0 } },
+  });
+
+  const policy = await t.api.post('/v1/policies', { name: 'terraform deletes', tool: 'terraform', plan_deletes: ['terraform_data'] });
+  expect(policy.status).toBe(201);
+  try {
+    const put = await t.api.request('PUT', `/v1/templates/${created.body.id}`, { body: { name: 'terraform two', tool: 'terraform', command: config(false) } });
+    expect(put.status).toBe(200);
+    const held = await waitForRun(t.api, (await launch(created.body.id)).id, (r) => r.status === 'held', 120_000);
+    expect(held.hold.policies).toEqual([policy.body.id]);
+    expect(held.hold.plan.summary).toBe('plan: 0 to create, 0 to update, 0 to replace, 1 to delete (deletes terraform_data ×1)');
+    expect((await t.api.get(`/v1/runs/${held.id}`)).body.plan.resources).toEqual([{ address: 'terraform_data.db', type: 'terraform_data', action: 'delete' }]);
+    expect((await t.api.post(`/v1/runs/${held.id}/approve`, { plan_digest: held.hold.plan.digest })).status).toBe(200);
+    const done = await waitForRunEnd(t.api, held.id, 120_000);
+    expect(done.status).toBe('succeeded');
+    const applied = await logOf(held.id);
+    expect(applied).toContain(`applying the saved plan ${held.hold.plan.digest}`);
+    expect(applied).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
+  } finally {
+    await t.api.request('DELETE', `/v1/policies/${policy.body.id}`);
+  }
+}, 300_000);
 
 test('a go run runs main.go with go run', async () => {
   // No import: the install's build cache starts empty, and every package a program imports is compiled into it first.

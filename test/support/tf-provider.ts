@@ -12,7 +12,9 @@ import { machineCacheDir } from '../../embedded/machine-cache';
  */
 const SOURCE_DIR = path.join(__dirname, 'tf-provider');
 const SOURCES = ['main.go', 'go.mod', 'go.sum'];
-export const TEST_PROVIDER = { source: 'cairn/cairntest', host: 'registry.opentofu.org', version: '0.1.0' };
+export const TEST_PROVIDER = { source: 'cairn/cairntest', version: '0.1.0' };
+/** Where each tool looks a bare `cairn/cairntest` up: OpenTofu's registry host and Terraform's; the mirror holds it under both. */
+const REGISTRY_HOSTS = ['registry.opentofu.org', 'registry.terraform.io'];
 
 async function providerBuildPath(): Promise<string> {
   const hash = createHash('sha256');
@@ -30,11 +32,13 @@ export async function fillProviderMirror(mirror: string, log: (line: string) => 
     await goBuildInto(go, SOURCE_DIR, '.', target, { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ''} -buildvcs=false`.trim() });
   }
   const [namespace, type] = TEST_PROVIDER.source.split('/');
-  const dir = path.join(mirror, TEST_PROVIDER.host, namespace, type, TEST_PROVIDER.version, 'linux_amd64');
-  await fs.mkdir(dir, { recursive: true, mode: 0o755 });
-  const file = path.join(dir, `terraform-provider-${type}_v${TEST_PROVIDER.version}`);
-  await fs.copyFile(target, file);
-  await fs.chmod(file, 0o755);
-  // The run account reads the mirror in its sandbox.
-  for (let d = dir; d.startsWith(mirror) && d !== path.dirname(mirror); d = path.dirname(d)) await fs.chmod(d, 0o755);
+  for (const host of REGISTRY_HOSTS) {
+    const dir = path.join(mirror, host, namespace, type, TEST_PROVIDER.version, 'linux_amd64');
+    await fs.mkdir(dir, { recursive: true, mode: 0o755 });
+    const file = path.join(dir, `terraform-provider-${type}_v${TEST_PROVIDER.version}`);
+    await fs.copyFile(target, file);
+    await fs.chmod(file, 0o755);
+    // The run account reads the mirror in its sandbox.
+    for (let d = dir; d.startsWith(mirror) && d !== path.dirname(mirror); d = path.dirname(d)) await fs.chmod(d, 0o755);
+  }
 }

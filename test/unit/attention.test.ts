@@ -78,6 +78,17 @@ describe('blockers', () => {
     expect(c.who_can_act).toMatch(/never an agent.*not alice/);
   });
 
+  test('a run held at the plan gate with no plan made says the gate could judge none, and that approving it applies nothing', () => {
+    const why = 'the module fetch ran out of time after 120s (--module-fetch-timeout); no plan was made';
+    const plan = { digest: 'sha256:e3b0', summary: `plan not classified: ${why}`, not_made: why };
+    const [c] = conditionsOf(run({ status: 'held', hold: { policies: [], plan } }), facts());
+    expect(c.reason).toBe(`held for approval: the plan gate could judge no plan at the plan gate (plan not classified: ${why})`);
+    expect(c.details).toMatchObject({ on_approve: 'run run_a applies nothing and ends failed: no plan was made', plan });
+    const [made] = conditionsOf(run({ status: 'held', hold: { policies: ['pol_1'], plan: { digest: 'sha256:9f', summary: 'plan: 1 to delete' } } }), facts());
+    expect(made.reason).toBe('held for approval: policies pol_1 hold it at the plan gate (plan: 1 to delete)');
+    expect(made.details).toMatchObject({ on_approve: 'run run_a applies exactly its saved plan sha256:9f' });
+  });
+
   test('a workflow step at approval says whether other branches run or the workflow is paused', () => {
     const step = run({ id: 'run_s', kind: 'approval', status: 'held', parent_run_id: 'run_w', step_name: 'promote' });
     const busy = conditionsOf(step, facts({}, [step, run({ id: 'run_b', kind: 'step', status: 'running', parent_run_id: 'run_w' })]))[0];

@@ -71,3 +71,11 @@ test('--federation-issuer is an https URL (http for a loopback host), kept witho
   refused('https://cairn.example.com/?tenant=1', 'the issuer must not carry a query');
   refused('https://cairn.example.com/#x', 'the issuer must not carry a fragment or user name');
 });
+
+test('--module-fetch-timeout defaults to two minutes and reads durations of at least a second', () => {
+  expect(loadConfig({}, {}).moduleFetchTimeout).toBe(120);
+  expect(loadConfig(parseFlags(['--module-fetch-timeout', '90s']).values, {}).moduleFetchTimeout).toBe(90);
+  expect(loadConfig({}, { CAIRN_MODULE_FETCH_TIMEOUT: '5m' }).moduleFetchTimeout).toBe(300);
+  expect(() => loadConfig({}, { CAIRN_MODULE_FETCH_TIMEOUT: '0' })).toThrow('--module-fetch-timeout (CAIRN_MODULE_FETCH_TIMEOUT): "0" is not a duration of at least a second');
+  expect(() => loadConfig({}, { CAIRN_MODULE_FETCH_TIMEOUT: 'soon' })).toThrow('--module-fetch-timeout (CAIRN_MODULE_FETCH_TIMEOUT)');
+});

@@ -144,4 +144,12 @@ describe('the opentofu tool', () => {
     expect(fromProject.files['main.tf']).toBeUndefined();
     expect(fromProject.env.CAIRN_IAC_DIR).toBe('envs/prod');
   });
+
+  test('the module fetch is bounded by the worker\'s --module-fetch-timeout, two minutes when none is given', () => {
+    expect(opentofuTool.invocation({ command: 'x', extra_vars: {} }).env.CAIRN_IAC_MODULE_FETCH_TIMEOUT).toBe('120');
+    const inputs = { iac: { binary: '/b/tofu', phase: 'plan' as const, moduleFetchTimeout: 7 } };
+    const bounded = opentofuTool.invocation({ command: 'x', extra_vars: {} }, inputs);
+    expect(bounded.env.CAIRN_IAC_MODULE_FETCH_TIMEOUT).toBe('7');
+    expect(bounded.files['cairn-iac.sh']).toContain('timeout -k 2 "$limit" "$tf" get -no-color');
+  });
 });
