@@ -7,19 +7,15 @@ import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import type { Sql } from '../store/db';
 import { appendLog } from '../store/logs';
 import { getRun } from '../store/runs';
-import { moveRun, recordRunEnd } from '../services/runs/run-lifecycle';
-import { runView } from '../core/runs/run-view';
+import { recordRunEnd } from '../services/runs/run-lifecycle';
 import { RunInputError } from '../core/runs/run-outcome';
-import type { Hold } from '../core/runs/policy-gate';
 import type { IacInputs, ToolInputs } from '../tools/types';
 import type { SandboxBind } from '../runtime/sandbox';
-import { newId } from '../core/ids';
-import { isPlanTool } from '../tools/iac';
+import { IAC_APPLY_ARGV, isPlanTool } from '../tools/iac';
 import { IAC_BINARIES, IacBinaryUnavailable } from '../embedded/iac-binaries';
-import { goSite, IacSiteError, providerMirror, stageIacBinary, stateKeyOf, stateSite } from '../runtime/iac';
+import { goSite, iacSite, IacSiteError } from '../runtime/iac';
 import { markPlanApplied, tryStateLock, type StateLock } from '../store/iac';
-import { entryFields, serviceOrigin } from '../services/audit/audit';
-import { approvedPlan, judgeRunPlan, planSummary, readSavedPlan, recordPlan, SavedPlanError } from './iac';
+import { approvedPlan, gatePlan, holdAtPlanGate, readSavedPlan, SavedPlanError } from './iac';
 import { prepareExecution } from '../services/runs/run-preparation';
 import { recordToolResults } from './run-results';
 import { revokeRunLeases, type MintedLease } from '../services/credentials';
@@ -227,23 +223,12 @@ export function createRunActivities(deps: RunActivityDeps) {
   async function executionInputs(run: Run, note: (line: string) => Promise<void>): Promise<{ inputs: Partial<ToolInputs>; binds: SandboxBind[]; stateKey?: string }> {
     try {
       if (isPlanTool(run.tool)) {
-        const staged = await stageIacBinary(deps.site, IAC_BINARIES[run.tool], (line) => void note(line));
-        const stateKey = stateKeyOf(run);
-        const state = await stateSite(deps.site, stateKey);
-        const mirror = await providerMirror(deps.site);
+        const { binds, stateKey, ...where } = await iacSite(deps.site, IAC_BINARIES[run.tool], run, (line) => void note(line));
         // A run held at the plan gate and approved applies exactly the plan it saved.
         const savedPlan = !run.spec.dry_run && run.hold?.plan ? await approvedPlan(sql, deps.sealer, run) : undefined;
         if (savedPlan) await note(`applying the saved plan ${run.hold!.plan!.digest} that was approved (${run.hold!.plan!.summary})`);
-        const iac: IacInputs = {
-          binary: staged.binary,
-          phase: savedPlan ? 'apply' : 'plan',
-          savedPlan,
-          stateFile: state.stateFile,
-          providerMirror: mirror.dir,
-          providerDownloads: deps.site.iacProviderDownloads ?? false,
-          moduleFetchTimeout: deps.site.moduleFetchTimeout,
-        };
-        return { inputs: { iac }, binds: [...staged.binds, ...state.binds, ...mirror.binds], stateKey };
+        const iac: IacInputs = { ...where, phase: savedPlan ? 'apply' : 'plan', savedPlan };
+        return { inputs: { iac }, binds, stateKey };
       }
       if (run.tool === 'go') {
         const go = await goSite(deps.site);
@@ -269,17 +254,22 @@ export function createRunActivities(deps: RunActivityDeps) {
    */
   async function afterPlan(run: Run, iac: IacInputs, workDir: string, tail: AttemptTail): Promise<ExecutionOutcome | 'held' | 'go on'> {
     const ctx = Context.current();
-    const gated = await planGate(run, iac, workDir, tail.note);
-    if (gated === 'apply') {
-      const applied = await tail.launchAgain(['bash', 'cairn-iac.sh', 'apply']);
+    if (iac.phase === 'apply') {
+      // The approved plan, applied: it is not kept any longer.
+      await markPlanApplied(sql, run.id);
+      return 'go on';
+    }
+    const plan = await readSavedPlan(workDir);
+    if (!plan) return { kind: 'exited_failed', exitCode: 0, message: 'the plan phase saved no plan file' };
+    const gated = await gatePlan(sql, deps.sealer, run, plan, tail.note);
+    if (gated.decision === 'apply') {
+      const applied = await tail.launchAgain(IAC_APPLY_ARGV);
       if (ctx.cancellationSignal.aborted) await ctx.cancelled;
       if (applied.kind === 'exited' && applied.exitCode === 0) await markPlanApplied(sql, run.id);
       return recordToolResults(sql, run, workDir, applied);
     }
-    if (gated === 'hold') return (await holdAtPlanGate(run)) ?? { kind: 'canceled' };
-    if (gated !== 'done') return gated;
-    // The approved plan, applied: it is not kept any longer.
-    if (iac.phase === 'apply') await markPlanApplied(sql, run.id);
+    if (gated.decision === 'hold') return (await holdAtPlanGate(sql, run, gated.held)) ?? { kind: 'canceled' };
+    if (gated.decision === 'end') return gated.outcome;
     return 'go on';
   }
 
@@ -299,69 +289,6 @@ export function createRunActivities(deps: RunActivityDeps) {
       }
       await ctx.sleep(250);
     }
-  }
-
-  /**
-   * After a plan phase that exited 0: the plan read back and classified, recorded with the run, and
-   * judged. `apply` goes on to apply it now; `hold` holds the run for a person; `done` is a dry
-   * run's plan or an apply that has just run; an outcome ends the run (a plan a deny refuses).
-   */
-  async function planGate(run: Run, iac: IacInputs, workDir: string, note: (line: string) => void): Promise<'apply' | 'hold' | 'done' | ExecutionOutcome> {
-    if (iac.phase === 'apply') return 'done';
-    const plan = await readSavedPlan(workDir);
-    if (!plan) return { kind: 'exited_failed', exitCode: 0, message: 'the plan phase saved no plan file' };
-    note(`${planSummary(plan.classification)}; digest ${plan.digest}`);
-    if (run.spec.dry_run) {
-      await recordPlan(sql, deps.sealer, run, plan, 'dry_run');
-      // A check that could not plan found nothing either way: it fails, and leaves drift as the last good check saw it.
-      if (plan.notMade) return { kind: 'exited_failed', exitCode: 0, message: plan.notMade };
-      return 'done';
-    }
-    const verdict = await judgeRunPlan(sql, run, plan.classification);
-    if (verdict.verdict === 'deny') {
-      await recordPlan(sql, deps.sealer, run, plan, 'deny');
-      return { kind: 'refused', message: `a deny policy refuses this plan (${verdict.policies.join(', ')}); nothing was applied` };
-    }
-    if (verdict.verdict === 'hold' || plan.notMade) {
-      // Unread in full, the plan is held by every policy with a plan condition; one never made is held even with none, having nothing to apply.
-      const hold: Hold = verdict.verdict === 'hold' ? verdict.hold : { policies: [], agent_hold: false, require_reason: false, distinct_approver: false };
-      await recordPlan(sql, deps.sealer, run, plan, 'hold');
-      heldPlans.set(run.id, { digest: plan.digest, summary: planSummary(plan.classification), hold, notMade: plan.notMade });
-      note(
-        plan.notMade
-          ? `the plan gate holds this run: ${plan.notMade}. Rejecting it ends it; approving it applies nothing and ends it failed`
-          : `the plan gate holds this run for approval (${hold.policies.join(', ')}); approving it applies exactly this plan`,
-      );
-      return 'hold';
-    }
-    await recordPlan(sql, deps.sealer, run, plan, 'run');
-    return 'apply';
-  }
-
-  /** What planGate decided to hold, by run, for holdAtPlanGate. */
-  const heldPlans = new Map<string, { digest: string; summary: string; hold: Hold; notMade?: string }>();
-
-  /** Moves the running run to held, with its plan on the hold, its `run.held` event and a chain entry; undefined when a cancel came first. */
-  async function holdAtPlanGate(run: Run): Promise<'held' | undefined> {
-    const held = heldPlans.get(run.id)!;
-    heldPlans.delete(run.id);
-    const hold: Hold = { ...held.hold, plan: { digest: held.digest, summary: held.summary, ...(held.notMade ? { not_made: held.notMade } : {}) } };
-    const moved = await moveRun(sql, run.id, 'hold it at the plan gate', (current) =>
-      current && current.status === 'running' && !current.cancel_requested_at
-        ? {
-            changes: { status: 'held', hold },
-            event: { kind: 'run.held', body: (next: Run) => ({ run: runView(next, 'preview'), blocker: 'approval_needed', hold, plan: held.summary }) },
-            guard: { notCanceled: true },
-            audit: () =>
-              entryFields(serviceOrigin('RUN', `/v1/runs/${run.id}`), 202, {
-                id: newId('aud'),
-                run_id: run.id,
-                body: { kind: 'run.plan_held', run_id: run.id, plan_digest: held.digest, policies: hold.policies, summary: held.summary },
-              }),
-          }
-        : { settled: undefined },
-    );
-    return 'settled' in moved ? undefined : 'held';
   }
 
   /** Records the run's end and its event once, however often it is called; the run as ended, or undefined when it had ended before. */

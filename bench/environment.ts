@@ -5,6 +5,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { loadConfig } from '../core/config';
 import { createLogger, startServer, type RunningServer } from '../cli/serve';
+import { generateSigningKey, signDocument } from '../core/audit/signing';
 
 export interface BenchEnvironment {
   server: RunningServer;
@@ -64,7 +65,7 @@ async function freshDatabase(serverUrl: string, teardown: Teardown): Promise<str
  * from the caller's environment except BENCH_DATABASE_URL, so a configured DATABASE_URL or
  * TEMPORAL_ADDRESS never leaks in.
  */
-export async function startBenchEnvironment(teardown: Teardown): Promise<BenchEnvironment> {
+export async function startBenchEnvironment(teardown: Teardown, options: { workerToken?: string } = {}): Promise<BenchEnvironment> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
 
@@ -82,8 +83,19 @@ export async function startBenchEnvironment(teardown: Teardown): Promise<BenchEn
   const external = process.env.BENCH_DATABASE_URL;
   if (external) settings.DATABASE_URL = await freshDatabase(external, teardown);
 
+  // The relay section: the server serves /relay/v1 and is Team (every worker is), under a license signed by a key of the bench's own.
+  let licenseKeys: object[] | undefined;
+  if (options.workerToken) {
+    const key = await generateSigningKey();
+    const license = await signDocument({ licensee: 'Cairn benchmark', tier: 'team', issued_at: new Date(Date.now() - 60_000).toISOString() }, key.privateJwk, key.keyId);
+    settings.CAIRN_LICENSE_FILE = path.join(dataDir, 'license.jws');
+    await fs.writeFile(settings.CAIRN_LICENSE_FILE, `${license}\n`);
+    settings.CAIRN_WORKER_TOKEN = options.workerToken;
+    licenseKeys = [key.publicJwk];
+  }
+
   const config = loadConfig({}, settings);
-  const server = await startServer(config, createLogger(config));
+  const server = await startServer(config, createLogger(config), { licenseKeys });
   teardown.push('stopping the server', () => server.stop());
   if (!server.adminToken) throw new Error('a fresh install should have minted an admin token');
 

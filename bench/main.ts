@@ -19,6 +19,8 @@ import { notificationBenchmark } from './notifications';
 import { structuredEventsBenchmark } from './structured-events';
 import { webhookBenchmark } from './webhooks';
 import { planGateBenchmark } from './iac-plan-gate';
+import { relayBenchmark } from './relay';
+import { randomBytes } from 'node:crypto';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -42,17 +44,19 @@ async function main(): Promise<void> {
   const sections: Section[] = [];
   try {
     log('starting a fresh Cairn install (embedded Temporal dev server, PostgreSQL, pool worker)...');
-    const starting = startBenchEnvironment(teardown);
+    // `--only a,b,...` runs just those sections (by the letters below) for a quicker pass.
+    const onlyArg = process.argv.find((a) => a.startsWith('--only='));
+    const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined;
+    const wanted = (key: string) => !only || only.has(key);
+    // The relay section needs the install to serve /relay/v1, and to be Team (every worker is).
+    const workerToken = wanted('q') ? `cairn-bench-${randomBytes(24).toString('base64url')}` : undefined;
+    const starting = startBenchEnvironment(teardown, { workerToken });
     startup = starting;
     const env = await starting;
     const client = benchClient(env.url, env.adminToken);
     teardown.push('closing the HTTP client', async () => client.close());
     log(`ready in ${(msSince(started) / 1000).toFixed(1)} s: ${env.url}, ${env.databaseKind}, pool size ${env.server.context.config.poolSize}`);
 
-    // `--only a,b,...` runs just those sections (by the letters below) for a quicker pass.
-    const onlyArg = process.argv.find((a) => a.startsWith('--only='));
-    const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined;
-    const wanted = (key: string) => !only || only.has(key);
     const [admin] = await env.sql<{ accountId: string; tokenId: string }[]>`
       SELECT a.id AS "accountId", t.id AS "tokenId" FROM accounts a JOIN tokens t ON t.account_id = a.id
       WHERE a.role = 'admin' ORDER BY t.created_at LIMIT 1`;
@@ -127,6 +131,10 @@ async function main(): Promise<void> {
       const section = await planGateBenchmark();
       if (section) sections.push(section);
       else log('(p) skipped: no OpenTofu binary here (cairn tools install opentofu)');
+    }
+    if (wanted('q') && workerToken) {
+      log('(q) the relay beside the direct worker: run latency, throughput and log bytes per second through a cairn worker --server process...');
+      sections.push(await relayBenchmark(client, env.url, workerToken, env.server.context.config.poolSize, teardown, log));
     }
     if (process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');

@@ -111,3 +111,28 @@ export async function goSite(site: JobSandbox): Promise<{ modCache: string; buil
     binds: [{ path: dir, writable: true }],
   };
 }
+
+/**
+ * Where a terraform or opentofu run executes on this side: its binary staged, the state it keeps
+ * under its key, the provider mirror; the same on the pool and on a relay worker.
+ */
+export async function iacSite(
+  site: JobSandbox,
+  which: IacBinary,
+  run: { id: string; template_id: string | null },
+  log: (line: string) => void,
+): Promise<{ binary: string; stateFile: string; providerMirror?: string; providerDownloads: boolean; moduleFetchTimeout?: number; binds: SandboxBind[]; stateKey: string }> {
+  const staged = await stageIacBinary(site, which, log);
+  const stateKey = stateKeyOf(run);
+  const state = await stateSite(site, stateKey);
+  const mirror = await providerMirror(site);
+  return {
+    binary: staged.binary,
+    stateFile: state.stateFile,
+    providerMirror: mirror.dir,
+    providerDownloads: site.iacProviderDownloads ?? false,
+    moduleFetchTimeout: site.moduleFetchTimeout,
+    binds: [...staged.binds, ...state.binds, ...mirror.binds],
+    stateKey,
+  };
+}

@@ -68,7 +68,8 @@ export async function recordRelayWorkerContact(
     WHERE workers.kind = 'relay'`;
 }
 
-export type RelayReportKind = 'host' | 'task' | 'facts' | 'supplied' | 'ended';
+/** An attempt's staged reports; `iac` and `plan` are a plan tool's phase and its gate's decision (services/relay/relay-plans.ts). */
+export type RelayReportKind = 'host' | 'task' | 'facts' | 'supplied' | 'ended' | 'iac' | 'plan';
 
 /** Keeps a batch of an attempt's reported items until its end report. */
 export async function stageRelayReports(db: Db, runId: string, attempt: number, kind: RelayReportKind, items: unknown[]): Promise<void> {

@@ -1,7 +1,7 @@
 import { badRequest } from '../core/errors';
 import type { RunSpec } from '../core/runs/run';
 import { extraVarsEnv } from './extra-vars';
-import type { Tool, ToolInputs, ToolInvocation } from './types';
+import type { IacInputs, Tool, ToolInvocation } from './types';
 
 /** Files a terraform or opentofu run leaves in its work dir for Cairn to read: the saved plan and its JSON. */
 export const PLAN_FILE = 'cairn.tfplan';
@@ -13,6 +13,8 @@ export const DEFAULT_MODULE_FETCH_TIMEOUT = 120;
 /** The driver script and the CLI configuration Cairn writes into the work dir. */
 const DRIVER = 'cairn-iac.sh';
 const CLI_CONFIG = 'cairn-cli.tfrc';
+/** The second process of a run whose plan the gate passed: apply exactly the saved plan file. */
+export const IAC_APPLY_ARGV = ['bash', DRIVER, 'apply'];
 /** The configuration written from a run's `command` when it has no project. */
 const MAIN_TF = 'main.tf';
 
@@ -70,13 +72,29 @@ esac
 `;
 
 /** The provider installation Cairn allows: a filesystem mirror the operator fills, and downloads only when allowed. */
-function cliConfig(iac: NonNullable<ToolInputs['iac']>): string {
+function cliConfig(iac: Pick<IacInputs, 'providerMirror' | 'providerDownloads'>): string {
   const blocks: string[] = [];
   if (iac.providerMirror) blocks.push(`  filesystem_mirror {\n    path = ${JSON.stringify(iac.providerMirror)}\n  }`);
   if (iac.providerDownloads) blocks.push('  direct {}');
   // With neither, no provider can be installed; the built-in terraform_data needs none.
   if (blocks.length === 0) blocks.push('  direct {\n    exclude = ["*/*/*"]\n  }');
   return `provider_installation {\n${blocks.join('\n')}\n}\n`;
+}
+
+/**
+ * What of a terraform or opentofu invocation the executing side's own site decides: the binary,
+ * the state file Cairn keeps, the provider installation. A relay worker lays these over the
+ * invocation its server resolved (workers/relay-worker.ts), since only it knows its own paths.
+ */
+export function iacSiteInvocation(iac: Pick<IacInputs, 'binary' | 'stateFile' | 'providerMirror' | 'providerDownloads' | 'moduleFetchTimeout'>): { env: Record<string, string>; files: Record<string, string> } {
+  return {
+    env: {
+      CAIRN_IAC_BINARY: iac.binary,
+      ...(iac.stateFile ? { CAIRN_IAC_STATE: iac.stateFile } : {}),
+      CAIRN_IAC_MODULE_FETCH_TIMEOUT: String(iac.moduleFetchTimeout ?? DEFAULT_MODULE_FETCH_TIMEOUT),
+    },
+    files: { [CLI_CONFIG]: cliConfig(iac) },
+  };
 }
 
 /**
@@ -123,9 +141,10 @@ function iacTool(name: 'terraform' | 'opentofu', binary: string): Tool {
       if (fault) throw badRequest(fault, { field: 'command' });
       const iac = inputs?.iac;
       const phase = spec.dry_run ? 'plan' : (iac?.phase ?? 'plan');
+      const site = iacSiteInvocation(iac ?? { binary, phase });
       const files: ToolInvocation['files'] = { [DRIVER]: DRIVER_SCRIPT };
       if (!spec.project) files[MAIN_TF] = spec.command;
-      if (iac) files[CLI_CONFIG] = cliConfig(iac);
+      if (iac) Object.assign(files, site.files);
       if (iac?.savedPlan) files[PLAN_FILE] = iac.savedPlan;
       return {
         argv: ['bash', DRIVER, phase],
@@ -133,10 +152,8 @@ function iacTool(name: 'terraform' | 'opentofu', binary: string): Tool {
         env: {
           ...extraVarsEnv(spec.extra_vars),
           ...terraformVars(spec.extra_vars),
-          CAIRN_IAC_BINARY: iac?.binary ?? binary,
           CAIRN_IAC_DIR: configurationDir(spec),
-          ...(iac?.stateFile ? { CAIRN_IAC_STATE: iac.stateFile } : {}),
-          CAIRN_IAC_MODULE_FETCH_TIMEOUT: String(iac?.moduleFetchTimeout ?? DEFAULT_MODULE_FETCH_TIMEOUT),
+          ...site.env,
         },
       };
     },

@@ -11,8 +11,15 @@ import type { ResultsWanted } from '../core/ansible/ansible-results';
 import { GitError } from '../core/project-paths';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { createPrivateKey, createPublicKey } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey } from 'node:crypto';
 import { loadJose } from '../core/jose';
+import { RELAY_PLAN_FILE_BYTES, RELAY_PLAN_JSON_BYTES } from '../core/iac/plan';
+import { IAC_BINARIES, IacBinaryUnavailable } from '../embedded/iac-binaries';
+import { iacSite, IacSiteError } from '../runtime/iac';
+import type { SandboxBind } from '../runtime/sandbox';
+import type { AttemptTail } from '../runtime/tool-execution';
+import { readWorkFile } from '../runtime/work-dir';
+import { IAC_APPLY_ARGV, iacSiteInvocation, PLAN_FILE, PLAN_JSON_FILE } from '../tools/iac';
 
 /** This worker's release, as it reports it to the fleet view. */
 export const RELAY_WORKER_VERSION = '0.1.0';
@@ -49,6 +56,8 @@ export class RelayCallError extends Error {
 
 /** Items a report call carries at most (spec part B 8: a few thousand). */
 const REPORT_BATCH = 2000;
+/** Output one log call carries at most: 512 KiB is about 683 KiB of base64, under the relay's 1 MiB body bound. */
+const LOG_CALL_BYTES = 512 * 1024;
 /** The JSON a facts call carries at most, under the relay's 8 MiB bound for it. */
 const FACTS_CALL_BYTES = 6 * 1024 * 1024;
 
@@ -62,12 +71,35 @@ interface Claimed {
 
 interface Started {
   state: 'running' | 'ended';
+  run: { id: string; template_id: string | null; dry_run: boolean };
   attempt: number;
   work_dir: string;
   preface?: string;
   results: ResultsWanted;
-  execution: { binary: string; argv: string[]; env: Record<string, string>; files: Record<string, string>; maskValues: string[]; project?: { id: string; commit: string } };
+  /** A terraform or opentofu run: its tool and phase (plan, or apply the approved plan in binary_files). */
+  iac?: { tool: 'terraform' | 'opentofu'; phase: 'plan' | 'apply'; digest?: string };
+  execution: {
+    binary: string;
+    argv: string[];
+    env: Record<string, string>;
+    files: Record<string, string>;
+    /** Byte files (a saved plan), base64. */
+    binary_files?: Record<string, string>;
+    maskValues: string[];
+    project?: { id: string; commit: string };
+  };
 }
+
+/** The answer to a plan report (services/relay/relay-plans.ts PlanAnswer). */
+interface PlanAnswer {
+  decision: 'apply' | 'hold' | 'recorded' | 'refused';
+  digest: string;
+  notes: string[];
+}
+
+/** How an attempt stopped where its plan gate said (held for approval, or refused): the server records which. */
+const GATED = { kind: 'gated' } as const;
+type AttemptEnd = ExecutionOutcome | typeof GATED;
 
 /**
  * An outbound worker of the relay (`cairn worker --server URL --worker-token T --queue Q`): no
@@ -156,6 +188,46 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
     }
   }
 
+  /**
+   * Sends the plan phase's saved plan and its JSON to the server (propose-apply, or drift-plan for a
+   * dry run) and writes what the gate said into the log: `apply` the plan now (the server passed
+   * exactly this digest), `stop` where the gate held or refused it, or `go on` (a dry run's plan
+   * recorded, or none to send: the server then fails the run naming why).
+   */
+  async function reportPlan(runPath: string, capability: string, dryRun: boolean, workDir: string, tail: AttemptTail): Promise<'apply' | 'stop' | 'go on' | ExecutionOutcome> {
+    const plan = await readWorkFile(workDir, PLAN_FILE, RELAY_PLAN_FILE_BYTES);
+    if (!plan) return 'go on';
+    if (plan.size > RELAY_PLAN_FILE_BYTES) {
+      tail.note(`the saved plan is ${plan.size} bytes, more than a relay worker hands over (${RELAY_PLAN_FILE_BYTES}); nothing was applied`);
+      return 'go on';
+    }
+    const json = await readWorkFile(workDir, PLAN_JSON_FILE, RELAY_PLAN_JSON_BYTES);
+    const inline = json && json.size <= RELAY_PLAN_JSON_BYTES ? json.bytes.toString('utf8') : null;
+    let answer: PlanAnswer | undefined;
+    try {
+      answer = await call<PlanAnswer>(
+        'POST',
+        `${runPath}/${dryRun ? 'drift-plan' : 'propose-apply'}`,
+        { plan: plan.bytes.toString('base64'), plan_json: inline, ...(json && inline === null && { plan_json_bytes: json.size }) },
+        capability,
+      );
+    } catch (err) {
+      // A lost lease ends the attempt unreported; a refused report is said in the log and the run fails at its end.
+      if (err instanceof RelayCallError && err.status !== 403 && err.status !== 409 && err.status < 500) {
+        tail.note(`the plan could not be handed over: ${err.message}`);
+        return 'go on';
+      }
+      throw err;
+    }
+    for (const line of answer!.notes) tail.note(line);
+    if (answer!.decision === 'apply') {
+      const digest = `sha256:${createHash('sha256').update(plan.bytes).digest('hex')}`;
+      if (digest !== answer!.digest) return { kind: 'spawn_failed', message: `the plan gate passed ${answer!.digest}, not this attempt's plan ${digest}; nothing was applied` };
+      return 'apply';
+    }
+    return answer!.decision === 'recorded' ? 'go on' : 'stop';
+  }
+
   async function execute(claimed: Claimed): Promise<void> {
     const { run_id: runId, capability } = claimed;
     const runPath = `/relay/v1/runs/${runId}`;
@@ -167,6 +239,9 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
     );
     if (!answer || answer.state !== 'running') return;
     const started: Started = answer.execution_sealed ? { ...answer, execution: await delivery!.open(answer.execution_sealed) } : answer;
+    const { binary_files: binaryFiles, ...execution } = started.execution;
+    let files: Record<string, string | Buffer> = { ...execution.files };
+    for (const [name, base64] of Object.entries(binaryFiles ?? {})) files[name] = Buffer.from(base64, 'base64');
     const cancel = new AbortController();
     executions.add(cancel);
     let lost = false;
@@ -188,13 +263,31 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
         })
         .finally(() => (beating = undefined));
     }, Math.min(1000, claimed.heartbeat_seconds * 1000));
-    let outcome: ExecutionOutcome;
+    let outcome: AttemptEnd;
+    /** Bytes at the start of the log batch being retried that were stored already. */
+    let logSent = 0;
     try {
-      const { execution } = started;
-      outcome = await executeTool(
+      // This worker's own site for a terraform or opentofu run: the binary (built on first use,
+      // under the heartbeat), the state it keeps for the template, its provider mirror.
+      let env = execution.env;
+      let binds: SandboxBind[] = [];
+      let unavailable: string | undefined;
+      if (started.iac) {
+        try {
+          const where = await iacSite(site, IAC_BINARIES[started.iac.tool], started.run, (line) => logger.info({ runId }, line));
+          const overlay = iacSiteInvocation(where);
+          env = { ...env, ...overlay.env };
+          files = { ...files, ...overlay.files };
+          binds = where.binds;
+        } catch (err) {
+          if (!(err instanceof IacBinaryUnavailable || err instanceof IacSiteError)) throw err;
+          unavailable = err.message.slice(0, 2000);
+        }
+      }
+      outcome = unavailable !== undefined ? { kind: 'spawn_failed', message: unavailable } : await executeTool<AttemptEnd>(
             site,
             launcher,
-            { runId, attempt: started.attempt, workDir: started.work_dir, ...execution, preface: started.preface },
+            { runId, attempt: started.attempt, workDir: started.work_dir, ...execution, env, files, binds, preface: started.preface },
             {
               // The project's tree comes through the relay as a tar archive, unpacked as the pool unpacks a commit.
               placeProject: execution.project && (async (workDir) => {
@@ -208,13 +301,36 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
                   await fs.rm(archive, { force: true });
                 }
               }),
+              // A fast tool's batches grow past what one log call carries (1 MiB of JSON, base64): sent in
+              // slices. A failed slice fails the batch, which the sink hands again with more after it;
+              // the slices already stored are skipped then, so no output is stored twice.
               storeLog: async (data) => {
-                await call('POST', `${runPath}/log`, { data: data.toString('base64') }, capability);
+                let offset = logSent;
+                try {
+                  while (offset < data.length) {
+                    const end = Math.min(offset + LOG_CALL_BYTES, data.length);
+                    await call('POST', `${runPath}/log`, { data: data.subarray(offset, end).toString('base64') }, capability);
+                    offset = end;
+                  }
+                  logSent = 0;
+                } catch (err) {
+                  logSent = offset;
+                  throw err;
+                }
               },
               onLogError: (err) => logger.warn({ runId, err: (err as Error).message }, 'sending run output failed; will retry'),
               cancelSignal: cancel.signal,
-              afterExit: async (workDir, exited) => {
+              afterExit: async (workDir, exited, tail) => {
                 if (cancel.signal.aborted) return { kind: 'canceled' };
+                // A plan phase's plan goes to the server's plan gate (or, a dry run's, to its drift record).
+                if (started.iac?.phase === 'plan' && exited.kind === 'exited' && exited.exitCode === 0) {
+                  const gated = await reportPlan(runPath, capability, started.run.dry_run, workDir, tail);
+                  if (gated === 'apply') {
+                    const applied = await tail.launchAgain(IAC_APPLY_ARGV);
+                    return cancel.signal.aborted ? { kind: 'canceled' } : applied;
+                  }
+                  return gated === 'stop' ? GATED : gated === 'go on' ? exited : gated;
+                }
                 // An ansible run's results and facts are read now, before its work dir goes, and sent in bounded batches.
                 await sendResults(runPath, capability, await readToolResults(started.results, workDir, exited));
                 return exited;
@@ -233,7 +349,9 @@ export async function startRelayWorker(options: RelayWorkerOptions): Promise<{ i
     // The end is reported however long the server refuses; a lost lease ends the trying.
     for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
       try {
-        const reportable = outcome.kind === 'exited'
+        const reportable = outcome.kind === 'gated'
+          ? outcome
+          : outcome.kind === 'exited'
           ? { kind: 'exited', exit_code: outcome.exitCode, signal: outcome.signal }
           : outcome.kind === 'bound_exceeded'
             ? { kind: 'bound_exceeded', exit_code: outcome.exitCode, bound: outcome.bound, flag: outcome.flag, limit: outcome.limit }

@@ -53,6 +53,9 @@ export const IMPORT_BODY_LIMIT = 25 * 1024 * 1024;
 /** A relay worker's facts report (one host's facts may be 1 MiB): up to 8 MiB a call. */
 const RELAY_FACTS_WRITE = /^\/relay\/v1\/runs\/[^/]+\/host-facts$/;
 export const RELAY_FACTS_BODY_LIMIT = 8 * 1024 * 1024;
+/** A relay worker's plan report: a plan file (base64) and its JSON, each within its own bound (core/iac/plan.ts): up to 72 MiB a call. */
+const RELAY_PLAN_WRITE = /^\/relay\/v1\/runs\/[^/]+\/(propose-apply|drift-plan)$/;
+export const RELAY_PLAN_BODY_LIMIT = 72 * 1024 * 1024;
 
 const isImportWrite = (ctx: Context) => IMPORT_WRITE.test(ctx.path) && ctx.method === 'POST';
 
@@ -62,6 +65,7 @@ function bodyLimitOf(ctx: Context): { bytes: number; name: string } {
   }
   if (isImportWrite(ctx)) return { bytes: IMPORT_BODY_LIMIT, name: '25 MiB limit for imports' };
   if (RELAY_FACTS_WRITE.test(ctx.path) && ctx.method === 'POST') return { bytes: RELAY_FACTS_BODY_LIMIT, name: '8 MiB limit for relay facts reports' };
+  if (RELAY_PLAN_WRITE.test(ctx.path) && ctx.method === 'POST') return { bytes: RELAY_PLAN_BODY_LIMIT, name: '72 MiB limit for relay plan reports' };
   return { bytes: WRITE_BODY_LIMIT, name: '1 MiB limit for writes' };
 }
 

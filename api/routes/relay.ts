@@ -23,6 +23,8 @@ import {
   type RelayWorker,
 } from '../../services/relay/relay';
 import { getRun } from '../../store/runs';
+import { RELAY_PLAN_FILE_BYTES, RELAY_PLAN_JSON_BYTES } from '../../core/iac/plan';
+import { reportPlan } from '../../services/relay/relay-plans';
 import { HOST_VERDICTS, RESULT_KINDS } from '../../core/ansible/ansible-results';
 import { MAX_FACTS_BYTES } from '../../core/ansible/facts';
 import { listPolicies } from '../../store/policies';
@@ -124,11 +126,21 @@ const outcomeInput = z.discriminatedUnion('kind', [
     limit: z.string().max(64),
   }),
   z.strictObject({ kind: z.literal('canceled') }),
+  // A terraform or opentofu run that stopped where propose-apply said: held for approval, or refused.
+  z.strictObject({ kind: z.literal('gated') }),
 ]);
 
 const saveInput = z.strictObject({ outcome: outcomeInput });
 
-function outcomeOf(input: z.output<typeof outcomeInput>): ExecutionOutcome {
+const planReportInput = z.strictObject({
+  // The saved plan file (binary), base64.
+  plan: z.base64('plan is base64').min(1, 'plan is the saved plan file, base64'),
+  // Its `show -json`; null when it is larger than a report carries (the plan is then held as unclassified).
+  plan_json: z.string().max(RELAY_PLAN_JSON_BYTES, `plan_json is at most ${RELAY_PLAN_JSON_BYTES} characters: send null and plan_json_bytes`).nullable(),
+  plan_json_bytes: z.number().int().min(0).optional(),
+});
+
+function outcomeOf(input: z.output<typeof outcomeInput>): ExecutionOutcome | { kind: 'gated' } {
   switch (input.kind) {
     case 'exited':
       return { kind: 'exited', exitCode: input.exit_code, signal: input.signal };
@@ -255,13 +267,24 @@ export function relayRoutes(server: ServerContext): Router {
     ctx.status = 204;
   });
 
-  // Reports of plan-capable tools, which this release does not run on relay workers: a worker's
-  // call is refused naming why, after the same checks as every report call.
-  for (const report of ['propose-apply', 'drift-plan']) {
-    describeRoute({ method: 'post', path: `/relay/v1/runs/:id/${report}`, summary: `The ${report} report of a plan-capable tool: refused (422) by this release` + " (worker token and the claim's Cairn-Capability)", errors: [422] });
+  // A terraform or opentofu run's plan: judged at the plan gate (propose-apply) or recorded as a drift check (drift-plan).
+  for (const report of ['propose-apply', 'drift-plan'] as const) {
+    describeRoute({
+      method: 'post',
+      path: `/relay/v1/runs/:id/${report}`,
+      summary:
+        report === 'propose-apply'
+          ? "Hand the plan phase's saved plan and its show -json to the plan gate: apply it now, hold the run for approval, or refused (worker token and the claim's Cairn-Capability)"
+          : "Hand over the plan a dry run (drift check) saved; the server seals and keeps it as the template's drift (worker token and the claim's Cairn-Capability)",
+      body: planReportInput,
+      errors: [409],
+    });
     router.post(`/runs/:id/${report}`, async (ctx) => {
-      await held(ctx, ctx.params.id);
-      throw new DomainError('unprocessable', `${report} reports are not taken through the relay by this server yet: a relay worker runs script tools`, { report });
+      const input = parseInput(planReportInput, ctx.request.body);
+      const lease = await held(ctx, ctx.params.id);
+      const plan = Buffer.from(input.plan, 'base64');
+      if (plan.length > RELAY_PLAN_FILE_BYTES) throw new DomainError('invalid', `plan is ${plan.length} bytes: a relay plan report carries at most ${RELAY_PLAN_FILE_BYTES}`, { field: 'plan' });
+      ctx.body = await reportPlan(server, lease, report, { plan, planJson: input.plan_json, planJsonBytes: input.plan_json_bytes });
     });
   }
   return router;

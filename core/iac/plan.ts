@@ -40,6 +40,10 @@ export interface PlanClassification {
 
 export const MAX_LISTED = 500;
 
+/** What one relay plan report (propose-apply, drift-plan) carries at most: the plan file, and its `show -json` inline (spec part B 8). */
+export const RELAY_PLAN_FILE_BYTES = 24 * 1024 * 1024;
+export const RELAY_PLAN_JSON_BYTES = 32 * 1024 * 1024;
+
 const zero = (): PlanCounts => ({ create: 0, update: 0, replace: 0, delete: 0 });
 
 /** The action of one resource change's `actions` list; undefined for no-op and read. */

@@ -29,6 +29,8 @@ import type { ServerContext } from '../context';
 import { recordRunEnd } from '../runs/run-lifecycle';
 import { JobRefused, runJob } from '../jobs';
 import { prepareExecution, type PreparedExecution } from '../runs/run-preparation';
+import { isPlanTool } from '../../tools/iac';
+import { relayIacInputs, settleIacAttempt, startIacAttempt } from './relay-plans';
 
 /** Items one report call may carry (spec part B 8: a few thousand). */
 export const MAX_REPORT_ITEMS = 2000;
@@ -165,11 +167,22 @@ export async function renewLease(server: ServerContext, lease: RelayLease, worke
   return 'continue';
 }
 
-type Execution = Omit<PreparedExecution, 'kind' | 'run' | 'previous'>;
+/** The execution as it travels: text files as they are, byte files (a saved plan) base64 in `binary_files`. */
+type Execution = Omit<PreparedExecution, 'kind' | 'run' | 'previous' | 'files'> & { files: Record<string, string>; binary_files?: Record<string, string> };
+
+function wireFiles(files: PreparedExecution['files']): Pick<Execution, 'files' | 'binary_files'> {
+  const text: Record<string, string> = {};
+  const binary: Record<string, string> = {};
+  for (const [name, content] of Object.entries(files)) {
+    if (typeof content === 'string') text[name] = content;
+    else binary[name] = content.toString('base64');
+  }
+  return { files: text, ...(Object.keys(binary).length && { binary_files: binary }) };
+}
 
 export type StartAnswer =
   | { state: 'ended'; status: string | null }
-  | ({ state: 'running'; run: Run; attempt: number; work_dir: string; preface?: string; results: ResultsWanted } & (
+  | ({ state: 'running'; run: Run; attempt: number; work_dir: string; preface?: string; results: ResultsWanted; iac?: { tool: string; phase: 'plan' | 'apply'; digest?: string } } & (
       | { execution: Execution }
       | { execution_sealed: string }
     ));
@@ -201,9 +214,21 @@ async function sealExecution(execution: Execution, key: CryptoKey | Uint8Array):
  */
 export async function startRun(server: ServerContext, lease: RelayLease, worker: RelayWorker, workRoot: string, deliveryKey?: Record<string, unknown>): Promise<StartAnswer> {
   const sealTo = deliveryKey && (await importDeliveryKey(deliveryKey));
-  const prepared = await prepareExecution(server.sql, { sealer: server.sealer, federationIssuer: server.config.federationIssuer }, lease.run_id, worker.host, (run) => `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`);
+  const prepared = await prepareExecution(
+    server.sql,
+    { sealer: server.sealer, federationIssuer: server.config.federationIssuer, executionInputs: (run) => relayIacInputs(server, run) },
+    lease.run_id,
+    worker.host,
+    (run) => `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`,
+  );
   if (prepared.kind === 'ready') {
-    const { kind: _kind, run, previous, ...execution } = prepared;
+    const { kind: _kind, run, previous, files, ...rest } = prepared;
+    const iac = await startIacAttempt(server, lease, run);
+    const execution: Execution = { ...rest, ...wireFiles(files) };
+    const prefaces = [
+      previous.status === 'running' ? `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n` : '',
+      iac?.phase === 'apply' ? `[cairn] applying the saved plan ${iac.digest} that was approved (${run.hold!.plan!.summary})\n` : '',
+    ].join('');
     return {
       state: 'running',
       run,
@@ -211,7 +236,8 @@ export async function startRun(server: ServerContext, lease: RelayLease, worker:
       work_dir: `${workRoot.replace(/\/+$/, '')}/${lease.run_id}-${run.attempts}`,
       ...(sealTo ? { execution_sealed: await sealExecution(execution, sealTo) } : { execution }),
       results: resultsWanted(run),
-      preface: previous.status === 'running' ? `\n[cairn] the worker running this run was lost; running it again (attempt ${run.attempts})\n` : undefined,
+      preface: prefaces || undefined,
+      ...(iac && { iac }),
     };
   }
   if (prepared.kind === 'ended') await endAttempt(server, lease, prepared.outcome);
@@ -220,14 +246,22 @@ export async function startRun(server: ServerContext, lease: RelayLease, worker:
 }
 
 /** The worker's end report: the run's end recorded once, then the attempt's activity completed (or reported canceled). */
-export async function endAttempt(server: ServerContext, lease: RelayLease, outcome: ExecutionOutcome): Promise<Run | undefined> {
+export async function endAttempt(server: ServerContext, lease: RelayLease, reported: ExecutionOutcome | { kind: 'gated' }): Promise<Run | undefined> {
   const run = await getRun(server.sql, lease.run_id);
-  if (outcome.kind === 'canceled' || run?.cancel_requested_at) {
+  if (reported.kind === 'canceled' || run?.cancel_requested_at) {
     // The workflow records a canceled or timed-out end itself, as for a pool worker's cancellation.
     await server.temporal.activity.reportCancellation(lease.task_token).catch(ignoreGone);
     await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
     return getRun(server.sql, lease.run_id);
   }
+  // A plan tool's end is settled with its plan gate's decision: held, refused, applied.
+  const outcome = run && isPlanTool(run.tool) ? await settleIacAttempt(server, run, lease, reported) : reported;
+  if (outcome === 'held') {
+    await dropRelayReports(server.sql, lease.run_id);
+    await completeAttempt(server, lease, 'held');
+    return getRun(server.sql, lease.run_id);
+  }
+  if (outcome.kind === 'gated') throw new DomainError('invalid', 'outcome.kind gated is the end of a terraform or opentofu run held or refused at its plan gate', { field: 'outcome.kind' });
   let final: ExecutionOutcome = outcome;
   if (run && run.tool === 'ansible' && outcome.kind === 'exited') final = await storeReportedResults(server, run, lease, outcome);
   await dropRelayReports(server.sql, lease.run_id);
@@ -237,8 +271,9 @@ export async function endAttempt(server: ServerContext, lease: RelayLease, outco
   return ended ?? getRun(server.sql, lease.run_id);
 }
 
-async function completeAttempt(server: ServerContext, lease: RelayLease): Promise<void> {
-  await server.temporal.activity.complete(lease.task_token, undefined).catch(ignoreGone);
+/** Completes the attempt's activity: with `held` when the run waits at its plan gate (the workflow then waits for the decision). */
+async function completeAttempt(server: ServerContext, lease: RelayLease, result?: 'held'): Promise<void> {
+  await server.temporal.activity.complete(lease.task_token, result).catch(ignoreGone);
   await deleteRelayLease(server.sql, lease.run_id, lease.attempt);
 }
 
