@@ -10,7 +10,7 @@ import { machineCacheDir } from '../../embedded/machine-cache';
  * costs nothing and a change to the SDK builds anew.
  */
 const SDK_DIR = path.join(__dirname, '..', '..', 'sdk', 'go');
-export const TEST_PLUGINS = { hello: './examples/hello', crash: './internal/testplugins/crash', duplicate: './internal/testplugins/duplicate', ticket: './plugins/ticket-notifier' } as const;
+export const TEST_PLUGINS = { hello: './examples/hello', crash: './internal/testplugins/crash', duplicate: './internal/testplugins/duplicate', ticket: './plugins/ticket-notifier', postgres: './plugins/postgres' } as const;
 
 async function sources(dir: string): Promise<string[]> {
   const out: string[] = [];
