@@ -96,11 +96,11 @@ test("a bundle checked against another install's seal fails on the key", async (
 });
 
 test('usage faults exit 2', async () => {
-  expect((await verify(files['bundle.jws'])).code).toBe(2);
+  expect((await verify(files['bundle.json'])).code).toBe(2);
   expect((await verify('--seal', files['seal.json'])).code).toBe(2);
-  expect((await verify('--seal', path.join(dir, 'missing.json'), files['bundle.jws'])).code).toBe(2);
+  expect((await verify('--seal', path.join(dir, 'missing.json'), files['bundle.json'])).code).toBe(2);
   const notJson = save('not-a-seal.txt', 'hello');
-  const result = await verify('--seal', notJson, files['bundle.jws']);
+  const result = await verify('--seal', notJson, files['bundle.json']);
   expect(result.code).toBe(2);
   expect(result.output).toMatch(/is not JSON/);
 });
