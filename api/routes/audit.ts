@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { signBundle } from '../../services/audit/audit-documents';
+import { BUNDLE_VERSIONS, DEFAULT_BUNDLE_VERSION, type BundleVersion } from '../../core/audit/audit-bundle';
 import { changeRegister } from '../../services/audit/register';
 import { verifyInstall } from '../../services/audit/audit-verify';
 import type { ServerContext } from '../../services/context';
@@ -28,6 +29,10 @@ const bundleQuery = z.strictObject({
     .int('limit must be a positive whole number (a count of entries)')
     .min(1, 'limit must be a positive whole number (a count of entries)')
     .optional(),
+  version: z.coerce
+    .number({ message: 'version must be 1 or 2 (the bundle format)' })
+    .refine((v): v is BundleVersion => (BUNDLE_VERSIONS as readonly number[]).includes(v), 'version must be 1 or 2 (the bundle format)')
+    .default(DEFAULT_BUNDLE_VERSION),
 });
 
 const registerQuery = z.strictObject({
@@ -85,7 +90,10 @@ export function auditRoutes(server: ServerContext): Router {
   router.get('/v1/audit/bundle', async (ctx) => {
     requireRole(ctx, 'admin');
     const query = parseInput(bundleQuery, queryObject(ctx.query));
-    answerSigned(ctx, server, await signBundle(server, query));
+    const bundle = await signBundle(server, { ...query, version: query.version as BundleVersion });
+    answerSigned(ctx, server, bundle.document);
+    // Version 2 is a JSON document carrying its signed part (docs/api.md).
+    if (bundle.version === 2) ctx.type = 'application/json';
   });
 
   return router;

@@ -234,6 +234,14 @@ export class ChainVerifier {
     return { size: this.position, head_hash: this.lastHash, frontier: this.tree.frontier() };
   }
 
+  /**
+   * The inclusion proof of the last entry pushed in the tree of every entry pushed (its stored
+   * hash as the leaf), read off the tree already built; undefined before the first push.
+   */
+  lastInclusion(): Buffer[] | undefined {
+    return this.tree.lastPath();
+  }
+
   /** Entries pushed so far. */
   get count(): number {
     return this.position;

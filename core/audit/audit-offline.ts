@@ -1,4 +1,5 @@
 import { GENESIS_HASH, checkAnchors, entryHash, type AuditAnchor } from './audit-chain';
+import { BUNDLE_TYPE, readBundleDocument, type BundleDocumentV2 } from './audit-bundle';
 import { leafHash, rootFromLeafHashes, verifyConsistency, verifyInclusion } from './merkle';
 import { opensCommitment } from './reason-commitment';
 import { SignatureError, documentKeyId, jwkThumbprint, verifyDocument } from './signing';
@@ -17,7 +18,7 @@ import { SignatureError, documentKeyId, jwkThumbprint, verifyDocument } from './
 
 /** `type` of each signed document. */
 export const ANCHOR_TYPE = 'cairn.audit.anchor';
-export const BUNDLE_TYPE = 'cairn.audit.bundle';
+export { BUNDLE_TYPE };
 export const RECEIPT_TYPE = 'cairn.run.receipt';
 
 /**
@@ -67,16 +68,60 @@ interface Pin {
 }
 
 /**
- * Verifies an audit bundle: signature and key id against the pinned key; entries recompute and
- * link from `window.prev_hash` (the genesis hash when `after` is 0); for a full bundle the
- * recomputed Merkle root and head hash equal the signed ones; every anchor verifies and is
- * satisfied by the entries it covers; `last_inclusion` proves the last entry in the signed tree.
+ * Verifies an audit bundle of either version (core/audit/audit-bundle.ts): signature and key id
+ * against the pinned key; entries recompute and link from `window.prev_hash` (the genesis hash
+ * when `after` is 0); for a full bundle the recomputed Merkle root and head hash equal the signed
+ * ones; every anchor verifies and is satisfied by the entries it covers; `last_inclusion` proves
+ * the last entry in the signed tree. Version 1 is a compact JWS holding the entries; version 2 a
+ * JSON document whose signed part lists the entries' hashes, each entry beside it recomputing to
+ * the signed hash at its place.
  */
-export async function verifyBundle(jws: unknown, sealOrJwk: unknown): Promise<OfflineReport> {
+export async function verifyBundle(document: unknown, sealOrJwk: unknown): Promise<OfflineReport> {
   return guarded('bundle', async (f) => {
-    const opened = await openDocument(jws, sealOrJwk, BUNDLE_TYPE, f);
-    if (opened) await checkBundle(opened.payload, opened.key, opened.pin, f);
+    const text = typeof document === 'string' ? document.trim() : document;
+    const v2 = typeof text === 'string' ? readBundleDocument(text) : undefined;
+    if (v2) return checkBundleV2(v2, sealOrJwk, f);
+    const opened = await openDocument(text, sealOrJwk, BUNDLE_TYPE, f);
+    if (!opened) return;
+    if (opened.payload.version !== undefined) {
+      f.fail('payload.version', `a bundle that is a bare JWS is version 1, which has no version member; this one says ${describe(opened.payload.version)} (a version 2 signed part is verified inside its document)`);
+    }
+    await checkBundle(opened.payload, opened.payload.entries, opened.key, opened.pin, f);
   });
+}
+
+/**
+ * Version 2: the document's shape and its signed part, then every bundle check over the entries
+ * carried, each given the hash the signed `entry_hashes` holds at its place (a version 2 entry
+ * carries none of its own): so each must recompute to the signed hash, link to the one before it,
+ * and the signed hashes make the Merkle root.
+ */
+async function checkBundleV2(doc: BundleDocumentV2, sealOrJwk: unknown, f: Findings): Promise<void> {
+  if (doc.type !== BUNDLE_TYPE) f.fail('document.type', `type is ${describe(doc.type)}, expected ${JSON.stringify(BUNDLE_TYPE)}`);
+  if (doc.version !== 2) f.fail('document.version', `version is ${describe(doc.version)}, expected 2 (a version 1 bundle is a bare compact JWS)`);
+  const opened = await openDocument(doc.signed, sealOrJwk, BUNDLE_TYPE, f);
+  if (!opened) return;
+  const p = opened.payload;
+  if (p.version !== 2) f.fail('payload.version', `the signed part's version is ${describe(p.version)}, the document's is 2`);
+  if (!Array.isArray(doc.entries)) {
+    f.fail('document.entries', 'entries is missing or not a list');
+    return;
+  }
+  if (!Array.isArray(p.entry_hashes)) {
+    f.fail('payload.entry_hashes', 'entry_hashes is missing or not a list');
+    return;
+  }
+  const carried = doc.entries as unknown[];
+  const hashes = p.entry_hashes as unknown[];
+  if (hashes.length !== carried.length) f.fail('payload.entry_hashes', `the signed part lists ${hashes.length} entry hashes, the document carries ${carried.length} entries`);
+  const after = isRecord(p.window) ? (nonNegativeInteger(p.window.after) ?? 0) : 0;
+  const entries = carried.map((entry, i) => {
+    if (!isRecord(entry)) return entry;
+    if ('hash' in entry) f.fail(`entries[${i}] (seq ${after + i + 1})`, 'a version 2 entry carries no hash: its hash is the signed entry_hashes at its place');
+    return { ...entry, hash: hashes[i] };
+  });
+  if (hashes.length === carried.length) f.ok(`entry hashes: the ${carried.length} entries carried are held to the ${hashes.length} signed hashes, in order`);
+  await checkBundle(p, entries, opened.key, opened.pin, f);
 }
 
 /**
@@ -96,6 +141,8 @@ export async function verifyReceipt(jws: unknown, sealOrJwk: unknown): Promise<O
  * cannot be read is still checked for its signature, so a damaged file says what is damaged.
  */
 export async function verifyAuditDocument(jws: unknown, sealOrJwk: unknown): Promise<OfflineReport> {
+  // A version 2 bundle is a JSON document; everything else Cairn signs is a bare compact JWS.
+  if (typeof jws === 'string' && jws.trim().startsWith('{')) return verifyBundle(jws, sealOrJwk);
   const type = typeof jws === 'string' ? decodePayload(jws.trim())?.type : undefined;
   if (type === BUNDLE_TYPE) return verifyBundle(jws, sealOrJwk);
   if (type === RECEIPT_TYPE) return verifyReceipt(jws, sealOrJwk);
@@ -239,7 +286,7 @@ function treeHead(p: Payload, f: Findings) {
 // ---------------------------------------------------------------------------------------------
 // Bundle
 
-async function checkBundle(p: Payload, key: Record<string, unknown> | undefined, pin: Pin | undefined, f: Findings): Promise<void> {
+async function checkBundle(p: Payload, carried: unknown, key: Record<string, unknown> | undefined, pin: Pin | undefined, f: Findings): Promise<void> {
   const { size, root, head } = treeHead(p, f);
 
   const window = isRecord(p.window) ? p.window : undefined;
@@ -250,11 +297,11 @@ async function checkBundle(p: Payload, key: Record<string, unknown> | undefined,
     if (after === undefined) f.fail('window.after', `after is ${describe(window.after)}, not a whole number`);
     if (!prevHash) f.fail('window.prev_hash', `prev_hash is ${describe(window.prev_hash)}, not 64 lowercase hex characters`);
   }
-  if (!Array.isArray(p.entries)) {
+  if (!Array.isArray(carried)) {
     f.fail('payload.entries', 'entries is missing or not a list');
     return;
   }
-  const entries = p.entries as unknown[];
+  const entries = carried as unknown[];
   if (after === undefined || prevHash === undefined) return;
   if (after === 0 && prevHash !== GENESIS_HASH) f.fail('window.prev_hash', `the window starts at the chain's start, so prev_hash must be the genesis hash, not ${prevHash}`);
   if (size !== undefined && after + entries.length > size) {

@@ -365,6 +365,9 @@ export class MerkleAccumulator {
   // Subtree roots as 32-character latin1 strings: a Buffer per node costs more than its hash.
   private stack: string[] = [];
   private leaves = 0;
+  // The subtree roots the last push merged with, smallest first: with the stack below the new
+  // top, the siblings of the last leaf (see lastPath). Undefined until a leaf is pushed.
+  private merged: string[] | undefined;
 
   /** The accumulator after `size` leaves whose perfect subtrees have these roots (hex, largest first). */
   static resume(size: number, frontier: readonly string[]): MerkleAccumulator {
@@ -381,9 +384,27 @@ export class MerkleAccumulator {
   /** Adds the next leaf, a binary (latin1) string as {@link leafOfStoredHashBinary} makes. */
   push(leaf: string): void {
     let hash = leaf;
-    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHashBinary(this.stack.pop()!, hash);
+    const merged = (this.merged ??= []);
+    merged.length = 0;
+    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) {
+      const left = this.stack.pop()!;
+      merged.push(left);
+      hash = nodeHashBinary(left, hash);
+    }
     this.stack.push(hash);
     this.leaves++;
+  }
+
+  /**
+   * The RFC 9162 inclusion proof of the last leaf pushed in the tree of every leaf pushed, without
+   * the leaves: its path is the roots of the perfect subtrees of the leaves before it, smallest
+   * first, which is the frontier before the push (what it merged with, then the stack below).
+   * Undefined when no leaf was pushed since the accumulator was made or resumed.
+   */
+  lastPath(): Buffer[] | undefined {
+    if (this.merged === undefined) return undefined;
+    const below = this.stack.slice(0, -1).reverse();
+    return [...this.merged, ...below].map((hash) => Buffer.from(hash, 'latin1'));
   }
 
   root(): Buffer {

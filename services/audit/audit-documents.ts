@@ -1,5 +1,6 @@
 import { entryForBundle, entryHash, entryOf, GENESIS_HASH } from '../../core/audit/audit-chain';
-import { BUNDLE_TYPE, RECEIPT_TYPE, SPARSE_WITHHELD_KINDS } from '../../core/audit/audit-offline';
+import { RECEIPT_TYPE, SPARSE_WITHHELD_KINDS } from '../../core/audit/audit-offline';
+import { bundleDocumentV2, bundleEntryV2, bundlePayloadV1, bundlePayloadV2, type BundleVersion } from '../../core/audit/audit-bundle';
 import { decisionView } from '../../core/runs/decision-view';
 import { DomainError, badRequest, notFound } from '../../core/errors';
 import { consistencyProof, inclusionProof, leafOfStoredHash, rootFromLeafHashes, subtreeHashes } from '../../core/audit/merkle';
@@ -41,17 +42,26 @@ function unbundlable(message: string): DomainError {
 
 const hex = (hashes: Buffer[]) => hashes.map((h) => h.toString('hex'));
 
+/** A bundle as answered: version 1 a compact JWS, version 2 a JSON document holding its signed part. */
+export interface SignedBundle {
+  version: BundleVersion;
+  document: string;
+}
+
 /**
  * A signed bundle of the entries after chain position `after` (at most `limit` of them), with
- * every anchor and the last entry's inclusion proof. The whole chain and every anchor are checked
- * before the window applies.
+ * every anchor and the last entry's inclusion proof, in the version asked for
+ * (core/audit/audit-bundle.ts). The whole chain and every anchor are checked before the window
+ * applies.
  */
-export async function signBundle(server: ServerContext, window: { after: number; limit?: number }): Promise<string> {
-  const { after, limit } = window;
+export async function signBundle(server: ServerContext, window: { after: number; limit?: number; version: BundleVersion }): Promise<SignedBundle> {
+  const { after, limit, version } = window;
   const entries: ChainRow[] = [];
   let prevHash = GENESIS_HASH;
-  const { report, anchors, leaves } = await scanWholeChain(server, {
-    leaves: true,
+  // Without a limit the window ends at the chain's end, whose proof the verifier's tree gives;
+  // only a window that may end sooner needs every leaf kept for its last entry's proof.
+  const { report, anchors, leaves, lastInclusion } = await scanWholeChain(server, {
+    leaves: limit !== undefined,
     onEntry(entry, position) {
       if (position === after) prevHash = entry.hash;
       else if (position > after && (limit === undefined || position <= after + limit)) entries.push(entry);
@@ -62,8 +72,7 @@ export async function signBundle(server: ServerContext, window: { after: number;
   if (after > report.count) throw badRequest(`after must be at most the chain's size, ${report.count}`, { field: 'after' });
 
   const last = entries[entries.length - 1];
-  return server.identity.sign({
-    type: BUNDLE_TYPE,
+  const head = {
     install_id: server.identity.installId,
     key_id: server.identity.keyId,
     issued_at: new Date().toISOString(),
@@ -72,9 +81,12 @@ export async function signBundle(server: ServerContext, window: { after: number;
     merkle_root: report.merkle_root,
     anchors: anchors.map((anchor) => anchor.signed),
     window: { after, prev_hash: prevHash },
-    entries: entries.map(entryForBundle),
-    last_inclusion: last ? hex(inclusionProof(last.seq - 1, report.count, leaves)) : [],
-  });
+    last_inclusion: !last ? [] : hex(last.seq === report.count && lastInclusion ? lastInclusion : inclusionProof(last.seq - 1, report.count, leaves)),
+  };
+  if (version === 1) return { version, document: await server.identity.sign(bundlePayloadV1(head, entries.map(entryForBundle))) };
+  // Each entry as the text the verification above hashed; its hash is signed, not spliced in.
+  const signed = await server.identity.sign(bundlePayloadV2(head, entries.map((entry) => entry.hash)));
+  return { version, document: bundleDocumentV2(signed, entries.map(bundleEntryV2)) };
 }
 
 /**

@@ -88,6 +88,8 @@ export interface ScanResult {
   anchors: StoredAnchor[];
   /** Leaf hashes of every entry read, when asked for. */
   leaves: Buffer[];
+  /** The last entry's inclusion proof in the tree of the intact chain (read off the verifier's tree), when one was read. */
+  lastInclusion?: Buffer[];
   /** Where the intact chain ends, to resume a later check from. */
   checkpoint?: ChainCheckpoint;
   /** Entries taken as verified without being read (`resumeVerified`), 0 after a whole read. */
@@ -170,6 +172,7 @@ export async function scanWholeChain(ctx: Ctx, options: ScanOptions = {}): Promi
     report: { ok: true, count: intact.count, head_hash: intact.head_hash, merkle_root: intact.merkle_root, anchors: valid.length },
     anchors: valid.map((v) => v.row),
     leaves,
+    lastInclusion: verifier.lastInclusion(),
     checkpoint,
     resumedFrom,
   };

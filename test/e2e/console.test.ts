@@ -246,7 +246,7 @@ test('the audit chain verifies from the console, and a bundle downloads', async 
   await screenshot(page, 'audit');
   const download = page.waitForEvent('download');
   await page.getByRole('button', { name: 'Download a signed bundle' }).click();
-  expect((await download).suggestedFilename()).toBe('audit-bundle.jws');
+  expect((await download).suggestedFilename()).toBe('audit-bundle.json');
 });
 
 let waiting: { id: string };

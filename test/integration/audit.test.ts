@@ -91,26 +91,42 @@ describe('seal, bundles and anchors', () => {
 
     const res = await t.api.get('/v1/audit/bundle');
     expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toMatch(/^application\/jose/);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     expect(res.headers.get('service-key-id')).toBe(pinned.key_id);
-    const bundle = payloadOf(res.text);
+    const doc = JSON.parse(res.text);
+    expect(doc).toMatchObject({ type: 'cairn.audit.bundle', version: 2 });
+    const signed = payloadOf(doc.signed);
     const size = await chainSize();
-    expect(bundle).toMatchObject({ type: 'cairn.audit.bundle', install_id: pinned.install_id, key_id: pinned.key_id, size, window: { after: 0, prev_hash: '0'.repeat(64) } });
-    expect(bundle.entries).toHaveLength(size);
-    expect(bundle.entries[0].run_id).toBeUndefined();
+    expect(signed).toMatchObject({ type: 'cairn.audit.bundle', version: 2, install_id: pinned.install_id, key_id: pinned.key_id, size, window: { after: 0, prev_hash: '0'.repeat(64) } });
+    expect(signed.entries).toBeUndefined();
+    expect(doc.entries).toHaveLength(size);
+    // Each entry is the text its hash covers; its hash is the signed one at its place.
+    expect(doc.entries.every((e: any) => e.hash === undefined && e.run_id === undefined)).toBe(true);
+    expect(signed.entry_hashes).toHaveLength(size);
     const report = await verifyBundle(res.text, pinned);
     expect(report.problems).toEqual([]);
     expect(report.ok).toBe(true);
 
+    // Version 1, asked for: one compact JWS over everything, the entries included.
+    const v1 = await t.api.get('/v1/audit/bundle?version=1');
+    expect(v1.headers.get('content-type')).toMatch(/^application\/jose/);
+    const bundle = payloadOf(v1.text);
+    expect(bundle).toMatchObject({ type: 'cairn.audit.bundle', install_id: pinned.install_id, size });
+    expect(bundle.version).toBeUndefined();
+    expect(bundle.entries.map(({ hash: _hash, ...rest }: any) => rest)).toEqual(doc.entries);
+    expect(bundle.entries.map((e: any) => e.hash)).toEqual(signed.entry_hashes);
+    expect((await verifyBundle(v1.text, pinned)).problems).toEqual([]);
+    expect((await t.api.get('/v1/audit/bundle?version=3')).body).toMatchObject({ field: 'version' });
+
     const windowed = await t.api.get('/v1/audit/bundle?after=2&limit=3');
     expect(windowed.status).toBe(200);
-    const w = payloadOf(windowed.text);
+    const w = JSON.parse(windowed.text);
     expect(w.entries.map((e: any) => e.seq)).toEqual([3, 4, 5]);
-    expect(w.window).toEqual({ after: 2, prev_hash: bundle.entries[1].hash });
+    expect(payloadOf(w.signed).window).toEqual({ after: 2, prev_hash: bundle.entries[1].hash });
     expect((await verifyBundle(windowed.text, pinned)).ok).toBe(true);
     const tail = await t.api.get(`/v1/audit/bundle?after=${size}`);
     expect(tail.status).toBe(200);
-    expect(payloadOf(tail.text).entries).toEqual([]);
+    expect(JSON.parse(tail.text).entries).toEqual([]);
     expect((await verifyBundle(tail.text, pinned)).ok).toBe(true);
   });
 
@@ -142,7 +158,7 @@ describe('seal, bundles and anchors', () => {
     const verify = await t.api.get('/v1/audit/verify');
     expect(verify.body).toMatchObject({ ok: true, anchors: 2 });
     const res = await t.api.get('/v1/audit/bundle');
-    const bundle = payloadOf(res.text);
+    const bundle = payloadOf(JSON.parse(res.text).signed);
     expect(bundle.anchors).toHaveLength(2);
     expect(payloadOf(bundle.anchors[0])).toMatchObject({ type: 'cairn.audit.anchor', install_id: ctx.identity.installId, size: rows[0].size });
     const report = await verifyBundle(res.text, await seal());

@@ -65,7 +65,7 @@ export function AuditPage() {
             Download the seal
           </Button>
           {isAdmin && (
-            <Button variant="default" onClick={() => void download('/v1/audit/bundle', 'audit-bundle.jws').catch(setError)}>
+            <Button variant="default" onClick={() => void download('/v1/audit/bundle', 'audit-bundle.json').catch(setError)}>
               Download a signed bundle
             </Button>
           )}
