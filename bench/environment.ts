@@ -119,11 +119,19 @@ export interface ServerProcess {
  * from the benchmark's process (which holds the first server and the benchmark's clients).
  */
 export async function startServerProcess(env: BenchEnvironment, teardown: Teardown): Promise<ServerProcess> {
+  // The compiled JavaScript, as an install runs it (bin/cairn.js runs dist/ when it matches the sources).
+  await new Promise<void>((resolve, reject) => {
+    const build = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'build.js')], { stdio: 'ignore' });
+    build.once('error', reject);
+    build.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bin/build.js exited ${code}`))));
+  });
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-serve-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
   // Nothing of the caller's Cairn, database or Temporal settings leaks in.
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_)/.test(key)));
-  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_|NODE_OPTIONS$)/.test(key)));
+  // CAIRN_BENCH_SERVE_NODE_ARGS: node options for that process alone (`--cpu-prof --cpu-prof-dir=/tmp/p` to see where its time goes).
+  const nodeArgs = (process.env.CAIRN_BENCH_SERVE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], {
     env: {
       ...inherited,
       ...env.settings,
