@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
@@ -15,6 +16,9 @@ export interface BenchEnvironment {
   sql: postgres.Sql;
   /** Where the database came from, for the report. */
   databaseKind: string;
+  /** The database's URL and the settings the server was started with, for a second server process on the install. */
+  databaseUrl: string;
+  settings: Record<string, string>;
 }
 
 /** Undo steps, run newest first; each runs even when an earlier one fails. */
@@ -99,7 +103,8 @@ export async function startBenchEnvironment(teardown: Teardown, options: { worke
   teardown.push('stopping the server', () => server.stop());
   if (!server.adminToken) throw new Error('a fresh install should have minted an admin token');
 
-  const sql = postgres(settings.DATABASE_URL ?? serverDatabaseUrl(server), { max: 1, onnotice: () => {} });
+  const databaseUrl = settings.DATABASE_URL ?? serverDatabaseUrl(server);
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   // Pushed after the server, so it ends first: a fresh-database drop would otherwise wait on it.
   teardown.push('closing the benchmark connection', () => sql.end({ timeout: 5 }));
   return {
@@ -108,7 +113,77 @@ export async function startBenchEnvironment(teardown: Teardown, options: { worke
     adminToken: server.adminToken,
     sql,
     databaseKind: external ? 'fresh database on BENCH_DATABASE_URL' : 'embedded PostgreSQL',
+    databaseUrl,
+    settings,
   };
+}
+
+/** A `cairn serve` of its own, as deployed: its process's memory and CPU are the server's alone. */
+export interface ServerProcess {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a second `cairn serve` process on the install's database and Temporal, with a pool queue
+ * of its own, so the runs submitted through it execute in it and what it costs is measured apart
+ * from the benchmark's process (which holds the first server and the benchmark's clients).
+ */
+export async function startServerProcess(env: BenchEnvironment, teardown: Teardown): Promise<ServerProcess> {
+  // The compiled JavaScript, as an install runs it (bin/cairn.js runs dist/ when it matches the sources).
+  await new Promise<void>((resolve, reject) => {
+    const build = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'build.js')], { stdio: 'ignore' });
+    build.once('error', reject);
+    build.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bin/build.js exited ${code}`))));
+  });
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-serve-'));
+  teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
+  // Nothing of the caller's Cairn, database or Temporal settings leaks in.
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_|NODE_OPTIONS$)/.test(key)));
+  // CAIRN_BENCH_SERVE_NODE_ARGS: node options for that process alone (`--cpu-prof --cpu-prof-dir=/tmp/p` to see where its time goes).
+  const nodeArgs = (process.env.CAIRN_BENCH_SERVE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], {
+    env: {
+      ...inherited,
+      ...env.settings,
+      CAIRN_DATA_DIR: dataDir,
+      CAIRN_POOL_QUEUE: `cairn-bench-serve-${randomBytes(6).toString('hex')}`,
+      DATABASE_URL: env.databaseUrl,
+      TEMPORAL_ADDRESS: env.server.temporalAddress,
+      TEMPORAL_NAMESPACE: env.server.context.config.temporalNamespace,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    await exited;
+    clearTimeout(killer);
+  };
+  teardown.push('stopping the server process', stop);
+  let output = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`cairn serve did not start within 180 s:\n${output.slice(-2000)}`)), 180_000);
+    const look = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /serving at (\S+)/.exec(output);
+      if (!match) return;
+      clearTimeout(timer);
+      child.stdout!.off('data', look);
+      child.stderr!.off('data', look);
+      resolve(match[1]);
+    };
+    child.stdout!.on('data', look);
+    child.stderr!.on('data', look);
+    child.once('exit', (code) => reject(new Error(`cairn serve exited ${code} at start:\n${output.slice(-2000)}`)));
+  });
+  // Its output is no longer read: a server that keeps writing must not block on a full pipe.
+  child.stdout!.resume();
+  child.stderr!.resume();
+  return { url, pid: child.pid!, stop };
 }
 
 /**

@@ -94,16 +94,30 @@ function readStream(baseUrl: string, runId: string, ticket: string, ticks: boole
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 
-/** The RSS of this process's tool launcher children (runtime/launcher-process.ts), from /proc; 0 where there is none. */
-function launcherRss(): number {
+/** A process's resident set from /proc, in bytes; 0 once it is gone. */
+function rssOf(pid: number | string): number {
+  try {
+    const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return rss ? Number(rss[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds a process has used, user and system, from /proc (clock ticks of 1/100 s). */
+function cpuSecondsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** The RSS of a server process's tool launcher children (runtime/launcher-process.ts), from /proc; 0 where there is none. */
+function launcherRss(serverPid: number): number {
   let total = 0;
   try {
-    for (const task of readdirSync('/proc/self/task')) {
-      for (const pid of readFileSync(`/proc/self/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) {
+    for (const task of readdirSync(`/proc/${serverPid}/task`)) {
+      for (const pid of readFileSync(`/proc/${serverPid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) {
         try {
-          if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('launcher-process')) continue;
-          const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-          if (rss) total += Number(rss[1]) * 1024;
+          if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('launcher-process')) total += rssOf(pid);
         } catch {
           /* gone meanwhile */
         }
@@ -113,6 +127,27 @@ function launcherRss(): number {
     /* no /proc */
   }
   return total;
+}
+
+/**
+ * What the firehose's log takes in PostgreSQL, beside what the same bytes took stored as before
+ * schema 043 (1 MiB chunks of raw bytes, which PostgreSQL compresses with pglz): each value's
+ * stored size, as pg_column_size reports it, summed.
+ */
+async function storedSizes(sql: postgres.Sql, runId: string): Promise<{ now: number; before: number; chunks: number }> {
+  const [now] = await sql<{ bytes: number; chunks: number }[]>`
+    SELECT sum(pg_column_size(data))::float8 AS bytes, count(*)::int AS chunks FROM run_log_chunks WHERE run_id = ${runId}`;
+  await sql`CREATE TEMP TABLE IF NOT EXISTS bench_log_chunks_pglz (start_offset bigint, data bytea)`;
+  await sql`TRUNCATE bench_log_chunks_pglz`;
+  const piece = Buffer.from(`${LINE}\n`.repeat(Math.floor(2 ** 20 / (LINE.length + 1))));
+  const total = LINES * (LINE.length + 1);
+  for (let at = 0; at < total; at += piece.length) {
+    const data = piece.subarray(0, Math.min(piece.length, total - at));
+    await sql`INSERT INTO bench_log_chunks_pglz VALUES (${at}, decode(${data.toString('base64')}, 'base64'))`;
+  }
+  const [before] = await sql<{ bytes: number }[]>`SELECT sum(pg_column_size(data))::float8 AS bytes FROM bench_log_chunks_pglz`;
+  await sql`DROP TABLE bench_log_chunks_pglz`;
+  return { now: now.bytes, before: before.bytes, chunks: now.chunks };
 }
 
 /** The floor: the same command with its output going to a file, no Cairn on the way. */
@@ -134,36 +169,33 @@ async function toFile(command: string): Promise<{ ms: number; bytes: number }> {
 }
 
 /**
- * (c) Output firehose: one run printing a million 100-byte lines, stored as its log, beside the
- * same command writing to a file; one SSE reader follows it live. RSS is this process's, which
- * holds the server (and the benchmark's own small client).
+ * (l) Output firehose: one run printing a million 100-byte lines, stored as its log, beside the
+ * same command writing to a file; one SSE reader follows it live. The run goes through a `cairn
+ * serve` process of its own (bench/environment.ts), so the RSS and CPU are the server's alone.
  */
-export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, baseUrl: string, admin: { accountId: string; tokenId: string }): Promise<Section> {
+export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, server: { url: string; pid: number }, admin: { accountId: string; tokenId: string }): Promise<Section> {
   const floor = await toFile(FIREHOSE);
-  const before = process.memoryUsage();
-  const rssBefore = before.rss;
+  const rssBefore = rssOf(server.pid);
   let rssPeak = rssBefore;
-  // What the RSS peak was made of: the V8 heap, and buffers outside it.
-  let atPeak = process.memoryUsage();
   // The tool launcher (a child process) holds what the server has not taken yet.
   let launcherPeak = 0;
   let launcherFirst = 0;
   const sample = setInterval(() => {
-    const now = process.memoryUsage();
-    if (now.rss > rssPeak) [rssPeak, atPeak] = [now.rss, now];
-    const launcher = launcherRss();
+    rssPeak = Math.max(rssPeak, rssOf(server.pid));
+    const launcher = launcherRss(server.pid);
     launcherFirst ||= launcher;
     launcherPeak = Math.max(launcherPeak, launcher);
   }, 100);
-  const cpuBefore = process.cpuUsage();
+  const cpuBefore = cpuSecondsOf(server.pid);
   const wallStart = process.hrtime.bigint();
   try {
     const run = expectStatus(await client.request<{ id: string }>('POST', '/v1/runs', { tool: 'bash', command: FIREHOSE }), 201, 'POST /v1/runs');
-    const follower = readStream(baseUrl, run.id, await ticketFor(sql, run.id, admin), false);
+    const follower = readStream(server.url, run.id, await ticketFor(sql, run.id, admin), false);
     const ended = await waitEnded(client, run.id);
     await follower.done;
-    const cpu = process.cpuUsage(cpuBefore);
+    const cpu = cpuSecondsOf(server.pid) - cpuBefore;
     const wall = msSince(wallStart);
+    clearInterval(sample);
     const ms = new Date(ended.finished_at).getTime() - new Date(ended.started_at).getTime();
     const mbps = ended.log_bytes / 2 ** 20 / (ms / 1000);
     const floorMbps = floor.bytes / 2 ** 20 / (floor.ms / 1000);
@@ -171,19 +203,22 @@ export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, 
     if (ended.status !== 'succeeded' || ended.log_bytes !== floor.bytes) {
       throw new Error(`firehose run ended ${ended.status} with ${ended.log_bytes} log bytes, the file has ${floor.bytes}`);
     }
+    const stored = await storedSizes(sql, run.id);
     return {
       rows: [
         { metric: `firehose: ${LINES / 1000}k lines stored`, value: linesPerSecond, baseline: LINES / (floor.ms / 1000), unit: 'lines/s' },
         { metric: 'firehose: log stored', value: mbps, baseline: floorMbps, unit: 'MB/s', budget: { min: 50 } },
+        // Baseline: the same bytes stored as before schema 043 (raw, compressed by PostgreSQL); the budget is to take no more.
+        { metric: 'firehose: log size in PostgreSQL', value: stored.now / 2 ** 20, baseline: stored.before / 2 ** 20, unit: 'MiB', budget: { max: Number((stored.before / 2 ** 20).toFixed(2)) } },
         { metric: 'firehose: server process RSS peak', value: rssPeak / 2 ** 20, baseline: rssBefore / 2 ** 20, unit: 'MiB', budget: { max: 300 } },
-        // Baseline: its RSS when first seen (it starts with the first run unless an earlier section started it).
+        // Baseline: its RSS when first seen (it starts with the server's first run).
         { metric: 'firehose: tool launcher RSS peak', value: launcherPeak / 2 ** 20, baseline: launcherFirst / 2 ** 20, unit: 'MiB' },
       ],
       notes: [
-        `firehose: ${(floor.bytes / 2 ** 20).toFixed(0)} MiB in ${LINES} lines (\`${FIREHOSE.slice(0, 40)}... | head -n ${LINES}\`); run started to finished ${(ms / 1000).toFixed(1)} s, ` +
+        `firehose: ${(floor.bytes / 2 ** 20).toFixed(0)} MiB in ${LINES} lines (\`${FIREHOSE.slice(0, 40)}... | head -n ${LINES}\`) through a \`cairn serve\` process of its own; run started to finished ${(ms / 1000).toFixed(1)} s, ` +
           `to a file ${(floor.ms / 1000).toFixed(1)} s; one SSE reader got ${(follower.bytes / 2 ** 20).toFixed(0)} MiB, its stream ended ${((follower.endedAt! - new Date(ended.finished_at).getTime()) / 1000).toFixed(1)} s after the run; ` +
-          `process CPU ${((cpu.user + cpu.system) / 1000 / wall).toFixed(2)} cores over ${(wall / 1000).toFixed(1)} s; RSS before ${(rssBefore / 2 ** 20).toFixed(0)} MiB (baseline column); ` +
-          `V8 heap used/total and buffers before ${mib(before.heapUsed)}/${mib(before.heapTotal)} and ${mib(before.arrayBuffers)} MiB, at the peak ${mib(atPeak.heapUsed)}/${mib(atPeak.heapTotal)} and ${mib(atPeak.arrayBuffers)} MiB`,
+          `server process CPU ${(cpu / (wall / 1000)).toFixed(2)} cores over ${(wall / 1000).toFixed(1)} s; its RSS before ${mib(rssBefore)} MiB (baseline column); ` +
+          `stored as ${stored.chunks} chunks, ${(stored.now / 2 ** 20).toFixed(2)} MiB (deflated by Cairn); the same bytes as 1 MiB raw chunks compressed by PostgreSQL (pglz), as before schema 043: ${(stored.before / 2 ** 20).toFixed(2)} MiB`,
         'firehose: structured events (an ansible run\'s per-host task results, the structured output a tool has) are section (o)',
       ],
     };
@@ -193,19 +228,21 @@ export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, 
 }
 
 /**
- * (d) Live readers: READERS SSE streams on one run printing a timestamped line every 5 ms for
- * about ten seconds; the lag of each line from print to each reader, and the process's CPU.
+ * (m) Live readers: READERS SSE streams on one run printing a timestamped line every 5 ms for
+ * about ten seconds; the lag of each line from print to each reader, and the CPU of the `cairn
+ * serve` process serving them (one of its own, as in (l); the readers are this process's).
  */
-export async function sseBenchmark(client: BenchClient, sql: postgres.Sql, baseUrl: string, admin: { accountId: string; tokenId: string }): Promise<Section> {
+export async function sseBenchmark(client: BenchClient, sql: postgres.Sql, server: { url: string; pid: number }, admin: { accountId: string; tokenId: string }): Promise<Section> {
+  const baseUrl = server.url;
   const command = `import time\nfor i in range(${TICKS}):\n    print('tick', time.time_ns(), flush=True)\n    time.sleep(0.005)\n`;
   const run = expectStatus(await client.request<{ id: string }>('POST', '/v1/runs', { tool: 'python', command }), 201, 'POST /v1/runs');
   const tickets = await Promise.all(Array.from({ length: READERS }, () => ticketFor(sql, run.id, admin)));
-  const cpuBefore = process.cpuUsage();
+  const cpuBefore = cpuSecondsOf(server.pid);
   const wallStart = process.hrtime.bigint();
   const readers = tickets.map((ticket) => readStream(baseUrl, run.id, ticket, true));
   const ended = await waitEnded(client, run.id);
   await Promise.all(readers.map((r) => r.done));
-  const cpu = process.cpuUsage(cpuBefore);
+  const cpu = cpuSecondsOf(server.pid) - cpuBefore;
   const wall = msSince(wallStart);
   const lags = readers.flatMap((r) => r.lags);
   const complete = readers.filter((r) => r.lags.length === TICKS).length;
@@ -218,13 +255,13 @@ export async function sseBenchmark(client: BenchClient, sql: postgres.Sql, baseU
   return {
     rows: [
       { metric: `SSE: ${READERS} readers on one run, delivery lag p50`, value: percentile(lags, 50), baseline: percentile(alone.lags, 50), unit: 'ms' },
-      { metric: `SSE: ${READERS} readers on one run, delivery lag p99`, value: percentile(lags, 99), baseline: percentile(alone.lags, 99), unit: 'ms' },
-      { metric: `SSE: process CPU with ${READERS} readers`, value: (cpu.user + cpu.system) / 1000 / wall, baseline: 1, unit: 'cores' },
+      { metric: `SSE: ${READERS} readers on one run, delivery lag p99`, value: percentile(lags, 99), baseline: percentile(alone.lags, 99), unit: 'ms', budget: { max: 250 } },
+      { metric: `SSE: server process CPU with ${READERS} readers`, value: cpu / (wall / 1000), baseline: 1, unit: 'cores' },
     ],
     notes: [
       `sse: a python run printing ${TICKS} timestamped lines 5 ms apart (${(runMs / 1000).toFixed(1)} s); ${READERS} readers of GET /v1/runs/{id}/stream, ` +
         `${complete} got every line (${lags.length} lines in all); baseline is one reader alone on a run of its own. ` +
-        `CPU is this process's (server and the ${READERS} readers' parsing) over ${(wall / 1000).toFixed(1)} s, PostgreSQL's not included; the baseline column is one core`,
+        `CPU is the \`cairn serve\` process's (the readers parse in the benchmark's process) over ${(wall / 1000).toFixed(1)} s, PostgreSQL's not included; the baseline column is one core`,
     ],
   };
 }

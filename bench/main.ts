@@ -5,7 +5,7 @@ import { auditBenchmark, auditServerBenchmark } from './audit';
 import { firehoseBenchmark, sseBenchmark } from './firehose';
 import { millionBenchmark } from './million';
 import { temporalCostBenchmark } from './temporal-cost';
-import { startBenchEnvironment, Teardown } from './environment';
+import { startBenchEnvironment, startServerProcess, Teardown } from './environment';
 import { benchClient } from './http';
 import { latencyBenchmark } from './latency';
 import { listBenchmark } from './list';
@@ -74,13 +74,20 @@ async function main(): Promise<void> {
       log('(k) cost over Temporal: 500 runs, 50 in flight, beside a bare workflow + activity...');
       sections.push(await temporalCostBenchmark(client, env.sql, temporal));
     }
-    if (wanted('l')) {
-      log('(l) output firehose: 1,000,000 lines from one run...');
-      sections.push(await firehoseBenchmark(client, env.sql, env.url, admin));
-    }
-    if (wanted('m')) {
-      log('(m) 200 SSE readers on one busy run...');
-      sections.push(await sseBenchmark(client, env.sql, env.url, admin));
+    if (wanted('l') || wanted('m')) {
+      // The log and stream sections measure a server process of their own, apart from this one.
+      log('starting a `cairn serve` process for the log and stream sections...');
+      const serve = await startServerProcess(env, teardown);
+      const serveClient = benchClient(serve.url, env.adminToken);
+      teardown.push('closing the server process\'s HTTP client', async () => serveClient.close());
+      if (wanted('l')) {
+        log('(l) output firehose: 1,000,000 lines from one run...');
+        sections.push(await firehoseBenchmark(serveClient, env.sql, serve, admin));
+      }
+      if (wanted('m')) {
+        log('(m) 200 SSE readers on one busy run...');
+        sections.push(await sseBenchmark(serveClient, env.sql, serve, admin));
+      }
     }
     if (wanted('c')) {
       log('(c) list with 100k runs stored...');

@@ -1,3 +1,4 @@
+import { decodeLog, encodeLog, LOG_ENCODING } from '../core/logs/log-codec';
 import type { Db } from './db';
 import { RUN_ACTIVITY_CHANNEL } from './events';
 
@@ -8,42 +9,61 @@ const LOG_READ_ROWS = 1024;
 
 /**
  * Appends captured output at the end of the run's log in one statement: the offset is taken from
- * the run row (whose lock orders concurrent appends), the chunk stored, and live streams told.
- * The bytes travel as base64 text, which PostgreSQL decodes about twice as fast as the hex text a
- * bytea parameter is sent as (and which is a third shorter): a large log's appends are the
- * database's work, so this is most of what a firehose of output costs.
+ * the run row (whose lock orders concurrent appends), the chunks stored, and live streams told.
+ * The output is compressed here, before PostgreSQL sees it (core/logs/log-codec.ts: pieces of at
+ * most 256 KiB, each deflated and marked with its encoding), and the column is stored without
+ * PostgreSQL's own compression (schema 043): a firehose of output then costs the database a
+ * fraction of its bytes. They travel as base64 text, which PostgreSQL decodes about twice as fast
+ * as the hex text a bytea parameter is sent as.
  */
 export async function appendLog(db: Db, runId: string, data: Buffer): Promise<void> {
   if (data.length === 0) return;
+  const chunks = await encodeLog(data);
   await db`
     WITH grown AS (
       UPDATE runs SET log_bytes = log_bytes + ${data.length} WHERE id = ${runId} RETURNING log_bytes - ${data.length} AS start
     ), stored AS (
-      INSERT INTO run_log_chunks (run_id, start_offset, data)
-      SELECT ${runId}, start, decode(${data.toString('base64')}, 'base64') FROM grown RETURNING run_id
+      INSERT INTO run_log_chunks (run_id, start_offset, encoding, data)
+      SELECT ${runId}, grown.start + piece.at, piece.encoding, decode(piece.data, 'base64')
+      FROM grown, unnest(${chunks.map((c) => c.at)}::bigint[], ${chunks.map((c) => c.encoding)}::smallint[], ${chunks.map((c) => c.data.toString('base64'))}::text[])
+        AS piece (at, encoding, data)
+      RETURNING run_id
     )
-    SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, run_id) FROM stored`;
+    SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, run_id) FROM (SELECT DISTINCT run_id FROM stored) AS appended`;
 }
 
 /**
  * The stored log bytes from byte `from` on, at most `maxBytes` of them (fewer at the end of what
- * is stored so far). Only the wanted part of each chunk leaves the database: the chunk holding
- * `from` is found through the primary key and cut there, and the last one is cut at the bound.
+ * is stored so far). The chunk holding `from` is found through the primary key; a raw chunk (all
+ * of those stored before schema 043) is cut in the database, so only the wanted part of it leaves,
+ * and a compressed one is inflated here and cut the same way.
  */
 export async function readLogBytes(db: Db, runId: string, from: number, maxBytes = LOG_READ_BYTES): Promise<Buffer> {
   const until = from + maxBytes;
   // As base64 text, like appendLog's: a third shorter than bytea's hex (the line breaks PostgreSQL
   // puts in it are skipped by Buffer.from).
-  const rows = await db<{ data: string }[]>`
-    SELECT encode(substring(data FROM (greatest(${from}::bigint - start_offset, 0) + 1)::int
-                          FOR (${until}::bigint - greatest(start_offset, ${from}::bigint))::int), 'base64') AS data
+  const rows = await db<{ start: number; encoding: number; data: string }[]>`
+    SELECT start_offset AS start, encoding,
+           encode(CASE WHEN encoding = ${LOG_ENCODING.raw}
+                       THEN substring(data FROM (greatest(${from}::bigint - start_offset, 0) + 1)::int
+                                           FOR (${until}::bigint - greatest(start_offset, ${from}::bigint))::int)
+                       ELSE data END, 'base64') AS data
     FROM run_log_chunks
     WHERE run_id = ${runId}
       AND start_offset >= coalesce(
         (SELECT max(start_offset) FROM run_log_chunks WHERE run_id = ${runId} AND start_offset <= ${from}::bigint), 0)
       AND start_offset < ${until}::bigint
     ORDER BY start_offset LIMIT ${LOG_READ_ROWS}`;
-  return rows.length === 1 ? Buffer.from(rows[0].data, 'base64') : Buffer.concat(rows.map((row) => Buffer.from(row.data, 'base64')));
+  const parts = await Promise.all(
+    rows.map(async (row) => {
+      const stored = Buffer.from(row.data, 'base64');
+      if (row.encoding === LOG_ENCODING.raw) return stored;
+      const bytes = await decodeLog(row.encoding, stored);
+      const skip = Math.max(from - row.start, 0);
+      return bytes.subarray(skip, Math.max(skip, until - row.start));
+    }),
+  );
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts);
 }
 
 /** The log bytes in [from, to), a bounded read at a time; a failed read throws. */

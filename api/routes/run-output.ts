@@ -8,7 +8,10 @@ import { hashBearerSecret } from '../../core/credentials/secrets';
 import type { ServerContext } from '../../services/context';
 import type { Sql } from '../../store/db';
 import { eventsAfter, listEvents } from '../../store/events';
-import { logByteRange, readLogBytes } from '../../store/logs';
+import { logByteRange } from '../../store/logs';
+import { RunFeeds, STREAM_LOG_READ_BYTES, readActivity, type FeedItem, type StreamPosition } from '../../services/runs/run-feed';
+
+export { STREAM_LOG_READ_BYTES };
 import { eventView } from '../../core/runs/run-view';
 import { getRun } from '../../store/runs';
 import { createStreamTicket, redeemStreamTicket } from '../../store/tickets';
@@ -24,11 +27,8 @@ import { describeRoute } from '../openapi/registry';
 
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;
-/** Events a stream reads at a time. */
-const STREAM_EVENT_PAGE = 100;
-/** Log bytes a stream reads at a time, sent as one `log` message. */
-export const STREAM_LOG_READ_BYTES = 256 * 1024;
 /**
+ * A stream's log messages are at most STREAM_LOG_READ_BYTES of log each (services/runs/run-feed.ts).
  * What a stream holds for its client is bounded by construction: after each message it waits
  * until at most STREAM_QUEUE_BYTES of what it sent are still held (queued in the stream and the
  * response, not yet taken by the network), and reads nothing from the store meanwhile. So it holds
@@ -85,6 +85,8 @@ async function* eventLines(sql: Sql, runId: string, after: number): AsyncGenerat
 
 export function runOutputRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/runs/:id' });
+  // One reader per run on this server, however many streams of it are open.
+  const feeds = new RunFeeds(server.sql, server.hub);
 
   describeRoute({ method: 'get', path: '/v1/runs/:id/logs', summary: 'A run\'s output log', role: 'viewer', query: logQuery });
   router.get('/logs', async (ctx) => {
@@ -163,7 +165,7 @@ export function runOutputRoutes(server: ServerContext): Router {
     const res = ctx.res;
     const client = streamClient(out, res, closed.signal, server.config.streamStallTimeout * 1000);
     res.once('close', server.metrics.streamOpened(client.held));
-    void pumpStream(server, run.id, { after: query.after, log_offset: query.log_offset }, client)
+    void pumpStream(server, feeds, run.id, { after: query.after, log_offset: query.log_offset }, client)
       .catch((err) => server.logger.warn({ runId: run.id, err: (err as Error).message }, 'run stream ended with an error'))
       .finally(() => {
         out.end();
@@ -175,12 +177,6 @@ export function runOutputRoutes(server: ServerContext): Router {
   });
 
   return router;
-}
-
-/** Where a stream stands: the last event seq and the log byte offset sent so far. */
-interface StreamPosition {
-  after: number;
-  log_offset: number;
 }
 
 type Delivery = 'sent' | 'stalled' | 'closed';
@@ -198,6 +194,9 @@ interface StreamClient {
 function streamClient(out: PassThrough, res: Writable, closed: AbortSignal, stallMs: number): StreamClient {
   return { out, res, held: () => out.writableLength + out.readableLength + res.writableLength, closed, stallMs };
 }
+
+/** A stream with nothing to send for this long sends a comment line, so proxies keep it open. */
+const KEEP_ALIVE_MS = 15_000;
 
 /** How often a stream waiting for its client looks again, besides the buffers' drain events. */
 const ROOM_CHECK_MS = 100;
@@ -240,59 +239,94 @@ function deliver(client: StreamClient, text: string): Promise<Delivery> {
   });
 }
 
-/** How many of these bytes end on a character boundary: a UTF-8 sequence cut short at the end waits for the next read. */
-function wholeCharacters(bytes: Buffer): number {
-  for (let back = 1; back <= Math.min(3, bytes.length); back++) {
-    const byte = bytes[bytes.length - back];
-    if ((byte & 0xc0) === 0x80) continue; // a continuation byte: its lead byte is further back
-    const length = byte >= 0xf8 ? 1 : byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
-    return length > back ? bytes.length - back : bytes.length;
-  }
-  return bytes.length;
-}
-
 /**
  * Live events and log of one run as Server-Sent Events from a position on, until the run has
  * ended and all is sent. Every message's `id:` is the position after it (`<seq>:<log offset>`); a
- * client too far behind gets a `resume` event with the position instead of the rest.
+ * client too far behind gets a `resume` event with the position instead of the rest. What the
+ * stream sends comes from the run's feed on this server (one reader of the store for all its
+ * streams); a stream further behind than the feed holds reads the store itself until it has
+ * caught up.
  */
-async function pumpStream(server: ServerContext, runId: string, from: StreamPosition, client: StreamClient): Promise<void> {
+async function pumpStream(server: ServerContext, feeds: RunFeeds, runId: string, from: StreamPosition, client: StreamClient): Promise<void> {
   const { out, closed } = client;
   const at: StreamPosition = { ...from };
   const send = (text: string) => deliver(client, text);
   const message = (event: string, data: unknown) => `event: ${event}\nid: ${at.after}:${at.log_offset}\ndata: ${JSON.stringify(data)}\n\n`;
+  /** The message for a feed item, moving the position past it; made once for every stream standing where the feed did. */
+  const itemMessage = (item: FeedItem): string => {
+    const shared = at.after === item.before.after && at.log_offset === item.before.log_offset;
+    if (shared && item.message !== undefined) {
+      Object.assign(at, item.after);
+      return item.message;
+    }
+    let text: string;
+    if (item.event) {
+      at.after = item.event.seq;
+      text = message('run-event', eventView(item.event));
+    } else {
+      const offset = at.log_offset;
+      at.log_offset = item.after.log_offset;
+      text = message('log', { offset, text: item.log!.toString('utf8', offset - item.before.log_offset) });
+    }
+    if (shared) item.message = text;
+    return text;
+  };
+  const { feed, release } = feeds.subscribe(runId, at);
+  let cursor: number | undefined;
   let delivery: Delivery = 'sent';
   let idleSince = Date.now();
-  while (delivery === 'sent' && !closed.aborted) {
-    const run = await requireRun(server.sql, runId);
-    let progressed = false;
-    for (const event of await listEvents(server.sql, runId, at.after, STREAM_EVENT_PAGE)) {
-      at.after = event.seq;
-      progressed = true;
-      delivery = await send(message('run-event', eventView(event)));
+  try {
+    while (delivery === 'sent' && !closed.aborted) {
+      const step = feed.next(at, cursor);
+      if (step.kind === 'item') {
+        cursor = step.cursor;
+        delivery = await send(itemMessage(step.item));
+        idleSince = Date.now();
+        continue;
+      }
+      if (step.kind === 'end') {
+        await send(message('end', { status: step.status, error: step.error }));
+        return;
+      }
+      if (step.kind === 'wait') {
+        const quiet = Date.now() - idleSince;
+        if (quiet >= KEEP_ALIVE_MS) {
+          delivery = await send(': keep-alive\n\n');
+          idleSince = Date.now();
+        } else await feed.waitForNews(KEEP_ALIVE_MS - quiet, closed);
+        continue;
+      }
+      // Behind what the feed holds: one read of the store of its own.
+      cursor = undefined;
+      const read = await readActivity(server.sql, runId, at);
+      if (!read) throw notFound(`run ${runId}`);
+      let progressed = false;
+      for (const event of read.events) {
+        at.after = event.seq;
+        progressed = true;
+        delivery = await send(message('run-event', eventView(event)));
+        if (delivery !== 'sent') break;
+      }
       if (delivery !== 'sent') break;
+      if (read.log.length > 0) {
+        const offset = at.log_offset;
+        at.log_offset += read.log.length;
+        progressed = true;
+        delivery = await send(message('log', { offset, text: read.log.toString('utf8') }));
+        if (delivery !== 'sent') break;
+      }
+      if (progressed) idleSince = Date.now();
+      else if (read.finished && at.log_offset >= read.log_bytes) {
+        await send(message('end', { status: read.status, error: read.error }));
+        return;
+      } else if (Date.now() - idleSince > KEEP_ALIVE_MS) {
+        delivery = await send(': keep-alive\n\n');
+        idleSince = Date.now();
+      }
+      if (!progressed) await server.hub.waitForActivity(runId, 1000, closed);
     }
-    if (delivery !== 'sent') break;
-    const bytes = await readLogBytes(server.sql, runId, at.log_offset, STREAM_LOG_READ_BYTES);
-    // Text is sent in whole characters, so offsets name character boundaries; the log's last bytes go as they are.
-    const final = run.finished_at !== null && at.log_offset + bytes.length >= run.log_bytes;
-    const length = final ? bytes.length : wholeCharacters(bytes);
-    if (length > 0) {
-      const offset = at.log_offset;
-      at.log_offset += length;
-      progressed = true;
-      delivery = await send(message('log', { offset, text: bytes.toString('utf8', 0, length) }));
-      if (delivery !== 'sent') break;
-    }
-    if (progressed) idleSince = Date.now();
-    else if (run.finished_at && at.log_offset >= run.log_bytes) {
-      await send(message('end', { status: run.status, error: run.error }));
-      return;
-    } else if (Date.now() - idleSince > 15_000) {
-      delivery = await send(': keep-alive\n\n');
-      idleSince = Date.now();
-    }
-    if (!progressed) await server.hub.waitForActivity(runId, 1000, closed);
+  } finally {
+    release();
   }
   // Queued behind everything sent, so a client that reads it has everything up to the position it names.
   if (delivery === 'stalled') {

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { statementsSentSoFar } from '../../store/db';
 import { STREAM_HELD_BOUND, STREAM_QUEUE_BYTES } from '../../api/routes/run-output';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
@@ -274,3 +275,43 @@ test('a stream ticket stops working once the token that minted it is revoked or 
   expect((await t.api.request('DELETE', `/v1/users/${user.body.id}`)).status).toBe(204);
   expect(await streamStatus(orphaned)).toBe(401);
 });
+
+test('many streams of one live run share one reader of the store, and a stream that joins far behind the others still gets everything', async () => {
+  // A line every 20 ms for about two seconds, then 5 MB at once: more than a run's feed keeps.
+  const command = `for i in $(seq 1 100); do echo "tick $i"; sleep 0.02; done; yes "$(printf '%099d' 7)" | head -c 5000000`;
+  const READERS = 40;
+  /** Statements the server sent while `readers` streams of one run of the command were read to the end. */
+  const statementsFor = async (readers: number) => {
+    const run = await submit(command);
+    const tickets = await Promise.all(Array.from({ length: readers }, () => ticketFor(run.id)));
+    const before = statementsSentSoFar();
+    const texts = await Promise.all(tickets.map(async (ticket) => (await fetch(`${t.url}/v1/runs/${run.id}/stream?ticket=${ticket}`)).text()));
+    const statements = statementsSentSoFar() - before;
+    return { run, texts, statements };
+  };
+  const alone = await statementsFor(1);
+  const many = await statementsFor(READERS);
+  const log = (await t.api.get(`/v1/runs/${many.run.id}/logs`)).text;
+  expect(Buffer.byteLength(log)).toBeGreaterThan(5_000_000);
+  for (const text of many.texts) {
+    const messages = parseSse(text);
+    expect(messages[messages.length - 1]).toMatchObject({ event: 'end', data: { status: 'succeeded' } });
+    expect(logTextOf(messages) === log).toBe(true);
+  }
+  console.log(`statements while streams were read: one stream ${alone.statements}, ${READERS} streams ${many.statements}`);
+  // Each stream costs its ticket and run row, not a read of the store per wake-up (which was 40 times one stream's).
+  expect(many.statements).toBeLessThan(alone.statements * 2 + READERS * 4);
+
+  // A stream that joins a live run from the start once the feed has moved past it (more than the
+  // 2 MiB it keeps) reads the store on its own, then joins the others: every stream gets it all.
+  const live = await submit(`yes "$(printf '%099d' 3)" | head -c 5000000; sleep 2; for i in $(seq 1 20); do echo "after $i"; sleep 0.02; done`);
+  const leader = readStream(live.id);
+  await waitForRun(t.api, live.id, (r) => r.log_bytes >= 5_000_000);
+  const [first, late] = await Promise.all([leader, readStream(live.id)]);
+  const liveLog = (await t.api.get(`/v1/runs/${live.id}/logs`)).text;
+  for (const stream of [first, late]) {
+    const messages = parseSse(stream.text);
+    expect(messages[messages.length - 1]).toMatchObject({ event: 'end', data: { status: 'succeeded' } });
+    expect(logTextOf(messages) === liveLog).toBe(true);
+  }
+}, 120_000);
