@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { runPlanContext } from '../../core/credentials/seal-contexts';
 import { conflict } from '../../core/errors';
 import { planSummary } from '../../core/iac/plan';
@@ -11,6 +10,7 @@ import type { Caller } from '../../store/tokens';
 import type { AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { launchTemplate, type LaunchOptions } from '../runs/launch';
+import { planDigest } from './plan-gate';
 
 /**
  * A run of the template held for approval whatever the policies say, carrying the plan an earlier
@@ -34,7 +34,7 @@ export async function proposeSavedPlan(
     if (!ctx.sealer) throw conflict(`the plan of run ${planRunId} is sealed and this server has not the install's encryption key`, { plan_run_id: planRunId });
     text = ctx.sealer.open(saved.plan, runPlanContext(planRunId, saved.digest));
   }
-  const digest = `sha256:${createHash('sha256').update(Buffer.from(text, 'base64')).digest('hex')}`;
+  const digest = planDigest(Buffer.from(text, 'base64'));
   if (digest !== saved.digest) throw conflict(`the plan of run ${planRunId} does not match its digest ${saved.digest}`, { plan_run_id: planRunId });
   const hold: Hold = { policies: [], agent_hold: false, require_reason: false, distinct_approver: false, plan: { digest, summary: `${planSummary(saved.classification)}; ${note}` } };
   // The apply works at the commit the plan was made at, whatever the project's checkout holds now.
