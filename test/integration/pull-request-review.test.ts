@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { findIacBinary, OPENTOFU } from '../../embedded/iac-binaries';
 import { grant, person, type Person } from '../support/access';
 import { forgeHeaders, githubPullRequest, githubPullRequestComment, type PullRequestFacts } from '../support/forge-deliveries';
@@ -6,6 +9,7 @@ import { startForgePeer, type ForgePeer, type ForgeUser } from '../support/forge
 import type { ApiClient } from '../support/http';
 import { reservePort } from '../support/oidc';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import { tempDir } from '../support/temp';
 
 /**
  * Pull request review triggers (docs/api.md, Pull request review) against a local forge peer
@@ -18,13 +22,18 @@ const CLIENT = { id: 'cairn-review-test', secret: `forge-secret-${randomBytes(12
 let peer: ForgePeer;
 let t: TestServer;
 let anonymous: ApiClient;
+let gitRoot: string;
 
 beforeAll(async () => {
   await findIacBinary(OPENTOFU, (line) => process.stderr.write(`${line}\n`));
   const port = await reservePort();
   const callback = `http://127.0.0.1:${port}/auth/forge/callback`;
   peer = await startForgePeer({ ...CLIENT, redirectUri: callback });
+  gitRoot = tempDir('cairn-review-git');
+  // The run account reads the repository in its sandbox.
+  chmodSync(gitRoot, 0o755);
   t = await startTestServer({
+    CAIRN_PROJECT_LOCAL_ROOTS: gitRoot,
     CAIRN_LISTEN: `127.0.0.1:${port}`,
     SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
     SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
@@ -163,6 +172,50 @@ test('a plan refused for its survey is 409 naming the questions, on the trigger 
   const comment = await peer.waitForPost((p) => p.kind === 'comment' && p.repository === 'octo/surveyed');
   expect(comment.body.body).toContain('survey asks region');
 });
+
+test("a project-backed template plans the pull request's head commit, not the tracked branch's", async () => {
+  const git = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, {
+      cwd,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
+    }).trim();
+  const bare = path.join(gitRoot, 'infra.git');
+  const work = path.join(gitRoot, 'infra');
+  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
+  execFileSync('git', ['init', '-q', '-b', 'main', work]);
+  git(work, 'remote', 'add', 'origin', bare);
+  writeFileSync(path.join(work, 'main.tf'), 'resource "terraform_data" "db" {\n  input = "database"\n}\n');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-q', '-m', 'one resource');
+  git(work, 'push', '-q', 'origin', 'HEAD:main');
+  // The pull request's branch adds two resources; the project tracks main.
+  git(work, 'checkout', '-q', '-b', 'more');
+  writeFileSync(path.join(work, 'main.tf'), `${config}resource "terraform_data" "cache" {\n  input = "cache"\n}\n`);
+  git(work, 'commit', '-q', '-am', 'two more');
+  git(work, 'push', '-q', 'origin', 'more');
+  const head = git(work, 'rev-parse', 'HEAD');
+
+  const project = await t.api.post('/v1/projects', { name: `infra-${randomBytes(3).toString('hex')}`, url: bare });
+  expect(project.status).toBe(201);
+  await waitFor(async () => (await t.api.get(`/v1/projects/${project.body.id}`)).body.status === 'successful');
+  const tpl = await t.api.post('/v1/templates', { name: `review-project-${randomBytes(3).toString('hex')}`, tool: 'opentofu', command: '.', project_id: project.body.id });
+  expect(tpl.status).toBe(201);
+  const created = await t.api.post('/v1/triggers', { name: 'plan project pull requests', template_id: tpl.body.id, review: { forge: 'github', token: peer.apiToken } });
+  const pr: PullRequestFacts = { repository: 'octo/project', number: 11, headSha: head };
+  const opened = await deliver(created.body.hook_path, created.body.secret, 'pull_request', githubPullRequest(pr));
+  expect(opened.status).toBe(201);
+  const plan = await waitForRunEnd(t.api, opened.body.run_id, 120_000);
+  expect(plan.status).toBe('succeeded');
+  expect(plan.project).toMatchObject({ id: project.body.id, commit: head });
+  const status = await peer.waitForPost((p) => p.kind === 'status' && p.subject === head && p.body.state === 'success');
+  expect(status.body.description).toBe('plan: 3 to create, 0 to update, 0 to replace, 0 to delete');
+
+  // A head that is no git object name never reaches git: the plan is refused, naming it.
+  const forged = await deliver(created.body.hook_path, created.body.secret, 'pull_request', githubPullRequest({ ...pr, number: 12, headSha: '--upload-pack=touch /tmp/x' }));
+  expect(forged.status).toBe(409);
+  expect(forged.body.error).toContain('is not a git commit id');
+}, 240_000);
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const until = Date.now() + timeoutMs;
