@@ -169,6 +169,8 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   expect([first.id, second.id]).toContain(claimA.body.run_id);
   const other = claimA.body.run_id === first.id ? second : first;
   const capA = { 'cairn-capability': claimA.body.capability };
+  // The holder renews its lease as a worker does, so a slow machine never lets it lapse mid-test.
+  const renewing = setInterval(() => void relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimA.body.run_id, worker: worker('by-hand') }, headers: capA }).catch(() => undefined), 500);
 
   // A's capability opens nothing of B, and no capability opens nothing at all.
   const foreign = await relay.request('POST', `/relay/v1/runs/${other.id}/log`, { body: { data: Buffer.from('forged').toString('base64') }, headers: capA });
@@ -186,6 +188,7 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   expect((await relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimA.body.run_id, worker: worker('by-hand') }, headers: capA })).body).toEqual({ action: 'continue' });
   expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/log`, { body: { data: Buffer.from('by hand\n').toString('base64') }, headers: capA })).status).toBe(204);
   expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/events`, { body: { events: [{ kind: 'worker.note', body: { said: 'hi' } }] }, headers: capA })).status).toBe(204);
+  clearInterval(renewing);
   const saved = await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: capA });
   expect(saved.status).toBe(200);
   const endedA = await waitForRunEnd(t.api, claimA.body.run_id);
