@@ -11,6 +11,7 @@ import { apiClient, type ApiClient } from '../support/http';
 import { expectNoSecrets, runReads } from '../support/leaks';
 import { testSettings, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
+import { git } from '../support/git';
 
 /**
  * A machine credential reaches the ansible tool (spec part B 5.3): a real ansible-playbook run in
@@ -208,8 +209,6 @@ test('an ansible run reaches an sshd with its machine credential (encrypted and 
 test('a project clones over SSH with a source control credential (plain and passphrase keys); no secret anywhere', async () => {
   const bare = path.join(dir, 'site.git');
   const work = path.join(dir, 'site-work');
-  const git = (cwd: string, ...args: string[]) =>
-    execFileSync('git', args, { cwd, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' } }).trim();
   execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
   mkdirSync(work);
   git(work, 'init', '-q', '-b', 'main');

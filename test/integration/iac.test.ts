@@ -10,6 +10,7 @@ import { fillProviderMirror } from '../support/tf-provider';
 import { findIacBinary, locateIacBinary, OPENTOFU, TERRAFORM } from '../../embedded/iac-binaries';
 import { testLicense } from '../support/license';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { git } from '../support/git';
 
 /**
  * Terraform-style runs against the real OpenTofu binary (built once into the machine cache from
@@ -235,12 +236,6 @@ resource "terraform_data" "slow" {
 }, 300_000);
 
 test('a project run plans and applies the configuration in the directory its command names', async () => {
-  const git = (cwd: string, ...args: string[]) =>
-    execFileSync('git', args, {
-      cwd,
-      encoding: 'utf8',
-      env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
-    }).trim();
   const bare = path.join(gitRoot, 'infra.git');
   const work = path.join(gitRoot, 'infra');
   execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);

@@ -23,13 +23,6 @@ let work: string;
 let operator: Person;
 let viewer: Person;
 
-const git = (cwd: string, ...args: string[]) =>
-  execFileSync('git', args, {
-    cwd,
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
-  }).trim();
-
 async function created(res: { status: number; text: string; body: any }) {
   if (res.status !== 201) throw new Error(`${res.status} ${res.text}`);
   return res.body;
@@ -56,6 +49,7 @@ print(json.dumps({
 }))
 print('a note on standard error', file=sys.stderr)
 `;
+import { git } from '../support/git';
 
 beforeAll(async () => {
   const root = tempDir('cairn-git');

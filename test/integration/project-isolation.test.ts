@@ -5,6 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
+import { git } from '../support/git';
 
 /**
  * What a project's repository and address can reach (spec part A 4.5; part B 5.2, 5.3): as an
@@ -13,13 +14,6 @@ import { tempDir } from '../support/temp';
  * --project-local-roots and never the install's own; a remote is checked against the egress rule,
  * and every address that cannot be reached reads the same.
  */
-
-const git = (cwd: string, ...args: string[]) =>
-  execFileSync('git', args, {
-    cwd,
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
-  }).trim();
 
 /** A bare repository under `root` holding `files` (a string is a file's content, `{ link }` a symlink). */
 function repository(root: string, name: string, files: Record<string, string | { link: string }>): string {

@@ -5,6 +5,7 @@ import { connectDatabase } from '../../store/db';
 import type { ApiClient } from '../support/http';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
+import { git } from '../support/git';
 
 /**
  * Git projects end to end (spec part A 4.5): a bare repository made here, under a directory of
@@ -18,13 +19,6 @@ let viewer: ApiClient;
 let viewerId: string;
 let bare: string;
 let work: string;
-
-const git = (cwd: string, ...args: string[]) =>
-  execFileSync('git', args, {
-    cwd,
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
-  }).trim();
 
 function commitAndPush(message: string): string {
   git(work, 'add', '-A');

@@ -10,6 +10,7 @@ import type { ApiClient } from '../support/http';
 import { reservePort } from '../support/oidc';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
+import { git } from '../support/git';
 
 /**
  * Pull request review triggers (docs/api.md, Pull request review) against a local forge peer
@@ -174,12 +175,6 @@ test('a plan refused for its survey is 409 naming the questions, on the trigger 
 });
 
 test("a project-backed template plans the pull request's head commit, not the tracked branch's", async () => {
-  const git = (cwd: string, ...args: string[]) =>
-    execFileSync('git', args, {
-      cwd,
-      encoding: 'utf8',
-      env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
-    }).trim();
   const bare = path.join(gitRoot, 'infra.git');
   const work = path.join(gitRoot, 'infra');
   execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
