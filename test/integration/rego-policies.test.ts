@@ -187,6 +187,8 @@ test('an OPA that dies holds what the policies judge until it is started again, 
   const set = t.server.context.regoPolicies as PolicyFileSet;
   const pid = set.opaPid()!;
   process.kill(pid, 'SIGKILL');
+  // Judged once OPA is gone, not while its socket is still closing (a reset mid-request).
+  while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20));
   const held = await submit('echo while-opa-is-down');
   expect(held.status).toBe('held');
   expect(held.hold.rego.map((r: any) => r.outcome)).toEqual(['error', 'error', 'error', 'error']);
@@ -198,3 +200,12 @@ test('an OPA that dies holds what the policies judge until it is started again, 
   }
   expect((await submit('echo HOLD-ME again')).hold.rego[0].outcome).toBe('hold');
 });
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
