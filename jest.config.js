@@ -10,6 +10,9 @@ const os = require('node:os');
  * Load-sized tests run a small version by default and their full size with CAIRN_SOAK=1
  * (test/support/soak.ts). `npx jest --selectProjects unit` runs one lane.
  */
+// Each file's CPU is recorded here for the summary (test/support/cleanup.ts, summary-reporter.js).
+process.env.CAIRN_TEST_CPU_LOG ??= require('node:path').join(os.tmpdir(), `cairn-test-cpu-${process.pid}.ndjson`);
+
 const TIMERS = ['<rootDir>/test/integration/time-skipping.test.ts'];
 
 /**
