@@ -16,6 +16,8 @@ export type Effect =
   | { effect: 'event.record'; subject: string; payload: { seq: number } }
   | { effect: 'delivery.hand_off'; subject: string; payload: { subject_id: string } }
   | { effect: 'project.update'; subject: string }
+  // A recorded webhook push's launch: `subject` is its trigger's id (store/hook-deliveries.ts).
+  | { effect: 'hook.launch'; subject: string; payload: { delivery_id: string } }
   | { effect: 'federation.rotate'; subject: string; payload: { newKeyId: string; oldKeyId: string; publishedAt: number; overlapSeconds: number } }
   // A pull request review's report or notice: `subject` is its workflow's id, the payload its input.
   | { effect: 'pull_request.report'; subject: string; payload: Record<string, unknown> };
