@@ -1,6 +1,6 @@
 import type { Push } from '../core/schedules/webhooks';
-import { type Db, type Page, type PageRequest, readPage, type Sql } from './db';
-import { oweEffects } from './outbox';
+import { type Db, type Page, type PageRequest, readPage } from './db';
+import { oweEffectsStep } from './outbox';
 
 /**
  * Recorded webhook push deliveries (schema/044_hook_deliveries.sql): written with the `hook.launch`
@@ -31,33 +31,30 @@ export type NewHookDelivery = Pick<HookDeliveryRecord, 'trigger_id' | 'delivery_
 
 /**
  * Records a push and owes its launch (`hook.launch`, kept by this server for itself: `own`), in one
- * transaction. A delivery id already recorded is not recorded again, unless its delivery started
- * no run (refused or skipped): a redelivery then is tried afresh, as a sender redelivers after
- * fixing what refused it. Answers `recorded` with the effect ids when a launch is owed; otherwise
- * the record as it stands, whose launch is pending or done.
+ * statement, so both land or neither. A delivery id already recorded is not recorded again, unless
+ * its delivery started no run (refused or skipped): a redelivery then is tried afresh, as a sender
+ * redelivers after fixing what refused it. Answers `recorded` with the effect ids when a launch is
+ * owed; otherwise the record as it stands, whose launch is pending or done.
  */
 export async function recordHookDelivery(
-  sql: Sql,
+  db: Db,
   delivery: NewHookDelivery,
 ): Promise<{ recorded: true; effects: string[] } | { recorded: false; record: HookDeliveryRecord }> {
-  return (await sql.begin(async (tx) => {
-    const push = JSON.stringify(delivery.push);
-    const request = JSON.stringify(delivery.request);
-    const rows = await tx<{ delivery_id: string }[]>`
+  const owed = oweEffectsStep(db, [{ effect: 'hook.launch', subject: delivery.trigger_id, payload: { delivery_id: delivery.delivery_id } }], true, db`EXISTS (SELECT 1 FROM recorded)`);
+  const [row] = await db<{ effects: string[] | null }[]>`
+    WITH recorded AS (
       INSERT INTO hook_deliveries (trigger_id, delivery_id, named_by_sender, push, request, received_at)
-      VALUES (${delivery.trigger_id}, ${delivery.delivery_id}, ${delivery.named_by_sender}, ${push}::text::json, ${request}::text::json, ${delivery.received_at})
+      VALUES (${delivery.trigger_id}, ${delivery.delivery_id}, ${delivery.named_by_sender},
+              ${JSON.stringify(delivery.push)}::text::json, ${JSON.stringify(delivery.request)}::text::json, ${delivery.received_at})
       ON CONFLICT (trigger_id, delivery_id) DO UPDATE SET
         push = EXCLUDED.push, request = EXCLUDED.request, received_at = EXCLUDED.received_at, state = 'pending',
         run_id = NULL, reason = NULL, refusal_code = NULL, refusal_details = NULL, settled_at = NULL
       WHERE hook_deliveries.state IN ('refused', 'skipped')
-      RETURNING delivery_id`;
-    if (rows.length === 0) {
-      const record = await getHookDelivery(tx, delivery.trigger_id, delivery.delivery_id);
-      return { recorded: false, record: record! };
-    }
-    const effects = await oweEffects(tx, [{ effect: 'hook.launch', subject: delivery.trigger_id, payload: { delivery_id: delivery.delivery_id } }], true);
-    return { recorded: true, effects };
-  })) as { recorded: true; effects: string[] } | { recorded: false; record: HookDeliveryRecord };
+      RETURNING delivery_id
+    ), ${owed}
+    SELECT (SELECT array_agg(id::text) FROM owed_effects) AS effects`;
+  if (row.effects?.length) return { recorded: true, effects: row.effects };
+  return { recorded: false, record: (await getHookDelivery(db, delivery.trigger_id, delivery.delivery_id))! };
 }
 
 export async function getHookDelivery(db: Db, triggerId: string, deliveryId: string): Promise<HookDeliveryRecord | undefined> {

@@ -5,7 +5,8 @@ import { getHookDelivery, recordHookDelivery, settleHookDelivery, type HookDeliv
 import { getRun } from '../../store/runs';
 import { getTrigger, type Trigger } from '../../store/triggers';
 import type { ServerContext } from '../context';
-import { carryOut } from '../effects';
+import { completeEffects, holdOwnEffects, retryEffectLater } from '../../store/outbox';
+import { Slots } from '../../core/slots';
 import { deliveryOrigin, fireTrigger, noteOutcome, within, type FireOutcome, type HookAnswer } from './trigger-fire';
 
 /**
@@ -23,6 +24,18 @@ import { deliveryOrigin, fireTrigger, noteOutcome, within, type FireOutcome, typ
 
 /** How often a redelivery of a pending delivery looks at its record while it may wait. */
 const SETTLED_POLL_MS = 50;
+
+/**
+ * Launches one server carries out at once, its own just after their records and the outbox
+ * dispatcher's alike. Answers do not wait on launches, so a burst of pushes would otherwise start
+ * as many launches side by side, and the answers would queue behind them for database connections.
+ */
+const LAUNCHES_AT_ONCE = 12;
+const launchSlots = new WeakMap<ServerContext, Slots>();
+const slotsOf = (ctx: ServerContext) => launchSlots.get(ctx) ?? launchSlots.set(ctx, new Slots(LAUNCHES_AT_ONCE)).get(ctx)!;
+
+/** How long this server holds its own `hook.launch` from the dispatchers once it starts it (as a dispatcher's lease). */
+const HOLD_SECONDS = 60;
 
 /** Where a recorded delivery is read: `GET /v1/triggers/{id}/deliveries/{delivery_id}`. */
 export const hookDeliveryPath = (triggerId: string, deliveryId: string) => `/v1/triggers/${triggerId}/deliveries/${encodeURIComponent(deliveryId)}`;
@@ -75,13 +88,41 @@ export async function deliverPush(ctx: ServerContext, trigger: Trigger, delivery
   const deadline = delivery.receivedAt + ctx.config.hookAnswerWait;
   if (!recorded.recorded) return answerFromRecord(ctx, await settledBy(ctx, recorded.record, deadline));
 
-  let outcome: FireOutcome | undefined;
-  const launch = carryOut(ctx, recorded.effects, 'launching a recorded webhook push', async () => {
-    outcome = await launchRecordedDelivery(ctx, trigger.id, deliveryId);
-  });
-  // The launch goes on after a 202: carryOut never rejects, and what it leaves undone the outbox does.
-  if (ctx.config.hookAnswerWait > 0) await within(launch, deadline - Date.now());
+  const launch = launchOwn(ctx, trigger.id, deliveryId, recorded.effects);
+  // The launch goes on after a 202: it never rejects, and what it leaves undone the outbox does.
+  const outcome = ctx.config.hookAnswerWait > 0 ? await within(launch, deadline - Date.now()) : undefined;
   return answerOutcome(trigger.id, deliveryId, outcome);
+}
+
+/**
+ * Carries out this server's own `hook.launch` just after the record's commit (services/effects.ts
+ * carryOut's rule, with a turn to wait for): held from the dispatchers while it runs, completed
+ * when done. Left to the dispatchers when one took it while it waited its turn, and handed to them
+ * (due in a second) when it fails. Never rejects; undefined when this server did not launch it.
+ */
+async function launchOwn(ctx: ServerContext, triggerId: string, deliveryId: string, effects: string[]): Promise<FireOutcome | undefined> {
+  return slotsOf(ctx).run(async () => {
+    let held: string[] = [];
+    try {
+      if (ctx.faults.fire('hook-launch-once')) throw new Error('injected fault: a recorded webhook push was not launched');
+      held = await holdOwnEffects(ctx.sql, effects, HOLD_SECONDS);
+      if (held.length === 0) return undefined;
+      const outcome = await launchRecordedDelivery(ctx, triggerId, deliveryId);
+      await completeEffects(ctx.sql, held);
+      return outcome;
+    } catch (err) {
+      ctx.logger.warn({ triggerId, effects, err: (err as Error).message }, 'launching a recorded webhook push failed; the outbox dispatcher will retry');
+      for (const id of held) await retryEffectLater(ctx.sql, id, 1, (err as Error).message).catch(() => undefined);
+      return undefined;
+    }
+  });
+}
+
+/** The dispatcher's `hook.launch` (services/outbox.ts), in this server's turn with its own launches. */
+export function launchOwedDelivery(ctx: ServerContext, triggerId: string, deliveryId: string): Promise<void> {
+  return slotsOf(ctx).run(async () => {
+    await launchRecordedDelivery(ctx, triggerId, deliveryId);
+  });
 }
 
 /**
@@ -90,8 +131,7 @@ export async function deliverPush(ctx: ServerContext, trigger: Trigger, delivery
  * by the launch). A record settled already, or gone with its trigger, launches nothing. Answers
  * the outcome, or undefined when there was nothing to launch.
  */
-export async function launchRecordedDelivery(ctx: ServerContext, triggerId: string, deliveryId: string): Promise<FireOutcome | undefined> {
-  if (ctx.faults.fire('hook-launch-once')) throw new Error('injected fault: a recorded webhook push was not launched');
+async function launchRecordedDelivery(ctx: ServerContext, triggerId: string, deliveryId: string): Promise<FireOutcome | undefined> {
   const record = await getHookDelivery(ctx.sql, triggerId, deliveryId);
   if (!record || record.state !== 'pending' || !record.request) return undefined;
   const trigger = await getTrigger(ctx.sql, triggerId);
