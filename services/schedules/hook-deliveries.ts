@@ -12,7 +12,7 @@ import { deliveryOrigin, fireTrigger, noteOutcome, within, type FireOutcome, typ
 /**
  * A push delivery that would launch its trigger's template is recorded before it is answered
  * (schema/044_hook_deliveries.sql): the record and its `hook.launch` outbox effect are written in
- * one transaction, then the launch is carried out by this server just after the commit, or, when
+ * one statement, then the launch is carried out by this server just after the commit, or, when
  * that fails or the server dies first, by the outbox dispatcher (services/outbox.ts), which tries
  * again until it is done. The launch's Idempotency-Key comes from the trigger and the delivery id,
  * so a launch carried out twice still makes one run.

@@ -212,7 +212,6 @@ export interface HookDelivery {
   parseBody: () => unknown;
 }
 
-
 /**
  * How long a review trigger's delivery waits for its planning before it is answered `202
  * {"accepted": true}` while the work goes on: well inside the five seconds the spec allows (part B
@@ -230,7 +229,7 @@ export const REVIEW_ANSWER_MS = 3000;
  *    nothing: the sender has not shown it knows the secret.
  * 3. The body is read (400 when it is not JSON), and what it is: a ping is answered 200 and not
  *    recorded; another event or a push that deleted its ref is skipped (200 with `skipped`).
- * 4. A push is recorded with its owed launch, in one transaction (services/schedules/hook-deliveries.ts),
+ * 4. A push is recorded with its owed launch, in one statement (services/schedules/hook-deliveries.ts),
  *    and answered: 202 `{"accepted": true}` with a Location to the delivery's record, or, when the
  *    server's answer wait (`--hook-answer-wait`) lets the launch finish first, its outcome (201
  *    with the run id; 200 naming the run a redelivery's delivery id started; 200 skipped when the
