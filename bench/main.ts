@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     }
     if (wanted('e')) {
       log('(e) webhook answer time, 50 deliveries in flight...');
-      sections.push(await webhookBenchmark(client));
+      sections.push(await webhookBenchmark(client, env.sql));
     }
     if (wanted('f')) {
       log('(f) notification delivery: 1,000 deliveries, throughput with a target, latency...');

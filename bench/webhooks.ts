@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Sql } from '../store/db';
 import { hubSignature256 } from '../core/schedules/webhooks';
 import { mapLimit } from './concurrency';
 import { expectStatus, type BenchClient } from './http';
@@ -31,13 +32,16 @@ function pushPayload(i: number): Buffer {
 }
 
 /**
- * (e) Webhook answer time (spec part B 8: within five seconds): 500 signed GitHub push deliveries
- * to one trigger, 50 in flight, each timed from its POST to its answer. The baseline is the same
+ * (e) Webhook answer time (spec part B 8: within five seconds; goal 100 ms): 500 signed GitHub push
+ * deliveries to one trigger, 50 in flight, each timed from its POST to its answer, with the
+ * server's default settings: a push is answered once recorded (202), its launch carried out
+ * after. So that the answer time does not hide the launch, the time from each delivery's record
+ * (its received time) to its run's creation is reported beside it. The baseline is the same
  * template launched through `POST /v1/templates/{id}/launch` at the same concurrency: the launch
- * every delivery makes, without the signature check and the push reading. The runs of both are
- * waited out before the next benchmark.
+ * every delivery makes, without the signature check, the push reading and the record. The runs of
+ * both are waited out before the next benchmark.
  */
-export async function webhookBenchmark(client: BenchClient): Promise<Section> {
+export async function webhookBenchmark(client: BenchClient, sql: Sql): Promise<Section> {
   const template = expectStatus(await client.request<{ id: string }>('POST', '/v1/templates', { name: 'bench webhook', tool: 'bash', command: 'true' }), 201, 'POST /v1/templates');
   const trigger = expectStatus(
     await client.request<{ id: string; secret: string; hook_path: string }>('POST', '/v1/triggers', { name: 'bench push', template_id: template.id }),
@@ -70,15 +74,24 @@ export async function webhookBenchmark(client: BenchClient): Promise<Section> {
     return ms;
   });
   await waitOut(client);
+  const recordToRun = (
+    await sql<{ ms: number }[]>`
+      SELECT (extract(epoch FROM r.created_at - d.received_at) * 1000)::float8 AS ms
+      FROM hook_deliveries d JOIN runs r ON r.id = d.run_id WHERE d.trigger_id = ${trigger.id}`
+  ).map((r) => r.ms);
+  if (recordToRun.length !== DELIVERIES) throw new Error(`${recordToRun.length} of ${DELIVERIES} deliveries launched a run`);
 
   return {
     rows: [
-      { metric: `webhook answer p99 (${DELIVERIES} deliveries, ${IN_FLIGHT} in flight)`, value: percentile(answerMs, 99), baseline: percentile(launchMs, 99), unit: 'ms', budget: { max: 5000 } },
+      { metric: `webhook answer p99 (${DELIVERIES} deliveries, ${IN_FLIGHT} in flight)`, value: percentile(answerMs, 99), baseline: percentile(launchMs, 99), unit: 'ms', budget: { max: 100 } },
       { metric: 'webhook answer p50', value: percentile(answerMs, 50), baseline: percentile(launchMs, 50), unit: 'ms' },
+      { metric: 'webhook record to run p99', value: percentile(recordToRun, 99), baseline: percentile(launchMs, 99), unit: 'ms' },
+      { metric: 'webhook record to run p50', value: percentile(recordToRun, 50), baseline: percentile(launchMs, 50), unit: 'ms' },
     ],
     notes: [
-      `webhooks: ${statuses.get(201) ?? 0} answered 201 (run started), ${statuses.get(202) ?? 0} answered 202 (accepted, launch still going); ` +
-        `slowest ${Math.max(...answerMs).toFixed(1)} ms; goal p99 <= 100 ms; baseline is POST /v1/templates/{id}/launch of the same template at the same concurrency`,
+      `webhooks: ${statuses.get(201) ?? 0} answered 201 (run started), ${statuses.get(202) ?? 0} answered 202 (recorded, launch after the answer); ` +
+        `slowest answer ${Math.max(...answerMs).toFixed(1)} ms, slowest record to run ${Math.max(...recordToRun).toFixed(1)} ms; ` +
+        'default settings (--hook-answer-wait 0); baseline is POST /v1/templates/{id}/launch of the same template at the same concurrency',
     ],
   };
 }

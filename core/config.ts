@@ -34,6 +34,11 @@ export const SETTINGS = {
   logLevel: { flag: '--log-level', env: 'CAIRN_LOG_LEVEL', help: 'server log level (default info)' },
   licenseFile: { flag: '--license-file', env: 'CAIRN_LICENSE_FILE', help: 'signed license file raising the tier to Pro or Team (default: Community)' },
   anchorInterval: { flag: '--audit-anchor-interval', env: 'CAIRN_AUDIT_ANCHOR_INTERVAL', help: 'how often a signed anchor is taken over the audit chain, seconds or 30s/5m (default 60s)' },
+  hookAnswerWait: {
+    flag: '--hook-answer-wait',
+    env: 'CAIRN_HOOK_ANSWER_WAIT',
+    help: "how long a webhook push's answer waits for its launch to answer the outcome rather than 202 accepted: 0 (default: answered once recorded) to 4.5s, as 1500ms or 2s",
+  },
   streamStallTimeout: { flag: '--stream-stall-timeout', env: 'CAIRN_STREAM_STALL_TIMEOUT', help: 'a live stream whose client takes nothing this long is closed with where to resume (default 30s)' },
   runIsolation: { flag: '--run-isolation', env: 'CAIRN_RUN_ISOLATION', help: 'sandbox (default: every tool in a bubblewrap sandbox) or none (unsafe: tools run as the server)' },
   runNetwork: { flag: '--run-network', env: 'CAIRN_RUN_NETWORK', help: "a run's network: isolated (default: outbound only, no host loopback), host, or none" },
@@ -126,6 +131,20 @@ const secondsAtLeastOne = (fallback: string) =>
     return seconds;
   });
 
+/** The longest `--hook-answer-wait`: half a second inside the five a forge waits for an answer. */
+export const HOOK_ANSWER_WAIT_MAX_MS = 4500;
+
+/** Milliseconds from a short wait: `1500ms`, `2.5s`, or a duration as parseDuration reads it (`2s`, `0`). */
+function parseWaitMs(text: string): number | undefined {
+  const trimmed = text.trim();
+  const ms = /^(\d+)ms$/.exec(trimmed);
+  if (ms) return Number(ms[1]);
+  const fraction = /^(\d+\.\d+)s$/.exec(trimmed);
+  if (fraction) return Math.round(Number(fraction[1]) * 1000);
+  const seconds = parseDuration(trimmed);
+  return seconds === undefined ? undefined : seconds * 1000;
+}
+
 /** A size setting (`2g`, `512m`, `1048576`) of at least `min` bytes, read as bytes. */
 const byteSize = (fallback: string, min: number) =>
   z.string().default(fallback).transform((value, ctx) => {
@@ -164,6 +183,15 @@ const configSchema = z.object({
   policyFile: z.string().min(1).optional(),
   anchorInterval: secondsAtLeastOne('60s'),
   streamStallTimeout: secondsAtLeastOne('30s'),
+  // Read as milliseconds. At most 4.5 s: a forge gives up on an answer after 5 s (spec part B 8).
+  hookAnswerWait: z.string().default('0').transform((value, ctx) => {
+    const ms = parseWaitMs(value);
+    if (ms === undefined || ms > HOOK_ANSWER_WAIT_MAX_MS) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a wait from 0 to 4.5s (try 0, 1500ms or 2s)` });
+      return z.NEVER;
+    }
+    return ms;
+  }),
   runIsolation: z.enum(['sandbox', 'none'], { message: 'expected sandbox or none' }).default('sandbox'),
   runNetwork: z.enum(['isolated', 'host', 'none'], { message: 'expected isolated, host or none' }).default('isolated'),
   runUser: z

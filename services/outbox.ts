@@ -10,6 +10,7 @@ import { startReport } from './schedules/review';
 import { endUnrunChildren } from './runs/run-lifecycle';
 import { deliverCancel, startRunWorkflow } from './runs/runs';
 import { deliverSchedule } from './schedules/schedules';
+import { launchOwedDelivery } from './schedules/hook-deliveries';
 
 /**
  * The outbox dispatcher (schema/023_outbox.sql, store/outbox.ts): every server runs one. It is
@@ -77,6 +78,7 @@ const HANDLERS: Record<EffectKind, Handler> = {
   },
   'project.update': eachOf((ctx, { subject }) => startProjectUpdateWorkflow(ctx, subject)),
   'federation.rotate': eachOf((ctx, { payload }) => startKeyRotationWorkflow(ctx, payload as unknown as KeyRotationWorkflowInput)),
+  'hook.launch': eachOf((ctx, { subject, payload }) => launchOwedDelivery(ctx, subject, String(payload.delivery_id))),
   'pull_request.report': eachOf((ctx, { subject, payload }) => startReport(ctx, payload as unknown as PullRequestWorkflowInput, subject)),
 };
 

@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import type { Db } from './db';
 
 /**
@@ -16,6 +17,8 @@ export type Effect =
   | { effect: 'event.record'; subject: string; payload: { seq: number } }
   | { effect: 'delivery.hand_off'; subject: string; payload: { subject_id: string } }
   | { effect: 'project.update'; subject: string }
+  // A recorded webhook push's launch: `subject` is its trigger's id (store/hook-deliveries.ts).
+  | { effect: 'hook.launch'; subject: string; payload: { delivery_id: string } }
   | { effect: 'federation.rotate'; subject: string; payload: { newKeyId: string; oldKeyId: string; publishedAt: number; overlapSeconds: number } }
   // A pull request review's report or notice: `subject` is its workflow's id, the payload its input.
   | { effect: 'pull_request.report'; subject: string; payload: Record<string, unknown> };
@@ -59,14 +62,16 @@ export async function oweEffects(db: Db, effects: Effect[], own = false): Promis
 
 /**
  * The same as a step of a larger statement (a CTE named `owed_effects`), for writes made in one
- * statement; `own` as for oweEffects. Its ids are `SELECT id FROM owed_effects`.
+ * statement; `own` as for oweEffects. Its ids are `SELECT id FROM owed_effects`. `onlyIf`: owed
+ * only when it holds (a condition on the statement's other steps, such as whether a row was written).
  */
-export function oweEffectsStep(db: Db, effects: Effect[], own: boolean) {
+export function oweEffectsStep(db: Db, effects: Effect[], own: boolean, onlyIf?: postgres.Fragment) {
   const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
   const due = own ? db`now() + make_interval(secs => ${OWN_GRACE_SECONDS})` : db`now()`;
   return db`owed_effects AS (
     INSERT INTO outbox (effect, subject, payload, due_at)
     SELECT e.effect, e.subject, e.payload, ${due} FROM jsonb_to_recordset(${db.json(rows as never)}) AS e(effect text, subject text, payload jsonb)
+    ${onlyIf ? db`WHERE ${onlyIf}` : db``}
     RETURNING id
   )`;
 }
@@ -82,6 +87,18 @@ export async function claimDueEffects(db: Db, limit: number, leaseSeconds: numbe
     WHERE id IN (SELECT id FROM outbox WHERE due_at <= now() ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
     RETURNING id, effect, subject, payload, created_at, attempts`;
   return rows.map((r) => ({ ...r, id: String(r.id) })).sort((a, b) => Number(a.id) - Number(b.id));
+}
+
+/**
+ * Holds effects the writing server owes itself for `seconds` more, so no dispatcher takes them
+ * while it carries them out late (past its grace); one a dispatcher has taken already (its claim
+ * counted an attempt) is not held. Answers the ids held.
+ */
+export async function holdOwnEffects(db: Db, ids: string[], seconds: number): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db<{ id: string }[]>`
+    UPDATE outbox SET due_at = now() + make_interval(secs => ${seconds}) WHERE id IN ${db(ids)} AND attempts = 0 RETURNING id`;
+  return rows.map((r) => String(r.id));
 }
 
 /** An effect carried out: gone from the outbox. */

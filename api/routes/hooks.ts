@@ -15,7 +15,16 @@ import { describeRoute } from '../openapi/registry';
 export function hookRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/hooks' });
 
-  describeRoute({ method: 'post', path: '/hooks/:token', summary: 'Webhook delivery: the path token and the signature are the credential', bodyType: 'application/json', errors: [401, 403, 404, 413, 429] });
+  describeRoute({
+    method: 'post',
+    path: '/hooks/:token',
+    summary: 'Webhook delivery: the path token and the signature are the credential',
+    description:
+      'A push that would launch is recorded, with its owed launch, before it is answered: 202 `{"accepted": true, "trigger_id", "delivery_id"}` with a Location to `GET /v1/triggers/{id}/deliveries/{delivery_id}`, or, within the server\'s `--hook-answer-wait`, the launch\'s outcome (201 run, 200 redelivery or skipped, 409, 502). One run per delivery id.',
+    bodyType: 'application/json',
+    ok: 202,
+    errors: [401, 403, 404, 409, 413, 429, 502],
+  });
   router.post('/:token', async (ctx) => {
     // Counted from the request's first byte: the answer is due within five seconds of it.
     const receivedAt = (ctx.state.receivedAt as number | undefined) ?? Date.now();

@@ -4,9 +4,14 @@ import { readerOf } from '../../services/access/access';
 import type { ServerContext } from '../../services/context';
 import { changeTrigger, createTrigger, readableTrigger, removeTrigger, rotateTriggerSecret, triggerView } from '../../services/schedules/triggers';
 import { listTriggerPage } from '../../store/triggers';
+import { getHookDelivery, listHookDeliveryPage } from '../../store/hook-deliveries';
+import { deliveryKey } from '../../core/schedules/webhooks';
+import { hookDeliveryView } from '../../services/schedules/hook-deliveries';
+import { notFound } from '../../core/errors';
 import { originOf } from '../middleware/audit-origin';
 import { requireRole } from '../middleware/auth';
-import { answerConfigList, configListQuery } from '../paging';
+import { answerConfigList, configListQuery, listEnvelope, pageQuery } from '../paging';
+import { z } from 'zod';
 import { rotateSecretInput, triggerCreateInput, triggerUpdateInput } from '../schemas/triggers';
 import { parseInput } from '../validate';
 import { describeRoute } from '../openapi/registry';
@@ -16,6 +21,9 @@ import { describeRoute } from '../openapi/registry';
  * as they may launch the templates they fire; every role reads them. The signing secret is
  * answered at creation and at each rotation, the hook path at creation only; no read shows either.
  */
+/** A trigger's delivery list pages by `limit` (default 100, at most 1000) and `offset`. */
+const deliveryListQuery = z.strictObject(pageQuery(100, 1000));
+
 export function triggerRoutes(server: ServerContext): Router {
   const router = new Router({ prefix: '/v1/triggers' });
   const { sql } = server;
@@ -45,6 +53,23 @@ export function triggerRoutes(server: ServerContext): Router {
   describeRoute({ method: 'get', path: '/v1/triggers/:id', summary: 'Read a trigger', role: 'viewer' });
   router.get('/:id', async (ctx) => {
     ctx.body = triggerView(await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id));
+  });
+
+  describeRoute({ method: 'get', path: '/v1/triggers/:id/deliveries', summary: "List a push trigger's recorded deliveries, newest first", role: 'viewer', query: deliveryListQuery });
+  router.get('/:id/deliveries', async (ctx) => {
+    const trigger = await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id);
+    const query = parseInput(deliveryListQuery, ctx.query);
+    const { rows, total } = await listHookDeliveryPage(sql, trigger.id, query);
+    ctx.body = listEnvelope('deliveries', rows.map(hookDeliveryView), total, query.offset);
+  });
+
+  describeRoute({ method: 'get', path: '/v1/triggers/:id/deliveries/:delivery_id', summary: "Read a push delivery's record: pending, launched (its run), refused or skipped (why)", role: 'viewer' });
+  router.get('/:id/deliveries/:delivery_id', async (ctx) => {
+    const trigger = await readableTrigger(server, requireRole(ctx, 'viewer'), ctx.params.id);
+    // The id as the sender sent it, or as Cairn keeps it (a long one's SHA-256): the same record.
+    const record = await getHookDelivery(sql, trigger.id, deliveryKey(ctx.params.delivery_id));
+    if (!record) throw notFound(`delivery ${ctx.params.delivery_id} of trigger ${trigger.id}`);
+    ctx.body = hookDeliveryView(record);
   });
 
   describeRoute({ method: 'put', path: '/v1/triggers/:id', summary: 'Replace a trigger: rename, toggle signature enforcement, or replace a review trigger\'s review settings (token omitted: kept)', role: 'operator', body: triggerUpdateInput });

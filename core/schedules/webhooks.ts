@@ -279,8 +279,15 @@ export function deliveryIdOf(headers: DeliveryHeaders): string | undefined {
  * (spec part B 8): a long delivery id is replaced by its SHA-256.
  */
 export function deliveryIdempotencyKey(triggerId: string, deliveryId: string): string {
-  const id = Buffer.byteLength(deliveryId) <= 128 ? deliveryId : `sha256:${sha256Hex(deliveryId)}`;
-  return `hook:${triggerId}:${id}`;
+  return `hook:${triggerId}:${deliveryKey(deliveryId)}`;
+}
+
+/**
+ * How a delivery id is kept: as sent up to 128 bytes, else its SHA-256 (`sha256:<hex>`). A kept
+ * id keeps itself, so the Idempotency-Key made from it is the one made from the id as sent.
+ */
+export function deliveryKey(deliveryId: string): string {
+  return Buffer.byteLength(deliveryId) <= 128 ? deliveryId : `sha256:${sha256Hex(deliveryId)}`;
 }
 
 /**

@@ -1,12 +1,11 @@
 import { forgeTokenContext, signingSecretContext } from '../../core/credentials/seal-contexts';
 import type { ReviewSettings } from '../../core/schedules/review';
 import type { FollowerAction } from '../../core/access/access';
-import { DomainError, badRequest, conflict, notFound, statusOf } from '../../core/errors';
+import { DomainError, badRequest, conflict, notFound } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { encryptionKeyRequired, sealedValueFault } from '../../core/runs/run-secrets';
 import { hashBearerSecret } from '../../core/credentials/secrets';
-import { checkSignature, deliveryIdempotencyKey, deliveryIdOf, hasSignature, newHookToken, newSigningSecret, pushExtraVars, readDelivery, type DeliveryHeaders, type Push } from '../../core/schedules/webhooks';
-import { getTemplate } from '../../store/templates';
+import { checkSignature, deliveryIdOf, hasSignature, newHookToken, newSigningSecret, readDelivery, type DeliveryHeaders } from '../../core/schedules/webhooks';
 import { actorKindOf, type Caller } from '../../store/tokens';
 import {
   deleteTrigger,
@@ -14,7 +13,6 @@ import {
   getTrigger,
   getTriggerForUpdate,
   insertTrigger,
-  recordDeliveryOutcome,
   replaceTriggerSecret,
   updateTriggerSettings,
   type Trigger,
@@ -22,9 +20,11 @@ import {
 import { requireAccess, requireFollowerAccess } from '../access/access';
 import { recordMutation, unchanged, withholdFields, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
-import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from '../runs/launch';
-import { hostlessFireReason, templateFireHosts } from '../ansible/hostless-fires';
 import { deliverReview } from './review';
+import { deliverPush } from './hook-deliveries';
+import { deliveryOrigin, refused, skippedDelivery, within, type FireOutcome, type HookAnswer } from './trigger-fire';
+
+export type { HookAnswer } from './trigger-fire';
 
 /**
  * Webhook triggers (spec part A 2.4 rules 5-6, 4.7; part B 5.1, 7.3, 8): a git push delivered to
@@ -206,25 +206,19 @@ export interface HookDelivery {
   headers: DeliveryHeaders;
   contentType: string | undefined;
   query: Record<string, unknown>;
-  /** When it arrived (ms since the epoch): the answer is due within HOOK_ANSWER_MS of it. */
+  /** When it arrived (ms since the epoch): the answer waits count from here. */
   receivedAt: number;
   /** Reads the delivery's body as JSON with the checks every body gets; throws a 400 naming the fault. */
   parseBody: () => unknown;
 }
 
-/** An answer to a delivery that is not a refusal (refusals are thrown as DomainErrors). */
-export interface HookAnswer {
-  status: number;
-  body: Record<string, unknown>;
-  location?: string;
-}
-
 /**
- * How long a delivery waits for its launch before it is answered `202 {"accepted": true}` while
- * the launch goes on: well inside the five seconds the spec allows (part B 8), leaving room for
- * a busy server's slow timers.
+ * How long a review trigger's delivery waits for its planning before it is answered `202
+ * {"accepted": true}` while the work goes on: well inside the five seconds the spec allows (part B
+ * 8), leaving room for a busy server's slow timers. (A push is answered once recorded:
+ * services/schedules/hook-deliveries.ts.)
  */
-export const HOOK_ANSWER_MS = 3000;
+export const REVIEW_ANSWER_MS = 3000;
 
 /**
  * Answers a delivery. In order:
@@ -234,11 +228,17 @@ export const HOOK_ANSWER_MS = 3000;
  *    403 (also when enforcement is off), none while enforcement is on 401. These refusals record
  *    nothing: the sender has not shown it knows the secret.
  * 3. The body is read (400 when it is not JSON), and what it is: a ping is answered 200 and not
- *    recorded; another event or a push that deleted its ref is skipped (200 with `skipped`), as is
- *    a push whose template's stored inventory, its limit applied, matches no host.
- * 4. The template is launched unattended with what the push says as extra vars, its Idempotency-Key
- *    the trigger and the delivery id, so a redelivery starts nothing new (200 naming the run).
- *    201 with the run id; 202 `{"accepted": true}` when the launch is still going at HOOK_ANSWER_MS.
+ *    recorded; another event or a push that deleted its ref is skipped (200 with `skipped`).
+ * 4. A push is recorded with its owed launch, in one statement (services/schedules/hook-deliveries.ts),
+ *    and answered: 202 `{"accepted": true}` with a Location to the delivery's record, or, when the
+ *    server's answer wait (`--hook-answer-wait`) lets the launch finish first, its outcome (201
+ *    with the run id; 200 naming the run a redelivery's delivery id started; 200 skipped when the
+ *    template's stored inventory, its limit applied, matches no host; 409 or 502). The template is
+ *    launched unattended with what the push says as extra vars, its Idempotency-Key the trigger and
+ *    the delivery id, so a redelivery or a repeated launch starts nothing new.
+ *
+ * A review trigger's delivery (services/schedules/review.ts) is not recorded: it is handled in
+ * process and answered with its outcome, or 202 at REVIEW_ANSWER_MS while the work goes on.
  *
  * From step 3 on, a delivery that starts no run records why on the trigger's `last_error`, and one
  * that starts a run clears it (spec part A 2.4 rule 6).
@@ -267,7 +267,7 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
         return { refusal: new DomainError('bad_gateway', 'could not plan the pull request') };
       },
     );
-    const first = await within(review, delivery.receivedAt + HOOK_ANSWER_MS - Date.now());
+    const first = await within(review, delivery.receivedAt + REVIEW_ANSWER_MS - Date.now());
     if (first === undefined) return { status: 202, body: { accepted: true, trigger_id: trigger.id } };
     if ('refusal' in first) throw first.refusal;
     return first.answer;
@@ -281,12 +281,7 @@ export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): P
   if (reading.kind === 'other') return skipped(`${reading.forge} ${reading.event} events start no run: this trigger fires on a push`);
   if (reading.push.deleted) return skipped(`the push deleted ${reading.push.ref}: there is nothing to run`);
 
-  const origin = deliveryOrigin(trigger, delivery.query, payload);
-  const fire = fireTrigger(ctx, trigger, origin, reading.push, deliveryIdOf(delivery.headers), received);
-  const first = await within(fire, delivery.receivedAt + HOOK_ANSWER_MS - Date.now());
-  if (first === undefined) return { status: 202, body: { accepted: true, trigger_id: trigger.id } };
-  if ('refusal' in first) throw first.refusal;
-  return first.answer;
+  return deliverPush(ctx, trigger, { headers: delivery.headers, query: delivery.query, receivedAt: delivery.receivedAt, payload, push: reading.push });
 }
 
 /**
@@ -314,100 +309,3 @@ async function authenticate(ctx: ServerContext, trigger: Trigger, delivery: Hook
   if (verdict.verdict === 'invalid') throw new DomainError('forbidden', `the delivery's ${verdict.header} does not match this trigger's signing secret`, { header: verdict.header });
 }
 
-/** The chain's view of a delivery: the owner it fires as, the trigger's path (never the token) and the push as sent. */
-function deliveryOrigin(trigger: Trigger, query: Record<string, unknown>, payload: unknown): AuditOrigin {
-  const path = `/hooks/${trigger.id}`;
-  return { actor: trigger.created_by, method: 'POST', path, request: { method: 'POST', path, query, body: payload }, withheld: new Set() };
-}
-
-type FireOutcome = { answer: HookAnswer } | { refusal: DomainError };
-
-/** A delivery that starts no run by design: 200 with `skipped` and why, the why on the trigger's `last_error`. */
-async function skippedDelivery(ctx: ServerContext, trigger: Trigger, received: Date, reason: string): Promise<HookAnswer> {
-  await noteOutcome(ctx, trigger.id, received, reason);
-  return { status: 200, body: { skipped: true, reason, trigger_id: trigger.id } };
-}
-
-/** Launches the trigger's template for a push; never rejects: a refusal is recorded and returned. */
-async function fireTrigger(
-  ctx: ServerContext,
-  trigger: Trigger,
-  origin: AuditOrigin,
-  push: Push,
-  deliveryId: string | undefined,
-  received: Date,
-): Promise<FireOutcome> {
-  try {
-    const template = await getTemplate(ctx.sql, trigger.template_id);
-    if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
-    const fireHosts = templateFireHosts(template);
-    const hostless = fireHosts && (await hostlessFireReason(ctx, fireHosts));
-    if (hostless) return { answer: await skippedDelivery(ctx, trigger, received, hostless) };
-    const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
-    const { run, created } = await launchUnattended(
-      ctx,
-      origin,
-      template,
-      { kind: 'trigger', id: trigger.id, name: trigger.name, owner, actorKind: trigger.owner_actor_kind },
-      { extraVars: pushExtraVars(push), ...(deliveryId ? { idempotencyKey: deliveryIdempotencyKey(trigger.id, deliveryId) } : {}) },
-    );
-    const body = { run_id: run.id, status: run.status, trigger_id: trigger.id };
-    // A redelivery names the run the first delivery started and changes nothing.
-    if (!created) return { answer: { status: 200, body: { ...body, repeated: true }, location: `/v1/runs/${run.id}` } };
-    await noteOutcome(ctx, trigger.id, received, null);
-    return { answer: { status: 201, body, location: `/v1/runs/${run.id}` } };
-  } catch (err) {
-    return { refusal: await launchRefused(ctx, trigger, origin, received, err) };
-  }
-}
-
-/**
- * A launch that started no run, as the sender is told and the trigger records it (spec part A 2.4
- * rule 6, part B 7.3): a survey nobody can answer is 409 naming its questions, with its chain
- * entry; any other configuration error 409 naming the error only; a failure of the server or its
- * stores 502, whose detail stays in the server log.
- */
-async function launchRefused(ctx: ServerContext, trigger: Trigger, origin: AuditOrigin, received: Date, err: unknown): Promise<DomainError> {
-  if (err instanceof UnattendedSurveyRefusal) {
-    try {
-      await recordMutation(ctx.sql, { ...origin, path: `/hooks/${trigger.id}/refused/survey/${err.questions.join(',')}` }, 409, async (tx, entry) => {
-        await recordDeliveryOutcome(tx, trigger.id, received, err.message);
-        entry.body = { kind: 'trigger.refused', trigger_id: trigger.id, template_id: trigger.template_id, questions: err.questions };
-      });
-    } catch (recordErr) {
-      ctx.logger.warn({ triggerId: trigger.id, err: recordErr }, 'recording a trigger refusal failed');
-    }
-    return err;
-  }
-  if (err instanceof DomainError && statusOf(err.code) < 500) return refused(ctx, trigger, received, conflict(`this template cannot launch: ${err.message}`));
-  ctx.logger.error({ triggerId: trigger.id, err }, 'a trigger could not launch its template');
-  return refused(ctx, trigger, received, new DomainError('bad_gateway', 'could not launch the template'));
-}
-
-/** Records why a delivery started no run, then gives back the refusal to answer with. */
-async function refused(ctx: ServerContext, trigger: Trigger, received: Date, refusal: DomainError, lastError = refusal.message): Promise<DomainError> {
-  await noteOutcome(ctx, trigger.id, received, lastError);
-  return refusal;
-}
-
-/** Records a delivery's outcome on its trigger; a failure to record is logged and does not change the answer. */
-async function noteOutcome(ctx: ServerContext, triggerId: string, received: Date, error: string | null): Promise<void> {
-  try {
-    await recordDeliveryOutcome(ctx.sql, triggerId, received, error);
-  } catch (err) {
-    ctx.logger.warn({ triggerId, err }, "recording a delivery's outcome on its trigger failed");
-  }
-}
-
-/** The work's result if it settles within `ms`, else undefined (the work goes on). */
-async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

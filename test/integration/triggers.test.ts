@@ -23,7 +23,9 @@ let viewer: ApiClient;
 let template: { id: string };
 
 beforeAll(async () => {
-  t = await startTestServer(encryption());
+  // Deliveries here are answered with their launch's outcome, as a sender that waits for it is
+  // (the default answers once recorded: test/integration/hook-deliveries.test.ts).
+  t = await startTestServer({ ...encryption(), CAIRN_HOOK_ANSWER_WAIT: '4500ms' });
   sql = connectDatabase(t.databaseUrl, { max: 3 });
   anonymous = t.as(null);
   const vera = await t.api.post('/v1/users', { username: 'vera', role: 'viewer' });
@@ -283,7 +285,7 @@ describe('deliveries: the signature is checked first', () => {
     const made = await createTrigger();
     const answer = await deliver(made.hook_path, made.secret, { forge: 'github' });
     expect(answer.status).toBe(201);
-    expect(answer.body).toEqual({ run_id: expect.stringMatching(/^run_/), status: 'pending', trigger_id: made.id });
+    expect(answer.body).toEqual({ run_id: expect.stringMatching(/^run_/), status: 'pending', trigger_id: made.id, delivery_id: expect.any(String) });
     expect(answer.headers.get('location')).toBe(`/v1/runs/${answer.body.run_id}`);
     const run = await waitForRunEnd(t.api, answer.body.run_id);
     expect(run).toMatchObject({
@@ -522,7 +524,7 @@ describe('deliveries: repeats and answer time', () => {
     expect(Math.max(...times)).toBeLessThan(5000);
   });
 
-  test('a launch still going at the answer time is answered 202 accepted, and its run follows', async () => {
+  test('a launch still going at the end of the answer wait is answered 202 accepted, and its run follows once', async () => {
     const made = await createTrigger();
     // Hold the audit chain's head so the launch's insert waits, as a very busy database would make it.
     let release!: () => void;
@@ -540,7 +542,8 @@ describe('deliveries: repeats and answer time', () => {
     const took = Date.now() - started;
     release();
     await holder;
-    expect(answer).toMatchObject({ status: 202, body: { accepted: true, trigger_id: made.id } });
+    expect(answer).toMatchObject({ status: 202, body: { accepted: true, trigger_id: made.id, delivery_id: expect.any(String) } });
+    expect(answer.headers.get('location')).toBe(`/v1/triggers/${made.id}/deliveries/${answer.body.delivery_id}`);
     expect(took).toBeLessThan(5000);
     const deadline = Date.now() + 10_000;
     let runs: string[] = [];

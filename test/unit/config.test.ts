@@ -79,3 +79,14 @@ test('--module-fetch-timeout defaults to two minutes and reads durations of at l
   expect(() => loadConfig({}, { CAIRN_MODULE_FETCH_TIMEOUT: '0' })).toThrow('--module-fetch-timeout (CAIRN_MODULE_FETCH_TIMEOUT): "0" is not a duration of at least a second');
   expect(() => loadConfig({}, { CAIRN_MODULE_FETCH_TIMEOUT: 'soon' })).toThrow('--module-fetch-timeout (CAIRN_MODULE_FETCH_TIMEOUT)');
 });
+
+test('--hook-answer-wait defaults to 0 and reads 0 to 4.5 s as milliseconds', () => {
+  expect(loadConfig({}, {}).hookAnswerWait).toBe(0);
+  expect(loadConfig(parseFlags(['--hook-answer-wait', '1500ms']).values, {}).hookAnswerWait).toBe(1500);
+  expect(loadConfig(parseFlags(['--hook-answer-wait=2s']).values, {}).hookAnswerWait).toBe(2000);
+  expect(loadConfig({}, { CAIRN_HOOK_ANSWER_WAIT: '4.5s' }).hookAnswerWait).toBe(4500);
+  expect(loadConfig({}, { CAIRN_HOOK_ANSWER_WAIT: '3' }).hookAnswerWait).toBe(3000);
+  for (const bad of ['5s', '4501ms', '1m', 'soon', '-1']) {
+    expect(() => loadConfig({}, { CAIRN_HOOK_ANSWER_WAIT: bad })).toThrow(`--hook-answer-wait (CAIRN_HOOK_ANSWER_WAIT): "${bad}" is not a wait from 0 to 4.5s`);
+  }
+});
