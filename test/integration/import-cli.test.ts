@@ -22,7 +22,9 @@ let t: TestServer;
 /** Runs the command in this process, with its output and exit code. */
 async function inProcess(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; out: string }> {
   const lines: string[] = [];
+  // The jest worker's exit code may already be set by a file it ran earlier: start from none.
   const before = process.exitCode;
+  process.exitCode = undefined;
   try {
     await runImportCommand(args, env, (line) => lines.push(line));
     return { code: Number(process.exitCode ?? 0), out: lines.join('\n') };
