@@ -36,6 +36,9 @@ import { connectTemporal, ensureNamespace, ensureSearchAttributes } from './temp
 import { loadExtensions } from './plugins';
 import { loadPolicyFile } from '../services/runs/policy-file';
 
+/** How long an idle keep-alive connection stays open: longer than the 60 s idle timeout load balancers commonly use. */
+const KEEP_ALIVE_MS = 65_000;
+
 export interface RunningServer {
   url: string;
   temporalAddress: string;
@@ -294,6 +297,11 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       server.once('error', reject);
     });
     http.on('clientError', answerMalformedRequest);
+    // An idle keep-alive connection is closed by the server only well after any client or proxy
+    // would stop reusing it: closed at the moment a client sends on it, the request fails with a
+    // reset (Node's default is 5 s, which clients and load balancers cut close to).
+    http.keepAliveTimeout = KEEP_ALIVE_MS;
+    http.headersTimeout = KEEP_ALIVE_MS + 1000;
     stack.push(
       () =>
         new Promise<void>((resolve) => {

@@ -37,7 +37,12 @@ async function created(res: { status: number; text: string; body: any }) {
 
 beforeAll(async () => {
   // The install key: a callback's host config key is sealed under it.
-  t = await startTestServer({ SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'), SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url') });
+  // A webhook here is answered with its launch's outcome (CAIRN_HOOK_ANSWER_WAIT), as a sender that waits for it is.
+  t = await startTestServer({
+    SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+    SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+    CAIRN_HOOK_ANSWER_WAIT: '4500ms',
+  });
   operator = await person(t.api, 'operator');
   web = (await created(await t.api.post('/v1/inventories', { name: 'ci web', content: `[web]\nweb1 ${LOCAL}\nweb2 ${LOCAL}\nweb3 ${LOCAL}\n[web:vars]\ntier=front\n` }))).id;
   db = (await created(await t.api.post('/v1/inventories', { name: 'ci db', content: `[db]\ndb1 ${LOCAL} ansible_host=127.0.0.9\n` }))).id;

@@ -33,7 +33,8 @@ const del = (api: ApiClient, path: string) => api.request('DELETE', path);
 
 beforeAll(async () => {
   // An issuer, so a run given an oidc_token credential gets its token (test/integration/federation.test.ts verifies them).
-  t = await startTestServer({ ...keys(), CAIRN_FEDERATION_ISSUER: 'https://cairn.example.com' });
+  // A webhook here is answered with its launch's outcome (CAIRN_HOOK_ANSWER_WAIT), as a sender that waits for it is.
+  t = await startTestServer({ ...keys(), CAIRN_FEDERATION_ISSUER: 'https://cairn.example.com', CAIRN_HOOK_ANSWER_WAIT: '4500ms' });
   sql = postgres(t.databaseUrl, { max: 2, onnotice: () => undefined });
   as = (p) => t.as(typeof p === 'string' ? p : p.token);
   alice = await person(t.api, 'operator', 'user', 'alice');

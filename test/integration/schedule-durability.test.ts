@@ -84,7 +84,7 @@ test('two servers on one database: a hand-off both sweepers race to repair still
   const b = await startServer(loadConfig({}, { ...settings, CAIRN_DATA_DIR: `${settings.CAIRN_DATA_DIR}-b` }), createLogger(config), { sweepIntervalMs: 250 });
   try {
     const api = apiClient(a.url, a.adminToken!);
-    const { rrule } = soonRule('FREQ=SECONDLY;INTERVAL=2;COUNT=3', 6);
+    const { rrule } = soonRule('FREQ=SECONDLY;INTERVAL=3;COUNT=3', 6);
     const created = await api.post('/v1/schedules', { name: 'two servers', rrule, run: { tool: 'bash', command: 'echo fired' } });
     expect(created.status).toBe(201);
     // COUNT=3: once the schedule's workflow has ended, no fire can come any more.
