@@ -150,11 +150,18 @@ describe('hashing', () => {
     expect(rootFromLeafHashes(hashes.slice(0, size)).toString('hex')).toBe(roots[size].toString('hex'));
   });
 
-  test('roots 100,000 leaves in well under a second', () => {
+  test('roots 100,000 leaves at the cost of hashing each node once', () => {
     const many = Array.from({ length: 100_000 }, (_, i) => leafHash(Buffer.from(`entry ${i}`)));
     const { value: root, ms } = cpuTimed(() => rootFromLeafHashes(many));
     expect(root).toHaveLength(32);
-    expect(ms).toBeLessThan(1000);
+    // Against the floor measured here, on this machine: one SHA-256 per inner node (99,999 of
+    // them), so a slow or busy machine moves both figures alike. A tree built by rehashing
+    // subtrees costs many times the floor.
+    const node = Buffer.alloc(65, 1);
+    const { ms: floor } = cpuTimed(() => {
+      for (let i = 1; i < many.length; i++) createHash('sha256').update(node).digest();
+    });
+    expect(ms).toBeLessThan(floor * 4 + 50);
     // The same answer as rooting the two halves at the RFC's split point (k = 65,536).
     expect(root.equals(nodeHash(rootFromLeafHashes(many.slice(0, 65_536)), rootFromLeafHashes(many.slice(65_536))))).toBe(true);
   });
