@@ -32,7 +32,8 @@ import type { ServerContext } from '../context';
 import { sendHttp, withPath } from '../notifications/notification-egress';
 import { proposeSavedPlan } from '../iac/saved-plan';
 import { decideRun } from '../runs/decisions';
-import { firingOwner, launchUnattended, unattendedCaller, UnattendedSurveyRefusal } from '../runs/launch';
+import { launchUnattended, unattendedCaller, UnattendedSurveyRefusal } from '../runs/launch';
+import { triggerFire, triggerTemplate } from './trigger-fire';
 
 /**
  * Pull request review triggers (spec part A 2.4 rule 6, 2.7 rule 4, 4.7; part B 7.3; docs/api.md,
@@ -99,15 +100,13 @@ async function planPullRequest(
   received: Date,
 ): Promise<ReviewAnswer> {
   try {
-    const template = await getTemplate(ctx.sql, trigger.template_id);
-    if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
+    const template = await triggerTemplate(ctx, trigger);
     if (template.kind !== 'job' || !template.tool || !isPlanTool(template.tool)) throw conflict(`template ${template.id} is not a terraform or opentofu template: only their plans can be reviewed`);
-    const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
     const { run, created } = await launchUnattended(
       ctx,
       origin,
       template,
-      { kind: 'trigger', id: trigger.id, name: trigger.name, owner, actorKind: trigger.owner_actor_kind },
+      await triggerFire(ctx, trigger),
       {
         dryRun: true,
         // A project-backed template plans the pull request's head commit, fetched by the worker.

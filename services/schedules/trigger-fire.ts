@@ -1,10 +1,10 @@
 import { DomainError, conflict, statusOf } from '../../core/errors';
 import { deliveryIdempotencyKey, pushExtraVars, type Push } from '../../core/schedules/webhooks';
-import { getTemplate } from '../../store/templates';
+import { getTemplate, type Template } from '../../store/templates';
 import { recordDeliveryOutcome, type Trigger } from '../../store/triggers';
 import { recordMutation, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
-import { firingOwner, launchUnattended, UnattendedSurveyRefusal } from '../runs/launch';
+import { firingOwner, launchUnattended, UnattendedSurveyRefusal, type UnattendedFire } from '../runs/launch';
 import { hostlessFireReason, templateFireHosts } from '../ansible/hostless-fires';
 
 /**
@@ -35,6 +35,19 @@ export async function skippedDelivery(ctx: ServerContext, trigger: Trigger, rece
   return { status: 200, body: { skipped: true, reason, trigger_id: trigger.id } };
 }
 
+/** The template a trigger launches: a 409 when it no longer exists. */
+export async function triggerTemplate(ctx: ServerContext, trigger: Trigger): Promise<Template> {
+  const template = await getTemplate(ctx.sql, trigger.template_id);
+  if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
+  return template;
+}
+
+/** What a trigger's launch names as its source: the trigger, fired as its owner while the owner may still fire. */
+export async function triggerFire(ctx: ServerContext, trigger: Trigger): Promise<UnattendedFire> {
+  const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
+  return { kind: 'trigger', id: trigger.id, name: trigger.name, owner, actorKind: trigger.owner_actor_kind };
+}
+
 /** Launches the trigger's template for a push; never rejects: a refusal is recorded and returned. */
 export async function fireTrigger(
   ctx: ServerContext,
@@ -45,17 +58,15 @@ export async function fireTrigger(
   received: Date,
 ): Promise<FireOutcome> {
   try {
-    const template = await getTemplate(ctx.sql, trigger.template_id);
-    if (!template) throw conflict(`template ${trigger.template_id} no longer exists`);
+    const template = await triggerTemplate(ctx, trigger);
     const fireHosts = templateFireHosts(template);
     const hostless = fireHosts && (await hostlessFireReason(ctx, fireHosts));
     if (hostless) return { answer: await skippedDelivery(ctx, trigger, received, hostless) };
-    const owner = await firingOwner(ctx.sql, trigger.owner_account_id, `the trigger's owner (${trigger.created_by})`, 'a trigger fires as its owner: create it again as an operator');
     const { run, created } = await launchUnattended(
       ctx,
       origin,
       template,
-      { kind: 'trigger', id: trigger.id, name: trigger.name, owner, actorKind: trigger.owner_actor_kind },
+      await triggerFire(ctx, trigger),
       { extraVars: pushExtraVars(push), idempotencyKey: deliveryIdempotencyKey(trigger.id, deliveryId) },
     );
     const body = { run_id: run.id, status: run.status, trigger_id: trigger.id };
