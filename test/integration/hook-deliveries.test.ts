@@ -8,6 +8,7 @@ import { forgeHeaders, PUSH_PAYLOADS, SAMPLE_PUSH_VARS, type SignOptions } from 
 import { apiClient, type ApiClient, type ApiResponse } from '../support/http';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { holdAuditHead } from '../support/audit-hold';
 
 /**
  * Webhook pushes are answered once recorded (the default: no answer wait), and launched from the
@@ -114,20 +115,10 @@ describe('with the default answer wait (none)', () => {
     expect(again.headers.get('location')).toBe(`/v1/runs/${record.run_id}`);
 
     // Held at the audit chain's head, the launch stays pending while its redeliveries come.
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holder = sql.begin(async (tx) => {
-      await tx`SELECT * FROM audit_head FOR UPDATE`;
-      locked();
-      await released;
-    });
-    await isLocked;
+    const release = await holdAuditHead(sql);
     const held = randomUUID();
     const answers = [await deliver(t.url, made, { delivery: held }), ...(await Promise.all([1, 2, 3].map(() => deliver(t.url, made, { delivery: held }))))];
-    release();
-    await holder;
+    await release();
     for (const answer of answers) expect(answer).toMatchObject({ status: 202, body: { accepted: true, delivery_id: held } });
     const heldRecord = await settled(t.api, `/v1/triggers/${made.id}/deliveries/${held}`);
     expect(heldRecord.state).toBe('launched');

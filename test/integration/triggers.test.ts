@@ -5,6 +5,7 @@ import { forgeHeaders, githubPush, PUSH_PAYLOADS, SAMPLE_PUSH, SAMPLE_PUSH_VARS,
 import type { ApiClient, ApiResponse } from '../support/http';
 import { grant, person, template as templateBy } from '../support/access';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
+import { holdAuditHead } from '../support/audit-hold';
 
 /**
  * Webhook triggers end to end: a real server, real PostgreSQL and Temporal, deliveries sent over
@@ -527,21 +528,11 @@ describe('deliveries: repeats and answer time', () => {
   test('a launch still going at the end of the answer wait is answered 202 accepted, and its run follows once', async () => {
     const made = await createTrigger();
     // Hold the audit chain's head so the launch's insert waits, as a very busy database would make it.
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holder = sql.begin(async (tx) => {
-      await tx`SELECT * FROM audit_head FOR UPDATE`;
-      locked();
-      await released;
-    });
-    await isLocked;
+    const release = await holdAuditHead(sql);
     const started = Date.now();
     const answer = await deliver(made.hook_path, made.secret);
     const took = Date.now() - started;
-    release();
-    await holder;
+    await release();
     expect(answer).toMatchObject({ status: 202, body: { accepted: true, trigger_id: made.id, delivery_id: expect.any(String) } });
     expect(answer.headers.get('location')).toBe(`/v1/triggers/${made.id}/deliveries/${answer.body.delivery_id}`);
     expect(took).toBeLessThan(5000);
