@@ -19,6 +19,8 @@ export interface BenchEnvironment {
   /** The database's URL and the settings the server was started with, for a second server process on the install. */
   databaseUrl: string;
   settings: Record<string, string>;
+  /** The public key the install's license is signed with, when the install is Team (a worker process trusts it). */
+  licenseKey?: object;
 }
 
 /** Undo steps, run newest first; each runs even when an earlier one fails. */
@@ -115,6 +117,7 @@ export async function startBenchEnvironment(teardown: Teardown, options: { worke
     databaseKind: external ? 'fresh database on BENCH_DATABASE_URL' : 'embedded PostgreSQL',
     databaseUrl,
     settings,
+    licenseKey: licenseKeys?.[0],
   };
 }
 
@@ -125,33 +128,68 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
+/** Where a process of the install's own executes runs: the pool queue it serves and its slots. */
+export interface ProcessPlacement {
+  /** Default: a queue of its own, so the runs submitted through it execute in it. */
+  poolQueue?: string;
+  poolSize?: number;
+}
+
 /**
- * Starts a second `cairn serve` process on the install's database and Temporal, with a pool queue
- * of its own, so the runs submitted through it execute in it and what it costs is measured apart
- * from the benchmark's process (which holds the first server and the benchmark's clients).
+ * Starts a second `cairn serve` process on the install's database and Temporal, so what it costs
+ * is measured apart from the benchmark's process (which holds the first server and the
+ * benchmark's clients). With no placement it has a pool queue of its own.
  */
-export async function startServerProcess(env: BenchEnvironment, teardown: Teardown): Promise<ServerProcess> {
+export async function startServerProcess(env: BenchEnvironment, teardown: Teardown, placement: ProcessPlacement = {}): Promise<ServerProcess> {
   // The compiled JavaScript, as an install runs it (bin/cairn.js runs dist/ when it matches the sources).
   await new Promise<void>((resolve, reject) => {
     const build = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'build.js')], { stdio: 'ignore' });
     build.once('error', reject);
     build.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bin/build.js exited ${code}`))));
   });
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-serve-'));
+  // CAIRN_BENCH_SERVE_NODE_ARGS: node options for that process alone (`--cpu-prof --cpu-prof-dir=/tmp/p` to see where its time goes).
+  const nodeArgs = (process.env.CAIRN_BENCH_SERVE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return startInstallProcess(env, teardown, 'cairn serve', [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], /serving at (\S+)/, placement);
+}
+
+/**
+ * A `cairn worker` process on the install's database, Temporal and pool queue: the process a
+ * deployment adds for execution slots. Every worker is Team tier, and the license of a bench
+ * install is signed by a key of the bench's own, so it runs through the harness that trusts one
+ * key more (test/support/worker-process.ts), as the scale-out test's workers do.
+ */
+export async function startWorkerProcess(env: BenchEnvironment, teardown: Teardown, placement: ProcessPlacement): Promise<ServerProcess> {
+  if (!env.licenseKey || !env.settings.CAIRN_LICENSE_FILE) throw new Error('a worker process needs the install to be Team (startBenchEnvironment with a worker token)');
+  const script = [path.join(__dirname, '..', 'bin', 'run-ts.js'), path.join(__dirname, '..', 'test', 'support', 'worker-process.ts'), JSON.stringify(env.licenseKey)];
+  // Its start is known by its `worker polling` log line, so it logs at info.
+  const started = await startInstallProcess(env, teardown, 'cairn worker', script, /(worker polling)/, placement, { CAIRN_LOG_LEVEL: 'info' });
+  return { ...started, url: '' };
+}
+
+async function startInstallProcess(
+  env: BenchEnvironment,
+  teardown: Teardown,
+  what: string,
+  args: string[],
+  ready: RegExp,
+  placement: ProcessPlacement,
+  extraEnv: Record<string, string> = {},
+): Promise<ServerProcess> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-process-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
   // Nothing of the caller's Cairn, database or Temporal settings leaks in.
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_|NODE_OPTIONS$)/.test(key)));
-  // CAIRN_BENCH_SERVE_NODE_ARGS: node options for that process alone (`--cpu-prof --cpu-prof-dir=/tmp/p` to see where its time goes).
-  const nodeArgs = (process.env.CAIRN_BENCH_SERVE_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], {
+  const child = spawn(process.execPath, args, {
     env: {
       ...inherited,
       ...env.settings,
       CAIRN_DATA_DIR: dataDir,
-      CAIRN_POOL_QUEUE: `cairn-bench-serve-${randomBytes(6).toString('hex')}`,
+      CAIRN_POOL_QUEUE: placement.poolQueue ?? `cairn-bench-serve-${randomBytes(6).toString('hex')}`,
+      ...(placement.poolSize !== undefined && { CAIRN_POOL_SIZE: String(placement.poolSize) }),
       DATABASE_URL: env.databaseUrl,
       TEMPORAL_ADDRESS: env.server.temporalAddress,
       TEMPORAL_NAMESPACE: env.server.context.config.temporalNamespace,
+      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -163,13 +201,13 @@ export async function startServerProcess(env: BenchEnvironment, teardown: Teardo
     await exited;
     clearTimeout(killer);
   };
-  teardown.push('stopping the server process', stop);
+  teardown.push(`stopping the ${what} process`, stop);
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`cairn serve did not start within 180 s:\n${output.slice(-2000)}`)), 180_000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start within 180 s:\n${output.slice(-2000)}`)), 180_000);
     const look = (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /serving at (\S+)/.exec(output);
+      const match = ready.exec(output);
       if (!match) return;
       clearTimeout(timer);
       child.stdout!.off('data', look);
@@ -178,9 +216,9 @@ export async function startServerProcess(env: BenchEnvironment, teardown: Teardo
     };
     child.stdout!.on('data', look);
     child.stderr!.on('data', look);
-    child.once('exit', (code) => reject(new Error(`cairn serve exited ${code} at start:\n${output.slice(-2000)}`)));
+    child.once('exit', (code) => reject(new Error(`${what} exited ${code} at start:\n${output.slice(-2000)}`)));
   });
-  // Its output is no longer read: a server that keeps writing must not block on a full pipe.
+  // Its output is no longer read: a process that keeps writing must not block on a full pipe.
   child.stdout!.resume();
   child.stderr!.resume();
   return { url, pid: child.pid!, stop };

@@ -20,6 +20,7 @@ import { structuredEventsBenchmark } from './structured-events';
 import { webhookBenchmark } from './webhooks';
 import { planGateBenchmark } from './iac-plan-gate';
 import { relayBenchmark } from './relay';
+import { capacityBenchmark } from './capacity';
 import { randomBytes } from 'node:crypto';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -48,8 +49,9 @@ async function main(): Promise<void> {
     const onlyArg = process.argv.find((a) => a.startsWith('--only='));
     const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined;
     const wanted = (key: string) => !only || only.has(key);
-    // The relay section needs the install to serve /relay/v1, and to be Team (every worker is).
-    const workerToken = wanted('q') ? `cairn-bench-${randomBytes(24).toString('base64url')}` : undefined;
+    // The relay section needs the install to serve /relay/v1, and to be Team (every worker is), as
+    // the capacity section's `cairn worker` processes need.
+    const workerToken = wanted('q') || wanted('s') ? `cairn-bench-${randomBytes(24).toString('base64url')}` : undefined;
     const starting = startBenchEnvironment(teardown, { workerToken });
     startup = starting;
     const env = await starting;
@@ -142,6 +144,10 @@ async function main(): Promise<void> {
     if (wanted('q') && workerToken) {
       log('(q) the relay beside the direct worker: run latency, throughput and log bytes per second through a cairn worker --server process...');
       sections.push(await relayBenchmark(client, env.url, workerToken, env.server.context.config.poolSize, teardown, log));
+    }
+    if (wanted('s')) {
+      log('(s) capacity: CPU per run by component with one server and one worker, and the prediction for two of each beside the measured rate...');
+      sections.push(await capacityBenchmark(env, teardown));
     }
     if (process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');

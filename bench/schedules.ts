@@ -1,8 +1,8 @@
 import { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type postgres from 'postgres';
+import { processTreeCpuSeconds } from '../embedded/process-cpu';
 import { readServiceState } from '../embedded/state';
 import { mapLimit } from './concurrency';
 import { expectStatus, type BenchClient } from './http';
@@ -15,17 +15,6 @@ const MINUTE_MS = 60_000;
 /** Seconds of each idle CPU window, which ends a few seconds before the first fire. */
 const IDLE_S = 30;
 
-/** CPU seconds a process has used (user + system), from /proc; undefined when it cannot be read. */
-async function processCpuSeconds(pid: number): Promise<number | undefined> {
-  try {
-    const fields = (await fs.readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
-    // utime and stime (fields 14 and 15 of stat), in clock ticks: 100 a second on Linux.
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
-  }
-}
-
 interface Cpu {
   /** This process, which the Cairn server runs in, as % of one core. */
   cairn: number;
@@ -35,12 +24,12 @@ interface Cpu {
 
 async function cpuOver(ms: number, temporalPid: number | undefined): Promise<Cpu> {
   const cairnBefore = process.cpuUsage();
-  const temporalBefore = temporalPid ? await processCpuSeconds(temporalPid) : undefined;
+  const temporalBefore = temporalPid ? processTreeCpuSeconds(temporalPid) : undefined;
   const started = Date.now();
   await sleep(ms);
   const elapsed = (Date.now() - started) / 1000;
   const used = process.cpuUsage(cairnBefore);
-  const temporalAfter = temporalPid ? await processCpuSeconds(temporalPid) : undefined;
+  const temporalAfter = temporalPid ? processTreeCpuSeconds(temporalPid) : undefined;
   return {
     cairn: ((used.user + used.system) / 1e6 / elapsed) * 100,
     temporal: temporalBefore !== undefined && temporalAfter !== undefined ? ((temporalAfter - temporalBefore) / elapsed) * 100 : undefined,

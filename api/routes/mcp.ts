@@ -1,10 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { z } from 'zod';
 import { DomainError, forbidden } from '../../core/errors';
+import { lazy } from '../../core/lazy';
 import { runView } from '../../core/runs/run-view';
 import { readableRun, readerOf } from '../../services/access/access';
 import { explainRun } from '../../services/ai/advice';
@@ -128,7 +127,18 @@ async function callTool(server: ServerContext, caller: Caller, origin: AuditOrig
   }
 }
 
+/**
+ * The MCP SDK, loaded on the first MCP request. `require`, not `import()`: in this CommonJS
+ * project `import()` would load the SDK's ES module build, a second copy beside the CommonJS one.
+ */
+const mcpSdk = lazy(() => ({
+  ...(require('@modelcontextprotocol/sdk/server/index.js') as typeof import('@modelcontextprotocol/sdk/server/index.js')),
+  ...(require('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js')),
+  ...(require('@modelcontextprotocol/sdk/types.js') as typeof import('@modelcontextprotocol/sdk/types.js')),
+}));
+
 function mcpServer(server: ServerContext, caller: Caller, origin: AuditOrigin): Server {
+  const { Server, CallToolRequestSchema, ListToolsRequestSchema } = mcpSdk();
   const mcp = new Server({ name: 'cairn', version: '1.0.0' }, { capabilities: { tools: {} } });
   mcp.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS.map((t) => ({ ...t, inputSchema: { ...t.inputSchema } })) as any }));
   mcp.setRequestHandler(CallToolRequestSchema, async (request) => {
@@ -181,6 +191,7 @@ export function mcpRoutes(server: ServerContext): Router {
     const caller = mcpCaller(ctx);
     const origin = originOf(ctx);
     const mcp = mcpServer(server, caller, origin);
+    const { StreamableHTTPServerTransport } = mcpSdk();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.res.on('close', () => {
       void transport.close();

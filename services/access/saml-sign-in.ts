@@ -1,6 +1,6 @@
-import { SAML, ValidateInResponseTo, type CacheProvider, type Profile } from '@node-saml/node-saml';
-import { parseDomFromString, xpath } from '@node-saml/node-saml/lib/xml';
+import type { CacheProvider, Profile, SAML } from '@node-saml/node-saml';
 import { DomainError } from '../../core/errors';
+import { lazy } from '../../core/lazy';
 import type { Config } from '../../core/config';
 import { SAML_ACS_PATH, type SamlSettings } from '../../core/access/saml-settings';
 import { claimAt } from '../../core/access/sign-in-mapping';
@@ -64,7 +64,14 @@ class RequestStore implements CacheProvider {
   }
 }
 
+/** node-saml, loaded by the first SAML sign-in rather than by every server start. */
+const nodeSaml = lazy(() => ({
+  ...(require('@node-saml/node-saml') as typeof import('@node-saml/node-saml')),
+  ...(require('@node-saml/node-saml/lib/xml') as typeof import('@node-saml/node-saml/lib/xml')),
+}));
+
 function serviceProvider(settings: SamlSettings, store: RequestStore): SAML {
+  const { SAML, ValidateInResponseTo } = nodeSaml();
   return new SAML({
     entryPoint: settings.idpSsoUrl,
     issuer: settings.spEntityId,
@@ -154,6 +161,7 @@ async function checkAddressedHere(settings: SamlSettings, samlResponse: string, 
   const confirmations = (assertion.Subject?.[0]?.SubjectConfirmation ?? []).filter((c) => c.$?.Method === 'urn:oasis:names:tc:SAML:2.0:cm:bearer');
   const recipients = confirmations.map((c) => c.SubjectConfirmationData?.[0]?.$?.Recipient);
   if (!recipients.includes(settings.acsUrl)) throw refused('the assertion is meant for another recipient (SubjectConfirmationData Recipient)');
+  const { parseDomFromString, xpath } = nodeSaml();
   const doc = await parseDomFromString(Buffer.from(samlResponse, 'base64').toString('utf8'));
   const destination = xpath.selectAttributes(doc, "/*[local-name()='Response']/@Destination")[0]?.nodeValue;
   if (destination != null && destination !== settings.acsUrl) throw refused('the response is addressed to another destination (Destination)');

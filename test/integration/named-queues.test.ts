@@ -2,6 +2,7 @@ import os from 'node:os';
 import { startCairn, startTsScript, type ChildHandle } from '../support/processes';
 import { testLicense } from '../support/license';
 import { startTestServer, testTemporalAddress, waitForRunEnd, type TestServer } from '../support/server';
+import { runExecutions } from '../support/run-executions';
 
 /** Three renewals of a one-second period: a worker lost this long ago shows as lost. */
 const LEASE_SECONDS = '3';
@@ -49,11 +50,8 @@ async function submit(body: Record<string, unknown>): Promise<any> {
 
 /** Where Temporal scheduled the run's tool and which worker process picked it up (`<pid>@<host>`). */
 async function execution(runId: string): Promise<{ taskQueue: string; executedBy: string }> {
-  const history = await t.server.context.temporal.workflow.getHandle(runId).fetchHistory();
-  const events = history.events ?? [];
-  const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes)?.activityTaskScheduledEventAttributes;
-  const started = events.find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes;
-  return { taskQueue: scheduled?.taskQueue?.name ?? '', executedBy: started?.identity ?? '' };
+  const { taskQueue, startedBy } = await runExecutions(t.server.context.temporal, runId);
+  return { taskQueue, executedBy: startedBy[0] ?? '' };
 }
 
 async function listWorkers(token?: string): Promise<any> {

@@ -7,6 +7,7 @@ import { startCairn, startTsScript, type ChildHandle } from '../support/processe
 import { testSettings, testTemporalAddress } from '../support/server';
 import { soakSize } from '../support/soak';
 import { tempDir } from '../support/temp';
+import { runExecutions } from '../support/run-executions';
 
 // The scale-out shape (docs/architecture.md "Processes"): several `cairn serve` and `cairn worker`
 // processes on one PostgreSQL and one Temporal namespace and task queue.
@@ -80,14 +81,9 @@ test(`two servers and two workers on one database and Temporal run ${RUNS} runs,
             expect(log).toMatch(/^run \d+\n$/);
             // Which process executed the tool: the identity (`<pid>@<host>`) Temporal records on the
             // activity's start; the run record keeps only the host (exec_host), the same for all four here.
-            const history = await temporal.workflow.getHandle(id).fetchHistory();
-            const historyEvents = history.events ?? [];
-            const executeRun = new Set(
-              historyEvents.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'executeRun').map((e) => String(e.eventId)),
-            );
-            const starts = historyEvents.filter((e) => executeRun.has(String(e.activityTaskStartedEventAttributes?.scheduledEventId)));
-            expect(starts).toHaveLength(1);
-            const by = starts[0].activityTaskStartedEventAttributes!.identity!;
+            const { startedBy } = await runExecutions(temporal, id);
+            expect(startedBy).toHaveLength(1);
+            const by = startedBy[0];
             executedBy.set(by, (executedBy.get(by) ?? 0) + 1);
           }
         }),

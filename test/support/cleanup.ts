@@ -1,6 +1,6 @@
 import { appendFileSync } from 'node:fs';
 import path from 'node:path';
-import { processTreeCpuSeconds } from './cpu-time';
+import { processTreeCpuSeconds } from '../../embedded/process-cpu';
 import { removeTempDirs } from './temp';
 
 // Every test file leaves /tmp as it found it: data dirs, embedded clusters' files and all.
@@ -10,9 +10,9 @@ afterAll(removeTempDirs);
 // lanes are bound by the machine's cores, not by the wall clock of any one file.
 const cpuLog = process.env.CAIRN_TEST_CPU_LOG;
 if (cpuLog) {
-  const before = processTreeCpuSeconds();
+  const before = processTreeCpuSeconds(process.pid);
   afterAll(() => {
     const file = path.relative(process.cwd(), expect.getState().testPath ?? 'unknown');
-    appendFileSync(cpuLog, `${JSON.stringify({ file, cpu: processTreeCpuSeconds() - before })}\n`);
+    appendFileSync(cpuLog, `${JSON.stringify({ file, cpu: processTreeCpuSeconds(process.pid) - before })}\n`);
   });
 }
