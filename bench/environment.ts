@@ -149,7 +149,13 @@ export async function startServerProcess(env: BenchEnvironment, teardown: Teardo
   });
   // CAIRN_BENCH_SERVE_NODE_ARGS: node options for that process alone (`--cpu-prof --cpu-prof-dir=/tmp/p` to see where its time goes).
   const nodeArgs = (process.env.CAIRN_BENCH_SERVE_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  return startInstallProcess(env, teardown, 'cairn serve', [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], /serving at (\S+)/, placement);
+  // `cairn serve` trusts only Cairn's own license keys, and a bench install's license is signed by
+  // the bench's: this process runs as Community (it serves no relay workers; `cairn worker`s need
+  // no licensed server).
+  return startInstallProcess(env, teardown, 'cairn serve', [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], /serving at (\S+)/, placement, {
+    CAIRN_LICENSE_FILE: undefined,
+    CAIRN_WORKER_TOKEN: undefined,
+  });
 }
 
 /**
@@ -173,23 +179,24 @@ async function startInstallProcess(
   args: string[],
   ready: RegExp,
   placement: ProcessPlacement,
-  extraEnv: Record<string, string> = {},
+  /** Settings over the install's; undefined removes one. */
+  extraEnv: Record<string, string | undefined> = {},
 ): Promise<ServerProcess> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-process-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
   // Nothing of the caller's Cairn, database or Temporal settings leaks in.
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_|NODE_OPTIONS$)/.test(key)));
+  const settings = Object.fromEntries(Object.entries({ ...env.settings, ...extraEnv }).filter(([, value]) => value !== undefined));
   const child = spawn(process.execPath, args, {
     env: {
       ...inherited,
-      ...env.settings,
+      ...settings,
       CAIRN_DATA_DIR: dataDir,
       CAIRN_POOL_QUEUE: placement.poolQueue ?? `cairn-bench-serve-${randomBytes(6).toString('hex')}`,
       ...(placement.poolSize !== undefined && { CAIRN_POOL_SIZE: String(placement.poolSize) }),
       DATABASE_URL: env.databaseUrl,
       TEMPORAL_ADDRESS: env.server.temporalAddress,
       TEMPORAL_NAMESPACE: env.server.context.config.temporalNamespace,
-      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
