@@ -5,8 +5,9 @@
  *
  *   DATABASE_URL=postgres://… node bin/run-ts.js test/replay/record-histories.ts [scenario…]
  *
- * (Naming scenarios records only those; `notify`, `schedule`, `plan-gate` and `key-rotation` are recorded apart
- * from the others, `key-rotation` on the time-skipping Temporal server of test/support/time-skipping.ts.)
+ * (Naming scenarios records only those; `notify`, `schedule`, `plan-gate`, `project-update` with `job`,
+ * `pull-request` and `key-rotation` are recorded apart from the others, `key-rotation` on the
+ * time-skipping Temporal server of test/support/time-skipping.ts.)
  * (Without DATABASE_URL an embedded PostgreSQL is started, as for the tests.) Re-record when a
  * scenario is added, or after a workflow change behind `patched()` to keep a history of the new
  * path beside the old one; commit the new files together with the change. Never re-record to make
@@ -14,7 +15,8 @@
  * the change goes behind `patched()` instead (docs/architecture.md, "Changing workflow code").
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../../cli/serve';
 import { installTemporalLogging } from '../../workers/runtime';
@@ -22,7 +24,11 @@ import globalSetup from '../support/global-setup';
 import globalTeardown from '../support/global-teardown';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 import { historyToPlain } from './history-json';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { forgeHeaders, githubPullRequest } from '../support/forge-deliveries';
+import { startForgePeer } from '../support/forge-peer';
+import { git } from '../support/git';
+import { tempDir } from '../support/temp';
 import { startReceiver } from '../support/receivers';
 import type { HistoryFile, Scenario } from './scenarios';
 import { enableTimeSkipping, startTimeSkippingTemporal } from '../support/time-skipping';
@@ -171,6 +177,69 @@ async function recordPlanGate(t: TestServer): Promise<void> {
   await t.api.request('DELETE', `/v1/policies/${policy.id}`);
 }
 
+/** The ids of the workflows of a type started since `since`, oldest first (Temporal's visibility). */
+async function workflowsOfType(t: TestServer, type: string, since: Date): Promise<string[]> {
+  const ids: string[] = [];
+  const query = `WorkflowType = '${type}' AND StartTime >= '${since.toISOString()}'`;
+  for await (const execution of t.server.context.temporal.workflow.list({ query })) ids.push(execution.workflowId);
+  return ids.reverse();
+}
+
+/** A bare repository under `root` with one commit of a playbook, readable by the run account. */
+function localRepository(root: string): string {
+  const bare = path.join(root, 'repo.git');
+  const work = path.join(root, 'work');
+  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
+  mkdirSync(work);
+  git(work, 'init', '-q', '-b', 'main');
+  git(work, 'remote', 'add', 'origin', bare);
+  writeFileSync(path.join(work, 'site.yml'), '- hosts: localhost\n  gather_facts: false\n  tasks:\n    - debug: { msg: hello }\n');
+  git(work, 'add', '-A');
+  git(work, 'commit', '-q', '-m', 'first');
+  git(work, 'push', '-q', 'origin', 'HEAD:main');
+  return bare;
+}
+
+/** A project's first update with a save asked for meanwhile, then a job listing its files. */
+async function recordProjectWork(t: TestServer, root: string): Promise<void> {
+  const since = new Date(Date.now() - 1000);
+  const body = { name: 'replayed', url: localRepository(root) };
+  const project = await ok(t, 'post', '/v1/projects', body);
+  // Saved again while the first update runs: the workflow takes the signal and updates once more.
+  const saved = await t.api.request('PUT', `/v1/projects/${project.id}`, { body });
+  if (saved.status !== 200) throw new Error(`PUT /v1/projects/${project.id}: ${saved.status} ${saved.text}`);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const seen = await ok(t, 'get', `/v1/projects/${project.id}`);
+    if (!seen.update_pending && seen.status === 'successful') break;
+    if (Date.now() > deadline) throw new Error(`project ${project.id} did not settle: ${JSON.stringify(seen)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await save(t, 'project-update', await workflowsOfType(t, 'projectUpdateWorkflow', since));
+  const files = await ok(t, 'get', `/v1/projects/${project.id}/files`);
+  if (!JSON.stringify(files).includes('site.yml')) throw new Error(`the project's files do not list site.yml: ${JSON.stringify(files)}`);
+  await save(t, 'job', await workflowsOfType(t, 'jobWorkflow', since));
+}
+
+/** A pull request opened on a review trigger of an opentofu template, reported to a local forge peer. */
+async function recordPullRequest(t: TestServer): Promise<void> {
+  const since = new Date(Date.now() - 1000);
+  const peer = await startForgePeer({ id: 'cairn-replay', secret: randomBytes(12).toString('hex'), redirectUri: 'http://127.0.0.1:1/unused' });
+  try {
+    const template = await ok(t, 'post', '/v1/templates', { name: 'reviewed', tool: 'opentofu', command: 'resource "terraform_data" "web" {\n  input = "web"\n}\n' });
+    const trigger = await ok(t, 'post', '/v1/triggers', { name: 'plan pull requests', template_id: template.id, review: { forge: 'github', token: peer.apiToken, api_url: `${peer.url}/api/v3` } });
+    const pr = { repository: 'octo/infra', number: 7, headSha: createHash('sha1').update(randomBytes(8)).digest('hex') };
+    const raw = JSON.stringify(githubPullRequest(pr));
+    const opened = await t.as(null).request('POST', trigger.hook_path, { rawBody: raw, headers: forgeHeaders('github', raw, trigger.secret, { event: 'pull_request' }) });
+    if (opened.status !== 201) throw new Error(`the pull request delivery: ${opened.status} ${opened.text}`);
+    await waitForRunEnd(t.api, opened.body.run_id, 120_000);
+    await peer.waitForPost((p) => p.kind === 'comment' && p.subject === '7');
+    await save(t, 'pull-request', await workflowsOfType(t, 'pullRequestWorkflow', since));
+  } finally {
+    await peer.stop();
+  }
+}
+
 /** Every run of a workflow that continues as new, oldest first: each run's start names the run before it. */
 async function chainOf(t: TestServer, workflowId: string): Promise<HistoryFile['workflows']> {
   const client = t.server.context.temporal;
@@ -235,19 +304,27 @@ async function main(): Promise<void> {
   await globalSetup();
   const wanted = (scenario: Scenario) => only.length === 0 || only.includes(scenario);
   let t: TestServer | undefined;
+  // The recording server's own scenarios; `key-rotation` has a server of its own.
+  const apart = ['notify', 'schedule', 'key-rotation', 'plan-gate', 'project-update', 'job', 'pull-request'];
+  const gitRoot = tempDir('cairn-replay-git');
+  // The run account reads the repository in its sandbox.
+  chmodSync(gitRoot, 0o755);
   try {
     if (only.length === 0 || only.some((s) => s !== 'key-rotation')) t = await startTestServer(
       {
         SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
         SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
         SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
+        CAIRN_PROJECT_LOCAL_ROOTS: gitRoot,
       },
       { notificationRetryBaseMs: 500 },
     );
-    if (t && (only.length === 0 || only.some((s) => s !== 'notify' && s !== 'schedule' && s !== 'key-rotation' && s !== 'plan-gate'))) await record(t);
+    if (t && (only.length === 0 || only.some((s) => !apart.includes(s)))) await record(t);
     if (t && wanted('notify')) await recordNotify(t);
     if (t && wanted('plan-gate')) await recordPlanGate(t);
     if (t && wanted('schedule')) await recordSchedule(t);
+    if (t && (wanted('project-update') || wanted('job'))) await recordProjectWork(t, gitRoot);
+    if (t && wanted('pull-request')) await recordPullRequest(t);
   } finally {
     await t?.stop();
   }

@@ -26,6 +26,13 @@ test('a history is kept for every scenario', () => {
   expect(files).toEqual(expect.arrayContaining(SCENARIOS.map((s) => `${s}.json`)));
 });
 
+test('every workflow the bundle exports has a recorded history to replay', () => {
+  const exported = [...readFileSync(path.join(__dirname, '..', '..', 'workflows', 'index.ts'), 'utf8').matchAll(/^export \{ (\w+) \} from/gm)].map((m) => m[1]);
+  expect(exported.length).toBeGreaterThan(5);
+  const recorded = new Set(files.flatMap((name) => (JSON.parse(readFileSync(path.join(HISTORIES, name), 'utf8')) as HistoryFile).workflows.map((w) => w.workflow_type)));
+  expect(exported.filter((type) => !recorded.has(type))).toEqual([]);
+});
+
 test.each(files)('the recorded %s replays with the current workflow code', async (name) => {
   const file = JSON.parse(readFileSync(path.join(HISTORIES, name), 'utf8')) as HistoryFile;
   expect(file.workflows.length).toBeGreaterThan(0);

@@ -37,6 +37,15 @@ export const SCENARIOS = [
    * gate (the workflow waits for planDecided), approved, then executed again to apply the saved plan.
    */
   'plan-gate',
+  /** A project cloned from a local repository, and a save asked for while its update ran (one more update). */
+  'project-update',
+  /** A job the API asks of a worker: a project's file listing, read in the sandbox from its checkout. */
+  'job',
+  /**
+   * A pull request opened on a review trigger: the plan run's commit status `pending`, the wait on
+   * backing-off timers until the run ends, then its final status and its comment, at a local forge peer.
+   */
+  'pull-request',
 ] as const;
 
 export type Scenario = (typeof SCENARIOS)[number];
