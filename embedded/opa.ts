@@ -5,6 +5,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { findIacBinary, type GoBinary } from './iac-binaries';
+import { onPath } from './temporal-binary';
 
 const execFileAsync = promisify(execFile);
 
@@ -85,11 +86,26 @@ export interface OpaServer {
   stop(): Promise<void>;
 }
 
+let setpriv: Promise<string | undefined> | undefined;
+
+/**
+ * The command that starts `command` bound to this process's life. OPA is the server's child alone
+ * (unlike the embedded PostgreSQL and Temporal, which a restarted server adopts): util-linux's
+ * `setpriv --pdeathsig KILL` has the kernel kill it when the server dies, even by SIGKILL, so no
+ * OPA is left serving an old policy file. setpriv execs the command, so the pid is OPA's. Where
+ * setpriv is missing OPA starts unbound, and only `stop` ends it.
+ */
+async function boundToThisProcess(command: string, args: string[]): Promise<[string, string[]]> {
+  const found = await (setpriv ??= onPath('setpriv'));
+  return found ? [found, ['--pdeathsig', 'KILL', '--', command, ...args]] : [command, args];
+}
+
 /**
  * Starts `opa run --server` on a unix socket in `dir` (mode 0700: only this account reaches it)
  * serving `bundles`, and waits until it answers its health check. Its log (errors only) goes to
  * `log`. Supervised: an OPA that exits is started again (after 1 s, doubling to 30 s while it keeps
- * failing); until it answers again every evaluation fails, which holds the run. `stop` ends it.
+ * failing); until it answers again every evaluation fails, which holds the run. `stop` ends it, and
+ * so does this process's end, however it ends (boundToThisProcess).
  */
 export async function startOpaServer(opa: string, bundles: string[], dir: string, log: (line: string) => void): Promise<OpaServer> {
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
@@ -122,11 +138,8 @@ export async function startOpaServer(opa: string, bundles: string[], dir: string
 
   const launch = async (): Promise<void> => {
     await fs.rm(socketPath, { force: true });
-    const started = spawn(
-      opa,
-      ['run', '--server', '--addr', `unix://${socketPath}`, '--log-level', 'error', '--skip-version-check', '--bundle', ...bundles],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } },
-    );
+    const [command, args] = await boundToThisProcess(opa, ['run', '--server', '--addr', `unix://${socketPath}`, '--log-level', 'error', '--skip-version-check', '--bundle', ...bundles]);
+    const started = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } });
     child = started;
     let exited: string | undefined;
     let output = '';
