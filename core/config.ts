@@ -39,6 +39,11 @@ export const SETTINGS = {
     env: 'CAIRN_HOOK_ANSWER_WAIT',
     help: "how long a webhook push's answer waits for its launch to answer the outcome rather than 202 accepted: 0 (default: answered once recorded) to 4.5s, as 1500ms or 2s",
   },
+  hookDeliveryRetention: {
+    flag: '--hook-delivery-retention',
+    env: 'CAIRN_HOOK_DELIVERY_RETENTION',
+    help: 'how long a settled webhook push delivery stays readable at /v1/triggers/{id}/deliveries (default 30d)',
+  },
   streamStallTimeout: { flag: '--stream-stall-timeout', env: 'CAIRN_STREAM_STALL_TIMEOUT', help: 'a live stream whose client takes nothing this long is closed with where to resume (default 30s)' },
   runIsolation: { flag: '--run-isolation', env: 'CAIRN_RUN_ISOLATION', help: 'sandbox (default: every tool in a bubblewrap sandbox) or none (unsafe: tools run as the server)' },
   runNetwork: { flag: '--run-network', env: 'CAIRN_RUN_NETWORK', help: "a run's network: isolated (default: outbound only, no host loopback), host, or none" },
@@ -182,6 +187,7 @@ const configSchema = z.object({
   attentionFile: z.string().min(1).optional(),
   policyFile: z.string().min(1).optional(),
   anchorInterval: secondsAtLeastOne('60s'),
+  hookDeliveryRetention: secondsAtLeastOne('30d'),
   streamStallTimeout: secondsAtLeastOne('30s'),
   // Read as milliseconds. At most 4.5 s: a forge gives up on an answer after 5 s (spec part B 8).
   hookAnswerWait: z.string().default('0').transform((value, ctx) => {

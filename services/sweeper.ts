@@ -3,6 +3,7 @@ import { compactRunCounts } from '../store/run-counts';
 import { deleteStalePayloads } from '../store/job-payloads';
 import { sweepAttention } from './attention/attention';
 import { sweepResultHistory } from './ansible/host-results';
+import { sweepHookDeliveries } from './schedules/hook-deliveries';
 
 /**
  * Upkeep every server does on a timer, each job on its own: one that fails is logged and tried
@@ -16,6 +17,8 @@ const JOBS: { name: string; run: (ctx: ServerContext, stopped: () => boolean) =>
   { name: 'attention alerts', run: (ctx, stopped) => sweepAttention(ctx, stopped) },
   // --retain-history: ansible summaries past the newest N per host and per task (services/ansible/host-results.ts).
   { name: 'result history pruning', run: (ctx) => sweepResultHistory(ctx.sql, ctx.config.retainHistory) },
+  // --hook-delivery-retention: webhook push deliveries settled longer ago (services/schedules/hook-deliveries.ts).
+  { name: 'hook delivery retention', run: (ctx) => sweepHookDeliveries(ctx) },
   // Job payloads a lost server left behind (store/job-payloads.ts).
   { name: 'job payload cleanup', run: (ctx) => deleteStalePayloads(ctx.sql, 3600) },
 ];

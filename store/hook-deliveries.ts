@@ -84,6 +84,18 @@ export async function settleHookDelivery(db: Db, triggerId: string, deliveryId: 
   return rows.length > 0;
 }
 
+/**
+ * Deletes up to `limit` deliveries settled before `before` (--hook-delivery-retention); a pending
+ * one is an owed launch and stays. Answers how many went.
+ */
+export async function deleteSettledHookDeliveries(db: Db, before: Date, limit: number): Promise<number> {
+  const rows = await db`
+    DELETE FROM hook_deliveries WHERE ctid IN (
+      SELECT ctid FROM hook_deliveries WHERE state <> 'pending' AND settled_at < ${before} LIMIT ${limit}
+    ) RETURNING 1`;
+  return rows.length;
+}
+
 /** A page of a trigger's recorded deliveries, newest first, with the total. */
 export async function listHookDeliveryPage(db: Db, triggerId: string, page: PageRequest): Promise<Page<HookDeliveryRecord>> {
   return readPage(

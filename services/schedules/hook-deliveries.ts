@@ -1,7 +1,7 @@
 import { DomainError, type ErrorCode, statusOf } from '../../core/errors';
 import { newId } from '../../core/ids';
 import { deliveryIdOf, deliveryKey, type DeliveryHeaders, type Push } from '../../core/schedules/webhooks';
-import { getHookDelivery, recordHookDelivery, settleHookDelivery, type HookDeliveryRecord, type HookDeliverySettlement } from '../../store/hook-deliveries';
+import { deleteSettledHookDeliveries, getHookDelivery, recordHookDelivery, settleHookDelivery, type HookDeliveryRecord, type HookDeliverySettlement } from '../../store/hook-deliveries';
 import { getRun } from '../../store/runs';
 import { getTrigger, type Trigger } from '../../store/triggers';
 import type { ServerContext } from '../context';
@@ -187,4 +187,16 @@ async function settledBy(ctx: ServerContext, record: HookDeliveryRecord, deadlin
     current = (await getHookDelivery(ctx.sql, record.trigger_id, record.delivery_id)) ?? current;
   }
   return current;
+}
+
+/** Deliveries one sweeper pass deletes at most: a backlog goes over several passes, none long. */
+const RETENTION_BATCH = 1000;
+
+/**
+ * --hook-delivery-retention: deletes deliveries settled longer ago than the retention, a batch a
+ * sweeper pass (services/sweeper.ts). A redelivery of a deleted one is recorded afresh, and its
+ * launch finds the run its first launch made by the same Idempotency-Key: still one run.
+ */
+export function sweepHookDeliveries(ctx: ServerContext): Promise<number> {
+  return deleteSettledHookDeliveries(ctx.sql, new Date(Date.now() - ctx.config.hookDeliveryRetention * 1000), RETENTION_BATCH);
 }

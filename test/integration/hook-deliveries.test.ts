@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createLogger, startServer, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { Faults } from '../../services/context';
+import { sweepHookDeliveries } from '../../services/schedules/hook-deliveries';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { forgeHeaders, PUSH_PAYLOADS, SAMPLE_PUSH_VARS, type SignOptions } from '../support/forge-deliveries';
@@ -172,6 +173,32 @@ describe('with the default answer wait (none)', () => {
     expect((await t.as(null).get(location)).status).toBe(401);
     expect((await t.api.get(`/v1/triggers/${made.id}/deliveries/${randomUUID()}`)).status).toBe(404);
     expect((await t.api.get(`/v1/triggers/${made.id}/deliveries?limit=0`)).body).toMatchObject({ field: 'limit' });
+  });
+
+  test('past --hook-delivery-retention a settled delivery is deleted and a pending one kept; redelivered, it starts no second run', async () => {
+    const made = await makeTrigger(t.api);
+    const old = randomUUID();
+    const first = await settled(t.api, (await deliver(t.url, made, { delivery: old })).headers.get('location')!);
+    expect(first.state).toBe('launched');
+    const release = await holdAuditHead(sql);
+    const owed = randomUUID();
+    try {
+      expect((await deliver(t.url, made, { delivery: owed })).status).toBe(202);
+      await new Promise((r) => setTimeout(r, 1100));
+      // The sweeper's job as a server started with --hook-delivery-retention 1s runs it.
+      const oneSecond = { ...t.server.context, config: { ...t.server.context.config, hookDeliveryRetention: 1 } };
+      expect(await sweepHookDeliveries(oneSecond)).toBeGreaterThanOrEqual(1);
+      expect((await t.api.get(`/v1/triggers/${made.id}/deliveries/${old}`)).status).toBe(404);
+      expect((await t.api.get(`/v1/triggers/${made.id}/deliveries/${owed}`)).body.state).toBe('pending');
+    } finally {
+      await release();
+    }
+    expect((await settled(t.api, `/v1/triggers/${made.id}/deliveries/${owed}`)).state).toBe('launched');
+    // Redelivered after its record went: recorded afresh, and its launch finds the run it made first.
+    const again = await settled(t.api, (await deliver(t.url, made, { delivery: old })).headers.get('location')!);
+    expect(again).toMatchObject({ state: 'launched', run_id: first.run_id });
+    expect((await runsOf(sql, made.id)).filter((id) => id === first.run_id)).toHaveLength(1);
+    expect(await runsOf(sql, made.id)).toHaveLength(2);
   });
 });
 

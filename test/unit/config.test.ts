@@ -80,6 +80,14 @@ test('--module-fetch-timeout defaults to two minutes and reads durations of at l
   expect(() => loadConfig({}, { CAIRN_MODULE_FETCH_TIMEOUT: 'soon' })).toThrow('--module-fetch-timeout (CAIRN_MODULE_FETCH_TIMEOUT)');
 });
 
+test('--hook-delivery-retention defaults to 30 days and reads a duration of at least a second', () => {
+  expect(loadConfig({}, {}).hookDeliveryRetention).toBe(30 * 86400);
+  expect(loadConfig(parseFlags(['--hook-delivery-retention', '12h']).values, {}).hookDeliveryRetention).toBe(43200);
+  for (const bad of ['0', 'soon', '-1d']) {
+    expect(() => loadConfig({}, { CAIRN_HOOK_DELIVERY_RETENTION: bad })).toThrow(`--hook-delivery-retention (CAIRN_HOOK_DELIVERY_RETENTION): "${bad}" is not a duration of at least a second`);
+  }
+});
+
 test('--hook-answer-wait defaults to 0 and reads 0 to 4.5 s as milliseconds', () => {
   expect(loadConfig({}, {}).hookAnswerWait).toBe(0);
   expect(loadConfig(parseFlags(['--hook-answer-wait', '1500ms']).values, {}).hookAnswerWait).toBe(1500);
