@@ -1,8 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { FAILURE_NOTE } from '../../core/notifications/notification-kinds';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+import { chmodSync } from 'node:fs';
 import { connectDatabase, type Sql } from '../../store/db';
 import { insertTarget } from '../../store/notifications';
 import { grant, org, person, type Person } from '../support/access';
@@ -12,6 +10,7 @@ import { freshReceiverEachTest, ok, settledDeliveries as settled } from '../supp
 import { soonRule, waitUntil } from '../support/schedules';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
+import { bareRepository } from '../support/git';
 
 const keys = {
   SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
@@ -32,21 +31,7 @@ function makeRepository(): void {
   projectRoot = tempDir('cairn-ntf-git');
   // The run account reads the repository in its sandbox.
   chmodSync(projectRoot, 0o755);
-  repo = path.join(projectRoot, 'repo.git');
-  const work = path.join(projectRoot, 'work');
-  const git = (cwd: string, ...args: string[]) =>
-    execFileSync('git', args, {
-      cwd,
-      env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' },
-    });
-  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', repo]);
-  mkdirSync(work);
-  git(work, 'init', '-q', '-b', 'main');
-  git(work, 'remote', 'add', 'origin', repo);
-  writeFileSync(path.join(work, 'hello.txt'), 'hello\n');
-  git(work, 'add', '-A');
-  git(work, 'commit', '-q', '-m', 'first');
-  git(work, 'push', '-q', 'origin', 'HEAD:main');
+  repo = bareRepository(projectRoot, { 'hello.txt': 'hello\n' }).bare;
 }
 
 beforeAll(async () => {

@@ -15,8 +15,7 @@
  * the change goes behind `patched()` instead (docs/architecture.md, "Changing workflow code").
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../../cli/serve';
 import { installTemporalLogging } from '../../workers/runtime';
@@ -27,7 +26,7 @@ import { historyToPlain } from './history-json';
 import { createHash, randomBytes } from 'node:crypto';
 import { forgeHeaders, githubPullRequest } from '../support/forge-deliveries';
 import { startForgePeer } from '../support/forge-peer';
-import { git } from '../support/git';
+import { bareRepository } from '../support/git';
 import { tempDir } from '../support/temp';
 import { startReceiver } from '../support/receivers';
 import type { HistoryFile, Scenario } from './scenarios';
@@ -185,25 +184,10 @@ async function workflowsOfType(t: TestServer, type: string, since: Date): Promis
   return ids.reverse();
 }
 
-/** A bare repository under `root` with one commit of a playbook, readable by the run account. */
-function localRepository(root: string): string {
-  const bare = path.join(root, 'repo.git');
-  const work = path.join(root, 'work');
-  execFileSync('git', ['init', '-q', '--bare', '-b', 'main', bare]);
-  mkdirSync(work);
-  git(work, 'init', '-q', '-b', 'main');
-  git(work, 'remote', 'add', 'origin', bare);
-  writeFileSync(path.join(work, 'site.yml'), '- hosts: localhost\n  gather_facts: false\n  tasks:\n    - debug: { msg: hello }\n');
-  git(work, 'add', '-A');
-  git(work, 'commit', '-q', '-m', 'first');
-  git(work, 'push', '-q', 'origin', 'HEAD:main');
-  return bare;
-}
-
 /** A project's first update with a save asked for meanwhile, then a job listing its files. */
 async function recordProjectWork(t: TestServer, root: string): Promise<void> {
   const since = new Date(Date.now() - 1000);
-  const body = { name: 'replayed', url: localRepository(root) };
+  const body = { name: 'replayed', url: bareRepository(root, { 'site.yml': '- hosts: localhost\n  gather_facts: false\n  tasks:\n    - debug: { msg: hello }\n' }).bare };
   const project = await ok(t, 'post', '/v1/projects', body);
   // Saved again while the first update runs: the workflow takes the signal and updates once more.
   const saved = await t.api.request('PUT', `/v1/projects/${project.id}`, { body });
