@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type postgres from 'postgres';
-import { machineCpuTicks, processTreeCpuSeconds } from '../embedded/process-cpu';
+import { machineCpuTicks, processTable, processTreeCpuSeconds } from '../embedded/process-cpu';
 import { readServiceState } from '../embedded/state';
 import { mapLimit } from './concurrency';
-import { startServerProcess, startWorkerProcess, type BenchEnvironment, type ServerProcess, type Teardown } from './environment';
+import { startServerProcess, startWorkerProcess, type BenchEnvironment, type InstallProcess, type Teardown } from './environment';
 import { benchClient, type BenchClient } from './http';
 import type { Section } from './report';
 import { submitTrue } from './run-client';
@@ -27,6 +27,8 @@ const STORED_RUNS = 10_000_000;
 /** The parts of an install whose CPU the model counts, each a process tree on this machine. */
 const COMPONENTS = ['serve', 'worker', 'postgres', 'temporal', 'bench'] as const;
 type Component = (typeof COMPONENTS)[number];
+/** The components a deployment sizes (the bench's client is not one). */
+const DEPLOYED = ['serve', 'worker', 'postgres', 'temporal'] as const;
 type PerComponent = Record<Component, number>;
 
 const LABEL: Record<Component, string> = {
@@ -38,8 +40,8 @@ const LABEL: Record<Component, string> = {
 };
 
 interface Shape {
-  servers: ServerProcess[];
-  workers: ServerProcess[];
+  servers: InstallProcess[];
+  workers: InstallProcess[];
   clients: BenchClient[];
 }
 
@@ -49,12 +51,14 @@ interface Watched {
 }
 
 function cpuNow(shape: Shape, watched: Watched): PerComponent {
-  const sum = (processes: ServerProcess[]) => processes.reduce((total, p) => total + processTreeCpuSeconds(p.pid), 0);
+  // One read of /proc for every tree, so they are read at the same moment.
+  const table = processTable();
+  const sum = (processes: InstallProcess[]) => processes.reduce((total, p) => total + processTreeCpuSeconds(p.pid, table), 0);
   return {
     serve: sum(shape.servers),
     worker: sum(shape.workers),
-    postgres: processTreeCpuSeconds(watched.postgresPid),
-    temporal: processTreeCpuSeconds(watched.temporalPid),
+    postgres: processTreeCpuSeconds(watched.postgresPid, table),
+    temporal: processTreeCpuSeconds(watched.temporalPid, table),
     // This process alone: the servers, workers and embedded services it started are counted above.
     bench: ownCpuSeconds(),
   };
@@ -111,6 +115,23 @@ async function batch(shape: Shape, watched: Watched, sql: postgres.Sql, count: n
   return { rate: count / seconds, seconds, cpu, machineBusy, bytesPerRun: (Number(sizeAfter) - Number(sizeBefore)) / count };
 }
 
+/** A shape measured: its idle cost, one batch, and the CPU each component spent per run beyond idling. */
+interface Measured {
+  idle: PerComponent;
+  batch: Batch;
+  perRun: PerComponent;
+}
+
+/** Warms the shape up, lets it settle, watches it idle, then runs the batch. */
+async function measureShape(shape: Shape, watched: Watched, sql: postgres.Sql): Promise<Measured> {
+  await mapLimit(WARMUP, IN_FLIGHT, (i) => submitTrue(shape.clients[i % shape.clients.length]));
+  await sleep(3000);
+  const idle = await idleRates(shape, watched);
+  const measured = await batch(shape, watched, sql, RUNS);
+  const perRun = Object.fromEntries(COMPONENTS.map((c) => [c, Math.max(0, measured.cpu[c] - idle[c] * measured.seconds) / RUNS])) as PerComponent;
+  return { idle, batch: measured, perRun };
+}
+
 /**
  * The postmaster's pid: the embedded cluster's, on record in the data dir; otherwise the first
  * line of postmaster.pid in the cluster's data directory (read by PostgreSQL, which needs a
@@ -151,28 +172,21 @@ export async function capacityBenchmark(env: BenchEnvironment, teardown: Teardow
   const shape: Shape = { servers: [], workers: [], clients: [] };
   await addServer(shape);
   await addWorker(shape);
-  await mapLimit(WARMUP, IN_FLIGHT, (i) => submitTrue(shape.clients[i % shape.clients.length]));
-  await sleep(3000);
-  const idleOne = await idleRates(shape, watched);
-  const one = await batch(shape, watched, env.sql, RUNS);
-  const perRun = Object.fromEntries(COMPONENTS.map((c) => [c, Math.max(0, one.cpu[c] - idleOne[c] * one.seconds) / RUNS])) as PerComponent;
+  const { idle: idleOne, batch: one, perRun } = await measureShape(shape, watched, env.sql);
   // The CPU the components got, each second of the batch: the model's budget for the next shape.
   const cpuPerSecond = total(one.cpu) / one.seconds;
 
   await Promise.all([addServer(shape), addWorker(shape)]);
-  await mapLimit(WARMUP, IN_FLIGHT, (i) => submitTrue(shape.clients[i % shape.clients.length]));
-  await sleep(3000);
-  const idleTwo = await idleRates(shape, watched);
+  const { idle: idleTwo, batch: two, perRun: perRunTwo } = await measureShape(shape, watched, env.sql);
+  // Predicted from the first shape's costs and the second's idle CPU, measured before its batch.
   const predicted = (cpuPerSecond - total(idleTwo)) / total(perRun);
-  const two = await batch(shape, watched, env.sql, RUNS);
-  const perRunTwo = Object.fromEntries(COMPONENTS.map((c) => [c, Math.max(0, two.cpu[c] - idleTwo[c] * two.seconds) / RUNS])) as PerComponent;
 
   const ms = (s: number) => `${(s * 1000).toFixed(1)} ms`;
   const cores = (rate: number, c: Component) => (rate * perRun[c]) / TARGET_UTILIZATION;
   const deployment = TARGET_RATES.map(
     (rate) =>
       `at ${rate} runs/s (${TARGET_UTILIZATION * 100}% of each core): ` +
-      (['serve', 'worker', 'postgres', 'temporal'] as const).map((c) => `${c} ${cores(rate, c).toFixed(1)} cores`).join(', ') +
+      DEPLOYED.map((c) => `${c} ${cores(rate, c).toFixed(1)} cores`).join(', ') +
       `; worker slots for runs of D seconds: ${rate} x D`,
   );
   return {
@@ -191,7 +205,7 @@ export async function capacityBenchmark(env: BenchEnvironment, teardown: Teardow
         `idle ${COMPONENTS.map((c) => `${c} ${(idleTwo[c] * 100).toFixed(1)}%`).join(', ')}. ` +
         `Predicted (${cpuPerSecond.toFixed(2)} cores - ${total(idleTwo).toFixed(2)} idle) / ${ms(total(perRun))} per run = ${predicted.toFixed(1)} runs/s.`,
       `capacity: per run (one of each; baseline column two of each): ${COMPONENTS.map((c) => `${c} ${ms(perRun[c])}`).join(', ')}; ` +
-        `runs/s per core: ${(['serve', 'worker', 'postgres', 'temporal'] as const).map((c) => `${c} ${(1 / perRun[c]).toFixed(0)}`).join(', ')}. ` +
+        `runs/s per core: ${DEPLOYED.map((c) => `${c} ${(1 / perRun[c]).toFixed(0)}`).join(', ')}. ` +
         deployment.join('; ') +
         `. ${STORED_RUNS.toLocaleString('en')} stored runs of this kind: ${((one.bytesPerRun * STORED_RUNS) / 2 ** 30).toFixed(1)} GiB of database, plus their logs.`,
     ],

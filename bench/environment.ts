@@ -121,11 +121,15 @@ export async function startBenchEnvironment(teardown: Teardown, options: { worke
   };
 }
 
-/** A `cairn serve` of its own, as deployed: its process's memory and CPU are the server's alone. */
-export interface ServerProcess {
-  url: string;
+/** A process of the install's own (`cairn serve`, `cairn worker`), as deployed: its memory and CPU are its alone. */
+export interface InstallProcess {
   pid: number;
   stop(): Promise<void>;
+}
+
+/** A `cairn serve` of its own, and where it serves. */
+export interface ServerProcess extends InstallProcess {
+  url: string;
 }
 
 /** Where a process of the install's own executes runs: the pool queue it serves and its slots. */
@@ -152,10 +156,11 @@ export async function startServerProcess(env: BenchEnvironment, teardown: Teardo
   // `cairn serve` trusts only Cairn's own license keys, and a bench install's license is signed by
   // the bench's: this process runs as Community (it serves no relay workers; `cairn worker`s need
   // no licensed server).
-  return startInstallProcess(env, teardown, 'cairn serve', [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], /serving at (\S+)/, placement, {
+  const { ready, ...started } = await startInstallProcess(env, teardown, 'cairn serve', [...nodeArgs, path.join(__dirname, '..', 'bin', 'cairn.js'), 'serve'], /serving at (\S+)/, placement, {
     CAIRN_LICENSE_FILE: undefined,
     CAIRN_WORKER_TOKEN: undefined,
   });
+  return { ...started, url: ready[1] };
 }
 
 /**
@@ -164,12 +169,12 @@ export async function startServerProcess(env: BenchEnvironment, teardown: Teardo
  * install is signed by a key of the bench's own, so it runs through the harness that trusts one
  * key more (test/support/worker-process.ts), as the scale-out test's workers do.
  */
-export async function startWorkerProcess(env: BenchEnvironment, teardown: Teardown, placement: ProcessPlacement): Promise<ServerProcess> {
+export async function startWorkerProcess(env: BenchEnvironment, teardown: Teardown, placement: ProcessPlacement): Promise<InstallProcess> {
   if (!env.licenseKey || !env.settings.CAIRN_LICENSE_FILE) throw new Error('a worker process needs the install to be Team (startBenchEnvironment with a worker token)');
   const script = [path.join(__dirname, '..', 'bin', 'run-ts.js'), path.join(__dirname, '..', 'test', 'support', 'worker-process.ts'), JSON.stringify(env.licenseKey)];
   // Its start is known by its `worker polling` log line, so it logs at info.
-  const started = await startInstallProcess(env, teardown, 'cairn worker', script, /(worker polling)/, placement, { CAIRN_LOG_LEVEL: 'info' });
-  return { ...started, url: '' };
+  const { pid, stop } = await startInstallProcess(env, teardown, 'cairn worker', script, /worker polling/, placement, { CAIRN_LOG_LEVEL: 'info' });
+  return { pid, stop };
 }
 
 async function startInstallProcess(
@@ -177,11 +182,11 @@ async function startInstallProcess(
   teardown: Teardown,
   what: string,
   args: string[],
-  ready: RegExp,
+  readyLine: RegExp,
   placement: ProcessPlacement,
   /** Settings over the install's; undefined removes one. */
   extraEnv: Record<string, string | undefined> = {},
-): Promise<ServerProcess> {
+): Promise<InstallProcess & { ready: RegExpMatchArray }> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-process-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
   // Nothing of the caller's Cairn, database or Temporal settings leaks in.
@@ -210,16 +215,17 @@ async function startInstallProcess(
   };
   teardown.push(`stopping the ${what} process`, stop);
   let output = '';
-  const url = await new Promise<string>((resolve, reject) => {
+  // The first line saying it is ready (a server's says where it serves).
+  const ready = await new Promise<RegExpMatchArray>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${what} did not start within 180 s:\n${output.slice(-2000)}`)), 180_000);
     const look = (chunk: Buffer) => {
       output += chunk.toString();
-      const match = ready.exec(output);
+      const match = readyLine.exec(output);
       if (!match) return;
       clearTimeout(timer);
       child.stdout!.off('data', look);
       child.stderr!.off('data', look);
-      resolve(match[1]);
+      resolve(match);
     };
     child.stdout!.on('data', look);
     child.stderr!.on('data', look);
@@ -228,7 +234,7 @@ async function startInstallProcess(
   // Its output is no longer read: a process that keeps writing must not block on a full pipe.
   child.stdout!.resume();
   child.stderr!.resume();
-  return { url, pid: child.pid!, stop };
+  return { ready, pid: child.pid!, stop };
 }
 
 /**

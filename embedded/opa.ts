@@ -5,6 +5,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { findIacBinary, type GoBinary } from './iac-binaries';
+import { lazy } from '../core/lazy';
 import { onPath } from './temporal-binary';
 
 const execFileAsync = promisify(execFile);
@@ -86,7 +87,8 @@ export interface OpaServer {
   stop(): Promise<void>;
 }
 
-let setpriv: Promise<string | undefined> | undefined;
+/** util-linux's setpriv, looked for once. */
+const setpriv = lazy(() => onPath('setpriv'));
 
 /**
  * The command that starts `command` bound to this process's life. OPA is the server's child alone
@@ -96,7 +98,7 @@ let setpriv: Promise<string | undefined> | undefined;
  * setpriv is missing OPA starts unbound, and only `stop` ends it.
  */
 async function boundToThisProcess(command: string, args: string[]): Promise<[string, string[]]> {
-  const found = await (setpriv ??= onPath('setpriv'));
+  const found = await setpriv();
   return found ? [found, ['--pdeathsig', 'KILL', '--', command, ...args]] : [command, args];
 }
 

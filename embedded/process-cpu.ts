@@ -7,41 +7,57 @@ import { readFileSync, readdirSync } from 'node:fs';
 /** Clock ticks per second in /proc (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-/** A process's parent and CPU seconds (utime, stime, cutime, cstime of /proc/PID/stat), or undefined once gone. */
-function procStat(pid: number | string): { ppid: number; cpu: number } | undefined {
+/** One process as /proc shows it: its parent, its command name and its CPU seconds (utime, stime, cutime, cstime). */
+export interface ProcessEntry {
+  ppid: number;
+  command: string;
+  cpu: number;
+}
+
+function procStat(pid: string): ProcessEntry | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The fields after the command name (which may hold spaces) start with state, field 3.
+    // The command name sits in parentheses and may hold spaces; the fields after it start with state, field 3.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(fields[1]), cpu: [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) / TICKS_PER_SECOND };
+    return {
+      ppid: Number(fields[1]),
+      command: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+      cpu: [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) / TICKS_PER_SECOND,
+    };
   } catch {
     return undefined;
   }
 }
 
-/**
- * CPU seconds used so far by a process and every process below it, living or reaped (a reaped
- * child's time is in its parent's cutime and cstime): a server's own work plus its tool launchers
- * and the runs they started, or PostgreSQL's postmaster and all its backends.
- */
-export function processTreeCpuSeconds(rootPid: number): number {
+/** Every process on the machine now, by pid; empty where /proc is missing. One read serves many questions. */
+export function processTable(): Map<number, ProcessEntry> {
+  const table = new Map<number, ProcessEntry>();
   let pids: string[];
   try {
     pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
   } catch {
-    return 0;
+    return table;
   }
-  const stats = new Map<number, { ppid: number; cpu: number }>();
   for (const pid of pids) {
-    const stat = procStat(pid);
-    if (stat) stats.set(Number(pid), stat);
+    const entry = procStat(pid);
+    if (entry) table.set(Number(pid), entry);
   }
+  return table;
+}
+
+/**
+ * CPU seconds used so far by a process and every process below it, living or reaped (a reaped
+ * child's time is in its parent's cutime and cstime): a server's own work plus its tool launchers
+ * and the runs they started, or PostgreSQL's postmaster and all its backends. Several trees read
+ * at one moment share one `table`.
+ */
+export function processTreeCpuSeconds(rootPid: number, table = processTable()): number {
   const below = (pid: number): boolean => {
-    for (let at: number | undefined = pid; at !== undefined && at > 1; at = stats.get(at)?.ppid) if (at === rootPid) return true;
+    for (let at: number | undefined = pid; at !== undefined && at > 1; at = table.get(at)?.ppid) if (at === rootPid) return true;
     return false;
   };
   let total = 0;
-  for (const [pid, stat] of stats) if (below(pid)) total += stat.cpu;
+  for (const [pid, entry] of table) if (below(pid)) total += entry.cpu;
   return total;
 }
 

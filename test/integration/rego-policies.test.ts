@@ -1,7 +1,8 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger, startServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
+import { processTable } from '../../embedded/process-cpu';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { startCairn } from '../support/processes';
@@ -212,28 +213,12 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** The pids of the processes whose parent is `pid` and whose command is `name`, from /proc. */
-function childrenNamed(pid: number, name: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        const command = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-        return command === name && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
-
 test('a server killed outright takes its OPA with it', async () => {
   const database = await createTestDatabase();
   const serve = startCairn(['serve'], { ...process.env, ...testSettings(database.url, { CAIRN_POLICY_FILE: policyFile, CAIRN_DATA_DIR: tempDir('cairn-opa-bound') }) });
   try {
     await serve.waitFor(/serving at/, 300_000);
-    const [opa] = childrenNamed(serve.child.pid!, 'opa');
+    const [opa] = [...processTable()].filter(([, p]) => p.ppid === serve.child.pid && p.command === 'opa').map(([pid]) => pid);
     expect(opa).toBeGreaterThan(0);
     serve.child.kill('SIGKILL');
     await serve.exited;
