@@ -27,7 +27,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { forgeHeaders, githubPullRequest } from '../support/forge-deliveries';
 import { startForgePeer } from '../support/forge-peer';
 import { bareRepository } from '../support/git';
-import { tempDir } from '../support/temp';
+import { removeTempDirs, tempDir } from '../support/temp';
 import { startReceiver } from '../support/receivers';
 import type { HistoryFile, Scenario } from './scenarios';
 import { enableTimeSkipping, startTimeSkippingTemporal } from '../support/time-skipping';
@@ -293,29 +293,31 @@ async function main(): Promise<void> {
   const gitRoot = tempDir('cairn-replay-git');
   // The run account reads the repository in its sandbox.
   chmodSync(gitRoot, 0o755);
+  // A failed scenario still stops the dev server and PostgreSQL globalSetup started, and removes the repository.
   try {
-    if (only.length === 0 || only.some((s) => s !== 'key-rotation')) t = await startTestServer(
-      {
-        SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
-        SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
-        SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
-        CAIRN_PROJECT_LOCAL_ROOTS: gitRoot,
-      },
-      { notificationRetryBaseMs: 500 },
-    );
-    if (t && (only.length === 0 || only.some((s) => !apart.includes(s)))) await record(t);
-    if (t && wanted('notify')) await recordNotify(t);
-    if (t && wanted('plan-gate')) await recordPlanGate(t);
-    if (t && wanted('schedule')) await recordSchedule(t);
-    if (t && (wanted('project-update') || wanted('job'))) await recordProjectWork(t, gitRoot);
-    if (t && wanted('pull-request')) await recordPullRequest(t);
-  } finally {
-    await t?.stop();
-  }
-  try {
+    try {
+      if (only.length === 0 || only.some((s) => s !== 'key-rotation')) t = await startTestServer(
+        {
+          SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+          SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
+          SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
+          CAIRN_PROJECT_LOCAL_ROOTS: gitRoot,
+        },
+        { notificationRetryBaseMs: 500 },
+      );
+      if (t && (only.length === 0 || only.some((s) => !apart.includes(s)))) await record(t);
+      if (t && wanted('notify')) await recordNotify(t);
+      if (t && wanted('plan-gate')) await recordPlanGate(t);
+      if (t && wanted('schedule')) await recordSchedule(t);
+      if (t && (wanted('project-update') || wanted('job'))) await recordProjectWork(t, gitRoot);
+      if (t && wanted('pull-request')) await recordPullRequest(t);
+    } finally {
+      await t?.stop();
+    }
     if (wanted('key-rotation')) await recordKeyRotation();
   } finally {
     await globalTeardown();
+    removeTempDirs();
   }
 }
 
