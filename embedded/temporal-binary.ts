@@ -38,18 +38,66 @@ export async function onPath(name: string): Promise<string | undefined> {
 
 /**
  * `go build` of a package into `finalPath`, through a partial file renamed into place: rename is
- * atomic, so a concurrent build by another process simply wins or loses whole.
+ * atomic, so a reader never sees half a binary. One process builds a given path at a time (a lock
+ * file beside it): on a fresh machine every test worker asks for OpenTofu at once, and three
+ * compiles of it side by side on two cores take three times as long as one. A process that finds
+ * the lock held waits, then uses what the holder built.
  */
 export async function goBuildInto(goBinary: string, cwd: string, pkg: string, finalPath: string, env: NodeJS.ProcessEnv = process.env, flags: string[] = []): Promise<string> {
   await fs.mkdir(path.dirname(finalPath), { recursive: true });
-  const partial = `${finalPath}.partial-${process.pid}`;
+  return withBuildLock(finalPath, async () => {
+    if (await isExecutable(finalPath)) return finalPath;
+    const partial = `${finalPath}.partial-${process.pid}`;
+    try {
+      await execFileAsync(goBinary, ['build', ...flags, '-o', partial, pkg], { cwd, env, maxBuffer: 64 * 1024 * 1024 });
+      await fs.rename(partial, finalPath);
+    } finally {
+      await fs.rm(partial, { force: true });
+    }
+    return finalPath;
+  });
+}
+
+const LOCK_POLL_MS = 1_000;
+
+function processAlive(pid: number): boolean {
   try {
-    await execFileAsync(goBinary, ['build', ...flags, '-o', partial, pkg], { cwd, env, maxBuffer: 64 * 1024 * 1024 });
-    await fs.rename(partial, finalPath);
-  } finally {
-    await fs.rm(partial, { force: true });
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it lives, under another account.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
-  return finalPath;
+}
+
+/**
+ * Runs `build` holding `${target}.lock`, a file naming the holder's process id. A lock whose holder
+ * has died (a killed test run) is taken over; one whose holder lives is waited for.
+ */
+export async function withBuildLock<T>(target: string, build: () => Promise<T>): Promise<T> {
+  const lock = `${target}.lock`;
+  for (;;) {
+    try {
+      await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const holder = Number((await fs.readFile(lock, 'utf8').catch(() => '')).trim());
+    if (Number.isInteger(holder) && holder > 0 && processAlive(holder)) {
+      await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+    } else {
+      // A dead holder, or a lock caught between its creation and its write: only the former stays so.
+      await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+      const again = Number((await fs.readFile(lock, 'utf8').catch(() => '')).trim());
+      if (again === holder) await fs.rm(lock, { force: true });
+    }
+  }
+  try {
+    return await build();
+  } finally {
+    await fs.rm(lock, { force: true });
+  }
 }
 
 /**

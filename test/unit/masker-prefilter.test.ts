@@ -106,8 +106,14 @@ describe('the masker prefilters', () => {
       for (let i = 0; i < 5; i++) expect(masker.mask(log)).toBe(log);
       return Number(process.hrtime.bigint() - start);
     };
-    // The best of five each, so a busy machine's pauses do not decide it.
-    const best = (masker: typeof fast) => Math.min(...Array.from({ length: 5 }, () => time(masker)));
-    expect(best(fast) * 2).toBeLessThan(best(reference));
+    // The best of seven each, taken in turns, so a busy machine's pauses (or a burst of load during
+    // one masker's rounds only) do not decide it.
+    let bestFast = Infinity;
+    let bestReference = Infinity;
+    for (let round = 0; round < 7; round++) {
+      bestFast = Math.min(bestFast, time(fast));
+      bestReference = Math.min(bestReference, time(reference));
+    }
+    expect(bestFast * 2).toBeLessThan(bestReference);
   });
 });
