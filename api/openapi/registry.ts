@@ -43,7 +43,12 @@ export const routeKey = (method: string, path: string) => `${method.toUpperCase(
 
 /** Describes one served route for the OpenAPI document; call it beside the `router.<method>(...)` it describes. */
 export function describeRoute(description: RouteDescription): void {
-  described.set(routeKey(description.method, description.path), { ...description, source: callerSource() });
+  // The call site is captured now and formatted only when a message needs it: formatting a stack
+  // for each of some two hundred routes at every server start costs more than the start's routing.
+  const site = new Error();
+  const entry = { ...description } as DescribedRoute;
+  Object.defineProperty(entry, 'source', { enumerable: true, get: () => callerSource(site) });
+  described.set(routeKey(description.method, description.path), entry);
 }
 
 /** Every described route, in the order they were described. */
@@ -51,8 +56,9 @@ export function describedRoutes(): DescribedRoute[] {
   return [...described.values()];
 }
 
-function callerSource(): string {
-  const line = new Error().stack?.split('\n')[3] ?? '';
+/** file:line of the describeRoute call that made `site` (its stack: Error, describeRoute, the caller). */
+function callerSource(site: Error): string {
+  const line = site.stack?.split('\n')[2] ?? '';
   const match = /\(?((?:[A-Za-z]:)?[^():]+):(\d+):\d+\)?$/.exec(line.trim());
   if (!match) return 'unknown';
   const file = match[1].replace(/\\/g, '/');

@@ -215,7 +215,13 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   expect((await t.api.post(`/v1/runs/${claimB.body.run_id}/cancel`, {})).status).toBeLessThan(300);
   await hearing;
   expect(told).toEqual({ action: 'cancel' });
-  await relay.request('POST', `/relay/v1/runs/${claimB.body.run_id}/save`, { body: { outcome: { kind: 'canceled' } }, headers: capB });
+  // A worker stopping its tool keeps renewing until it reports the end; so does this holder.
+  const stopping = setInterval(() => void relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimB.body.run_id, worker: worker('by-hand') }, headers: capB }).catch(() => undefined), 500);
+  try {
+    await relay.request('POST', `/relay/v1/runs/${claimB.body.run_id}/save`, { body: { outcome: { kind: 'canceled' } }, headers: capB });
+  } finally {
+    clearInterval(stopping);
+  }
   expect((await waitForRunEnd(t.api, claimB.body.run_id)).status).toBe('canceled');
 });
 
