@@ -30,6 +30,7 @@ const shared = {
   // jose ships ECMAScript modules only; jest's CommonJS runtime needs them compiled like our sources.
   transform: { '^.+\\.ts$': ['@swc/jest'], '/node_modules/jose/.+\\.js$': ['@swc/jest'] },
   transformIgnorePatterns: ['/node_modules/(?!jose/)'],
+  setupFiles: ['<rootDir>/test/support/compile-cache.ts'],
   setupFilesAfterEnv: ['<rootDir>/test/support/cleanup.ts'],
 };
 
