@@ -159,7 +159,9 @@ export function runOutputRoutes(server: ServerContext): Router {
     const out = new PassThrough();
     const closed = new AbortController();
     ctx.req.on('close', () => closed.abort());
-    ctx.set({ 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
+    // No Connection header of ours: Node sends keep-alive for HTTP/1.1, and close when the client
+    // asked to close, which a header set here would override (leaving its connection idle open).
+    ctx.set({ 'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no' });
     ctx.type = 'text/event-stream';
     ctx.body = out;
     const res = ctx.res;

@@ -71,12 +71,13 @@ function openUnreadStream(runId: string, ticket: string): net.Socket {
   const { hostname, port } = new URL(t.url);
   const socket = net.connect(Number(port), hostname);
   socket.on('error', () => undefined); // a client the server gives up on sees its connection reset
-  socket.write(`GET /v1/runs/${runId}/stream?ticket=${ticket} HTTP/1.1\r\nHost: ${hostname}:${port}\r\n\r\n`);
+  socket.write(`GET /v1/runs/${runId}/stream?ticket=${ticket} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nConnection: close\r\n\r\n`);
   return socket;
 }
 
 /**
- * Starts reading a raw client and resolves once the server closes the connection: the response
+ * Starts reading a raw client and resolves once the server closes the connection (the request asks
+ * it to close after the response, rather than keep the connection idle for reuse): the response
  * head, the body (chunked encoding undone) and whether the body was complete (its last chunk came).
  */
 function readToClose(socket: net.Socket): Promise<{ head: string; body: string; complete: boolean }> {
@@ -154,6 +155,8 @@ test('clients that stop reading a stream of a large log cost the server a bounde
   const slow = await readToClose(clients[0]);
   expect(slow.complete).toBe(true);
   expect(slow.head).toMatch(/^HTTP\/1\.1 200/);
+  // It asked to close after the response, and the stream's headers do not override that with keep-alive.
+  expect(slow.head).toMatch(/\r\nConnection: close(\r\n|$)/i);
   const received = parseSse(slow.body);
   const resume = received[received.length - 1];
   expect(resume.event).toBe('resume');
