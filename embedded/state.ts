@@ -64,13 +64,14 @@ export async function rememberedOrFreePort(remembered: number | undefined): Prom
   return freePort();
 }
 
+/** Whether a process with this id exists: signal 0 reaches it, or is refused (EPERM: it lives, under another account). */
 export function processAlive(pid: number | undefined): boolean {
   if (!pid) return false;
   try {
     process.kill(pid, 0);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

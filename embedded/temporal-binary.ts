@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { machineCacheDir } from './machine-cache';
+import { processAlive } from './state';
 
 const execFileAsync = promisify(execFile);
 
@@ -59,16 +60,6 @@ export async function goBuildInto(goBinary: string, cwd: string, pkg: string, fi
 }
 
 const LOCK_POLL_MS = 1_000;
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it lives, under another account.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Runs `build` holding `${target}.lock`, a file naming the holder's process id. A lock whose holder

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
+import { processAlive } from '../embedded/state';
 
 /**
  * The control groups runs are bounded by: found once per server (prepareCgroups), one made per
@@ -153,15 +154,6 @@ async function sweepLeftovers(plan: CgroupPlan): Promise<void> {
       const maker = /^(\d+)-/.exec(name)?.[1];
       if (maker && !processAlive(Number(maker))) await removeCgroup(path.join(parent, name));
     }
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
