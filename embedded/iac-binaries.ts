@@ -87,8 +87,8 @@ const PROGRESS_EVERY_MS = 15_000;
 /**
  * Finds the binary (its variable, PATH, the cache) or builds it from its Go module into the cache,
  * saying what it does through `log` while it builds (a line at the start, one every 15 seconds, one
- * at the end). Builds in one process are shared; builds in two processes race harmlessly (the
- * build is renamed into place whole).
+ * at the end). Builds in one process are shared; a second process waits for the first's build
+ * (goBuildInto's lock) and uses it.
  */
 export async function findIacBinary(which: GoBinary, log: (line: string) => void = () => {}): Promise<string> {
   const found = await locateIacBinary(which);
