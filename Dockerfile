@@ -38,8 +38,12 @@ RUN node bin/run-ts.js workers/build-bundle.ts
 # Only an embedded PostgreSQL would write here; the directory exists so that mode also works.
 RUN mkdir -p /var/lib/cairn && chown node:node /var/lib/cairn
 
+# Two malloc arenas rather than one per thread (Temporal's core and libuv's pool allocate from
+# their own threads): about 20 MiB less at rest and 45 MiB less at a log firehose's peak, measured
+# (docs/operations.md, Memory).
 ENV CAIRN_LISTEN=0.0.0.0:8080 \
-    CAIRN_DATA_DIR=/var/lib/cairn
+    CAIRN_DATA_DIR=/var/lib/cairn \
+    MALLOC_ARENA_MAX=2
 
 USER node
 EXPOSE 8080
