@@ -67,6 +67,7 @@ const LOCK_POLL_MS = 1_000;
  */
 export async function withBuildLock<T>(target: string, build: () => Promise<T>): Promise<T> {
   const lock = `${target}.lock`;
+  const holderOf = async () => Number((await fs.readFile(lock, 'utf8').catch(() => '')).trim());
   for (;;) {
     try {
       await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
@@ -74,15 +75,12 @@ export async function withBuildLock<T>(target: string, build: () => Promise<T>):
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    const holder = Number((await fs.readFile(lock, 'utf8').catch(() => '')).trim());
-    if (Number.isInteger(holder) && holder > 0 && processAlive(holder)) {
-      await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
-    } else {
-      // A dead holder, or a lock caught between its creation and its write: only the former stays so.
-      await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
-      const again = Number((await fs.readFile(lock, 'utf8').catch(() => '')).trim());
-      if (again === holder) await fs.rm(lock, { force: true });
-    }
+    const holder = await holderOf();
+    await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+    // Taken over only when it still names a holder that is gone: a lock caught between its
+    // creation and its write names none at first, and has had a poll's time to be written.
+    const gone = !(Number.isInteger(holder) && holder > 0 && processAlive(holder));
+    if (gone && (await holderOf()) === holder) await fs.rm(lock, { force: true });
   }
   try {
     return await build();

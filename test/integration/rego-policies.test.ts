@@ -3,6 +3,7 @@ import path from 'node:path';
 import { createLogger, startServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { processTable } from '../../embedded/process-cpu';
+import { processAlive } from '../../embedded/state';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { startCairn } from '../support/processes';
@@ -191,7 +192,7 @@ test('an OPA that dies holds what the policies judge until it is started again, 
   const pid = set.opaPid()!;
   process.kill(pid, 'SIGKILL');
   // Judged once OPA is gone, not while its socket is still closing (a reset mid-request).
-  while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20));
+  while (processAlive(pid)) await new Promise((r) => setTimeout(r, 20));
   const held = await submit('echo while-opa-is-down');
   expect(held.status).toBe('held');
   expect(held.hold.rego.map((r: any) => r.outcome)).toEqual(['error', 'error', 'error', 'error']);
@@ -204,15 +205,6 @@ test('an OPA that dies holds what the policies judge until it is started again, 
   expect((await submit('echo HOLD-ME again')).hold.rego[0].outcome).toBe('hold');
 });
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 test('a server killed outright takes its OPA with it', async () => {
   const database = await createTestDatabase();
   const serve = startCairn(['serve'], { ...process.env, ...testSettings(database.url, { CAIRN_POLICY_FILE: policyFile, CAIRN_DATA_DIR: tempDir('cairn-opa-bound') }) });
@@ -223,8 +215,8 @@ test('a server killed outright takes its OPA with it', async () => {
     serve.child.kill('SIGKILL');
     await serve.exited;
     const deadline = Date.now() + 10_000;
-    while (isAlive(opa) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(isAlive(opa)).toBe(false);
+    while (processAlive(opa) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(processAlive(opa)).toBe(false);
   } finally {
     await serve.stop();
     await database.drop();

@@ -75,6 +75,16 @@ async function waitForLog(runId: string, pattern: RegExp, timeoutMs = 20_000): P
 
 const worker = (queue: string) => ({ id: 'wrk_by_hand', queue, host: 'test-host', pid: 1, version: 'test' });
 
+/** A by-hand holder's heartbeat for a run it claimed with `capability` headers. */
+const heartbeat = (runId: string, capability: Record<string, string>) =>
+  relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: runId, worker: worker('by-hand') }, headers: capability });
+
+/** Renews a by-hand holder's lease every half second, as a worker does, until the returned stop is called. */
+function keepRenewing(runId: string, capability: Record<string, string>): () => void {
+  const timer = setInterval(() => void heartbeat(runId, capability).catch(() => undefined), 500);
+  return () => clearInterval(timer);
+}
+
 test('a relay worker with only a URL and a token runs a named queue’s bash run end to end: log, exit, and the fleet view', async () => {
   await startRelayWorkerProcess('edge');
   const run = await submit({ command: 'echo "from the edge $CAIRN_RUN_ATTEMPT"; echo to stderr >&2; exit 3', queue: 'edge' });
@@ -170,7 +180,7 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   const other = claimA.body.run_id === first.id ? second : first;
   const capA = { 'cairn-capability': claimA.body.capability };
   // The holder renews its lease as a worker does, so a slow machine never lets it lapse mid-test.
-  const renewing = setInterval(() => void relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimA.body.run_id, worker: worker('by-hand') }, headers: capA }).catch(() => undefined), 500);
+  const stopRenewing = keepRenewing(claimA.body.run_id, capA);
 
   // A's capability opens nothing of B, and no capability opens nothing at all.
   const foreign = await relay.request('POST', `/relay/v1/runs/${other.id}/log`, { body: { data: Buffer.from('forged').toString('base64') }, headers: capA });
@@ -185,10 +195,10 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   const started = await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/start`, { body: { worker: worker('by-hand'), work_root: '/tmp/nowhere' }, headers: capA });
   expect(started.status).toBe(200);
   expect(started.body).toMatchObject({ state: 'running', attempt: 1, execution: { binary: 'bash' } });
-  expect((await relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimA.body.run_id, worker: worker('by-hand') }, headers: capA })).body).toEqual({ action: 'continue' });
+  expect((await heartbeat(claimA.body.run_id, capA)).body).toEqual({ action: 'continue' });
   expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/log`, { body: { data: Buffer.from('by hand\n').toString('base64') }, headers: capA })).status).toBe(204);
   expect((await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/events`, { body: { events: [{ kind: 'worker.note', body: { said: 'hi' } }] }, headers: capA })).status).toBe(204);
-  clearInterval(renewing);
+  stopRenewing();
   const saved = await relay.request('POST', `/relay/v1/runs/${claimA.body.run_id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: capA });
   expect(saved.status).toBe(200);
   const endedA = await waitForRunEnd(t.api, claimA.body.run_id);
@@ -206,7 +216,7 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   let told: unknown;
   const hearing = (async () => {
     for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
-      told = (await relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimB.body.run_id, worker: worker('by-hand') }, headers: capB })).body;
+      told = (await heartbeat(claimB.body.run_id, capB)).body;
       if ((told as { action?: string })?.action === 'cancel') return;
       await new Promise((r) => setTimeout(r, 300));
     }
@@ -216,11 +226,11 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
   await hearing;
   expect(told).toEqual({ action: 'cancel' });
   // A worker stopping its tool keeps renewing until it reports the end; so does this holder.
-  const stopping = setInterval(() => void relay.request('POST', `/relay/v1/heartbeat`, { body: { run_id: claimB.body.run_id, worker: worker('by-hand') }, headers: capB }).catch(() => undefined), 500);
+  const stopRenewingB = keepRenewing(claimB.body.run_id, capB);
   try {
     await relay.request('POST', `/relay/v1/runs/${claimB.body.run_id}/save`, { body: { outcome: { kind: 'canceled' } }, headers: capB });
   } finally {
-    clearInterval(stopping);
+    stopRenewingB();
   }
   expect((await waitForRunEnd(t.api, claimB.body.run_id)).status).toBe('canceled');
 });

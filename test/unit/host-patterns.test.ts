@@ -4,6 +4,7 @@ import path from 'node:path';
 import { limitSelects } from '../../core/ansible/callbacks';
 import { patternInventory, selectedHosts, splitHostPattern } from '../../core/ansible/host-patterns';
 import { iniLayout } from '../../core/ansible/inventory';
+import { onPath } from '../../embedded/temporal-binary';
 import { listHostsOutput, NO_HOSTS_MATCHED } from '../../tools/ansible-inventory';
 import { tempDir } from '../support/temp';
 
@@ -64,7 +65,9 @@ function ansibleLists(limit: string): Promise<string[]> {
  */
 async function ansibleListsEach(limits: string[]): Promise<Map<string, string[]>> {
   const { dir, env } = ansibleWorkspace();
-  const interpreter = readFileSync(execFileSync('sh', ['-c', 'command -v ansible'], { encoding: 'utf8' }).trim(), 'utf8')
+  const ansibleCommand = await onPath('ansible');
+  if (!ansibleCommand) throw new Error('the ansible command is not on PATH');
+  const interpreter = readFileSync(ansibleCommand, 'utf8')
     .split('\n')[0]
     .replace(/^#!\s*/, '')
     .trim()
