@@ -5,8 +5,8 @@ import { auditBenchmark, auditServerBenchmark } from './audit';
 import { firehoseBenchmark, sseBenchmark } from './firehose';
 import { millionBenchmark } from './million';
 import { temporalCostBenchmark } from './temporal-cost';
-import { startBenchEnvironment, startServerProcess, Teardown } from './environment';
-import { benchClient } from './http';
+import { startBenchEnvironment, startServerProcess, Teardown, type ServerProcess } from './environment';
+import { benchClient, type BenchClient } from './http';
 import { latencyBenchmark } from './latency';
 import { listBenchmark } from './list';
 import { estateBenchmark } from './estate';
@@ -76,20 +76,26 @@ async function main(): Promise<void> {
       log('(k) cost over Temporal: 500 runs, 50 in flight, beside a bare workflow + activity...');
       sections.push(await temporalCostBenchmark(client, env.sql, temporal));
     }
-    if (wanted('l') || wanted('m')) {
-      // The log and stream sections measure a server process of their own, apart from this one.
-      log('starting a `cairn serve` process for the log and stream sections...');
-      const serve = await startServerProcess(env, teardown);
-      const serveClient = benchClient(serve.url, env.adminToken);
-      teardown.push('closing the server process\'s HTTP client', async () => serveClient.close());
-      if (wanted('l')) {
-        log('(l) output firehose: 1,000,000 lines from one run...');
-        sections.push(await firehoseBenchmark(serveClient, env.sql, serve, admin));
-      }
-      if (wanted('m')) {
-        log('(m) 200 SSE readers on one busy run...');
-        sections.push(await sseBenchmark(serveClient, env.sql, serve, admin));
-      }
+    // The log, stream and webhook sections measure a `cairn serve` process of their own, apart from
+    // this one (which also runs the benchmark's clients): started once, for the first that needs it.
+    let serveProcess: Promise<{ serve: ServerProcess; client: BenchClient }> | undefined;
+    const ownServer = () =>
+      (serveProcess ??= (async () => {
+        log('starting a `cairn serve` process for the log, stream and webhook sections...');
+        const serve = await startServerProcess(env, teardown);
+        const serveClient = benchClient(serve.url, env.adminToken);
+        teardown.push("closing the server process's HTTP client", async () => serveClient.close());
+        return { serve, client: serveClient };
+      })());
+    if (wanted('l')) {
+      log('(l) output firehose: 1,000,000 lines from one run...');
+      const own = await ownServer();
+      sections.push(await firehoseBenchmark(own.client, env.sql, own.serve, admin));
+    }
+    if (wanted('m')) {
+      log('(m) 200 SSE readers on one busy run...');
+      const own = await ownServer();
+      sections.push(await sseBenchmark(own.client, env.sql, own.serve, admin));
     }
     if (wanted('c')) {
       log('(c) list with 100k runs stored...');
@@ -105,7 +111,7 @@ async function main(): Promise<void> {
     }
     if (wanted('e')) {
       log('(e) webhook answer time, 50 deliveries in flight...');
-      sections.push(await webhookBenchmark(client, env.sql));
+      sections.push(await webhookBenchmark((await ownServer()).client, env.sql));
     }
     if (wanted('f')) {
       log('(f) notification delivery: 1,000 deliveries, throughput with a target, latency...');

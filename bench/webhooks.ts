@@ -39,7 +39,9 @@ function pushPayload(i: number): Buffer {
  * (its received time) to its run's creation is reported beside it. The baseline is the same
  * template launched through `POST /v1/templates/{id}/launch` at the same concurrency: the launch
  * every delivery makes, without the signature check, the push reading and the record. The runs of
- * both are waited out before the next benchmark.
+ * both are waited out before the next benchmark. The deliveries go to a `cairn serve` process of
+ * its own (bench/environment.ts), which also executes their runs: a sender's answer is the server's
+ * alone, not shared with the event loop that runs the benchmark's 50 clients.
  */
 export async function webhookBenchmark(client: BenchClient, sql: Sql): Promise<Section> {
   const template = expectStatus(await client.request<{ id: string }>('POST', '/v1/templates', { name: 'bench webhook', tool: 'bash', command: 'true' }), 201, 'POST /v1/templates');

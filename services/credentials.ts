@@ -523,7 +523,8 @@ export async function openRunCredentials(
   secretSources?: ExtensionRegistry['secretSources'],
   leases: MintedLease[] = [],
 ): Promise<OpenedCredential[]> {
-  const ids = await runCredentialIds(db, run.id);
+  // The ids are written with the run and never change: the row read for the execution has them.
+  const ids = run.credentials;
   if (ids.length === 0) return [];
   const found = await getCredentialsWithTypes(db, ids);
   const opened: OpenedCredential[] = [];

@@ -95,6 +95,9 @@ async function drain(ctx: ServerContext, stopped: () => boolean): Promise<number
     const effects = await claimDueEffects(ctx.sql, BATCH, LEASE_SECONDS);
     if (effects.length === 0) break;
     taken += effects.length;
+    // A batch short of full took all that was due: no further claim is needed to find the outbox
+    // empty (a round trip per wake). What is owed meanwhile wakes the dispatcher again.
+    const more = effects.length === BATCH;
     const byKind = new Map<EffectKind, OwedEffect[]>();
     for (const effect of effects) byKind.set(effect.effect, [...(byKind.get(effect.effect) ?? []), effect]);
     const failed = new Map<string, Error>();
@@ -117,6 +120,7 @@ async function drain(ctx: ServerContext, stopped: () => boolean): Promise<number
       ctx.logger.warn({ effect: effect.effect, subject: effect.subject, attempts: effect.attempts, retryInSeconds: retryIn, err: err.message }, 'an owed effect failed; it is tried again');
       await retryEffectLater(ctx.sql, effect.id, retryIn, err.message);
     }
+    if (!more) break;
   }
   return taken;
 }

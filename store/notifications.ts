@@ -221,14 +221,28 @@ export async function markOwed(db: Db, runId: string, seq: number, event: string
     SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM owed`;
 }
 
+/** A run event as it was appended: what its announcement is made from. */
+export interface RunEventRecord {
+  kind: string;
+  body: Record<string, unknown>;
+  at: Date;
+}
+
 /**
  * Locks a run's events still owed up to `seq`, in event order, for recording: a server recording
  * an earlier one is waited for (and what it recorded is no longer owed), so a run's events are
- * recorded, and their deliveries queued, in the order the run reached them.
+ * recorded, and their deliveries queued, in the order the run reached them. Each comes with the
+ * run event it announces (`run_event`; null when that is gone), read in the same round trip.
  */
-export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<NotificationEvent[]> {
-  return db<NotificationEvent[]>`
-    SELECT * FROM notification_events WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed' ORDER BY seq FOR UPDATE`;
+export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<(NotificationEvent & { run_event: RunEventRecord | null })[]> {
+  const rows = await db<(NotificationEvent & { run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null })[]>`
+    SELECT n.*, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at
+    FROM notification_events n LEFT JOIN run_events e ON e.run_id = n.subject_id AND e.seq = n.seq
+    WHERE n.subject_id = ${runId} AND n.seq <= ${seq} AND n.state = 'owed' ORDER BY n.seq FOR UPDATE OF n`;
+  return rows.map(({ run_event_kind: kind, run_event_body: body, run_event_at: at, ...event }) => ({
+    ...event,
+    run_event: kind !== null && body !== null && at !== null ? { kind, body, at } : null,
+  }));
 }
 
 export async function settleEvent(db: Db, runId: string, seq: number, state: 'recorded' | 'skipped', reason: string | null): Promise<void> {
@@ -433,11 +447,4 @@ export async function listDeliveriesOfTarget(
     ORDER BY d.queued_at DESC, d.subject_id DESC, d.seq DESC LIMIT ${query.limit} OFFSET ${query.offset}`;
   const [{ n }] = await db<{ n: number }[]>`SELECT count(*)::int AS n FROM notification_deliveries d WHERE ${filter}`;
   return { rows, total: n };
-}
-
-/** The run event an owed event names (its body is what the message carries). */
-export async function getRunEvent(db: Db, runId: string, seq: number): Promise<{ kind: string; body: Record<string, unknown>; at: Date } | undefined> {
-  const [row] = await db<{ kind: string; body: Record<string, unknown>; at: Date }[]>`
-    SELECT kind, body, at FROM run_events WHERE run_id = ${runId} AND seq = ${seq}`;
-  return row;
 }

@@ -106,6 +106,14 @@ export async function completeEffects(db: Db, ids: string[]): Promise<void> {
   if (ids.length) await db`DELETE FROM outbox WHERE id IN ${db(ids)}`;
 }
 
+/**
+ * The same as a step of a larger statement (a CTE named `completed_effects`), for work whose last
+ * write also completes the effects it carried out: one round trip for both. Empty when `ids` is.
+ */
+export function completeEffectsStep(db: Db, ids: string[]) {
+  return ids.length ? db`completed_effects AS (DELETE FROM outbox WHERE id IN ${db(ids)})` : undefined;
+}
+
 /** An effect that failed: due again after `retryInSeconds`, with why. */
 export async function retryEffectLater(db: Db, id: string, retryInSeconds: number, error: string): Promise<void> {
   await db`UPDATE outbox SET due_at = now() + make_interval(secs => ${retryInSeconds}), last_error = ${error.slice(0, 2000)} WHERE id = ${id}`;

@@ -5,7 +5,7 @@ import { readableRunCount, readableRunCountMaintained, runReadableBy } from './a
 import { whereAll, type Db } from './db';
 import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
-import { OUTBOX_CHANNEL, oweEffectsStep, type Effect } from './outbox';
+import { completeEffectsStep, OUTBOX_CHANNEL, oweEffectsStep, type Effect } from './outbox';
 import { isAnnounced } from '../core/notifications/notification-kinds';
 import type { Run } from '../core/runs/run';
 
@@ -252,8 +252,10 @@ export async function setRunHold(db: Db, id: string, hold: Hold): Promise<void> 
   await db`UPDATE runs SET hold = ${db.json(hold as never)} WHERE id = ${id}`;
 }
 
-export async function markWorkflowStarted(db: Db, id: string): Promise<void> {
-  await db`UPDATE runs SET workflow_started_at = now() WHERE id = ${id} AND workflow_started_at IS NULL`;
+/** Marks the run's workflow started; `completing`: the `run.start` effects this carried out, completed in the same statement. */
+export async function markWorkflowStarted(db: Db, id: string, completing: string[] = []): Promise<void> {
+  const completed = completeEffectsStep(db, completing);
+  await db`${completed ? db`WITH ${completed}` : db``} UPDATE runs SET workflow_started_at = now() WHERE id = ${id} AND workflow_started_at IS NULL`;
 }
 
 export async function markCancelRequested(db: Db, id: string, by: string): Promise<void> {

@@ -14,7 +14,7 @@ import { announcementOf } from '../../core/notifications/notification-messages';
 import type { Run } from '../../core/runs/run';
 import {
   claimOwedEventsUpTo,
-  getRunEvent,
+  type RunEventRecord,
   insertDeliveries,
   settleEvent,
   targetsHearing,
@@ -94,10 +94,10 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
       const owed = await claimOwedEventsUpTo(tx, runId, seq);
       if (owed.length === 0) return undefined;
       const run = await getRun(tx, runId);
-      const events: { event: AnnouncedEvent; runEvent: { kind: string; body: Record<string, unknown>; at: Date } }[] = [];
+      const events: { event: AnnouncedEvent; runEvent: RunEventRecord }[] = [];
       const pending = new Set<string>();
       for (const one of owed) {
-        const runEvent = run && (await getRunEvent(tx, runId, one.seq));
+        const runEvent = one.run_event;
         if (!run || !runEvent) {
           await settleEvent(tx, runId, one.seq, 'skipped', 'not sent: the run or its event no longer exists');
           continue;
@@ -210,7 +210,7 @@ function entryHears(entry: StoredEntry, event: AnnouncedEvent, status: string): 
  * `notifications`, its template's, and the server-wide `--notify-<kind>` channels for the events
  * `--notify-on` names. One attempt each, no record; a failure is logged without its destination.
  */
-async function announceDirect(ctx: ServerContext, run: Run, event: AnnouncedEvent, runEvent: { kind: string; body: Record<string, unknown>; at: Date }): Promise<void> {
+async function announceDirect(ctx: ServerContext, run: Run, event: AnnouncedEvent, runEvent: RunEventRecord): Promise<void> {
   const destinations: Destination[] = [];
   const open = (entries: StoredEntry[], ownerId: string) => {
     for (const entry of entries) {

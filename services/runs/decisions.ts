@@ -225,7 +225,7 @@ export async function decideRun(
   const { effects, ...decided } = result;
   if (decided.run.kind === 'approval') await carryOut(ctx, effects, 'telling the workflow of its step decision', () => deliverStepDecision(ctx, decided.run));
   else if (decided.run.hold?.plan && decided.run.workflow_started_at) await carryOut(ctx, effects, 'telling the workflow of its plan decision', () => deliverPlanDecision(ctx, decided.run.id));
-  else await carryOut(ctx, effects, 'starting the run workflow', () => startRunWorkflow(ctx, decided.run));
+  else await carryOut(ctx, effects, 'starting the run workflow', (ids) => startRunWorkflow(ctx, decided.run, ids));
   return decided;
 }
 

@@ -398,7 +398,7 @@ export async function submitRun(
   }
   ctx.metrics.runsSubmitted.inc({ tool: run.tool });
   const { owed_effects: effects, ...submittedRun } = run as Run & { owed_effects?: string[] };
-  await carryOut(ctx, effects ?? [], 'starting the run workflow', () => startRunWorkflow(ctx, submittedRun));
+  await carryOut(ctx, effects ?? [], 'starting the run workflow', (ids) => startRunWorkflow(ctx, submittedRun, ids));
   return { run: submittedRun, created: true };
 }
 
@@ -434,8 +434,9 @@ export function opsWindow(run: Run): { typedSearchAttributes: SearchAttributePai
  * the running one (`USE_EXISTING`), and a workflow that has finished is never started again for
  * the same run (`REJECT_DUPLICATE`, answered with WorkflowExecutionAlreadyStartedError). Either way
  * the repeat is harmless: the `run.start` effect (store/outbox.ts) is carried out at least once.
+ * `completing`: the server's own `run.start` effects, completed with the mark that the workflow started.
  */
-export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<void> {
+export async function startRunWorkflow(ctx: ServerContext, run: Run, completing: string[] = []): Promise<'completed'> {
   if (ctx.faults.fire('workflow-start-once')) throw new Error('injected fault: workflow start failed');
   const once = {
     workflowId: runWorkflowId(run.id),
@@ -462,7 +463,8 @@ export async function startRunWorkflow(ctx: ServerContext, run: Run): Promise<vo
     // The workflow ran and finished: it is not started again.
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
-  await markWorkflowStarted(ctx.sql, run.id);
+  await markWorkflowStarted(ctx.sql, run.id, completing);
+  return 'completed';
 }
 
 /**
