@@ -155,7 +155,8 @@ async function main(): Promise<void> {
       log('(s) capacity: CPU per run by component with one server and one worker, and the prediction for two of each beside the measured rate...');
       sections.push(await capacityBenchmark(env, teardown));
     }
-    if (process.argv.includes('--schedules')) {
+    // Last, and the longest (about 10 minutes): in the full pass, with `--only=g`, or with `--schedules` beside other letters.
+    if (wanted('g') || process.argv.includes('--schedules')) {
       log('(g) 1,000 schedules firing every minute (about 10 minutes)...');
       const { config } = env.server.context;
       sections.push(await scheduleBenchmark(client, env.sql, { dataDir: config.dataDir, temporalAddress: env.server.temporalAddress, namespace: config.temporalNamespace }));

@@ -145,11 +145,11 @@ async function measureSchedules(
 
 /**
  * (g) 1,000 enabled schedules firing every minute. How late each fire is against its nominal
- * time (p50, p99; budget p99 <= 2 s), beside the floor: as many bare Temporal timers at one
+ * time (p50, p99; budget: p99 within 2 s of the floor), beside the floor: as many bare Temporal timers at one
  * instant on the same dev server. Twice: fires that start a run (a bash `true`), and fires refused
  * before any run (a template whose survey nobody can answer), which is the scheduler alone. And
  * the server's CPU while the 1,000 schedules sleep between fires, beside the same window with
- * none. Optional (`npm run bench -- --schedules`): about 5 + 2 x BENCH_SCHEDULE_MINUTES minutes.
+ * none. In the full pass, or alone with `npm run bench -- --only=g`: about 5 + 2 x BENCH_SCHEDULE_MINUTES minutes.
  */
 export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, server: { dataDir: string; temporalAddress: string; namespace: string }): Promise<Section> {
   const temporalPid = (await readServiceState(server.dataDir, 'temporal'))?.pid;
@@ -178,7 +178,8 @@ export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, 
 
   const lateRows = (label: string, lateness: number[]): Row[] => [
     { metric: `schedule fire lateness p50, ${label}`, value: percentile(lateness, 50), baseline: percentile(floor, 50), unit: 'ms' },
-    { metric: `schedule fire lateness p99, ${label}`, value: percentile(lateness, 99), baseline: percentile(floor, 99), unit: 'ms', budget: { max: 2000 } },
+    // The budget: within 2 s of the floor measured beside it (Temporal's own lateness for as many timers at one instant).
+    { metric: `schedule fire lateness p99, ${label}`, value: percentile(lateness, 99), baseline: percentile(floor, 99), unit: 'ms', budget: { max: Math.round(percentile(floor, 99)) + 2000 } },
   ];
   return {
     rows: [

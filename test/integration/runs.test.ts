@@ -37,6 +37,24 @@ test('a bash run succeeds and its log keeps stdout and stderr in the order writt
   expect(kinds).toEqual(['run.created', 'run.started', 'run.finished']);
 });
 
+test("a run's start completes its own outbox effect in the same write, and its recorded events leave nothing owed", async () => {
+  const { sql } = t.server.context;
+  const { body: run } = await submit({ tool: 'bash', command: 'true' });
+  // The answer comes after the start: its `run.start` effect is gone already, long before any
+  // dispatcher could take it (the writer's grace is 3 s), and the start is marked.
+  expect(await sql`SELECT effect FROM outbox WHERE subject = ${run.id}`).toEqual([]);
+  const [marked] = await sql<{ workflow_started_at: Date | null }[]>`SELECT workflow_started_at FROM runs WHERE id = ${run.id}`;
+  expect(marked.workflow_started_at).toBeInstanceOf(Date);
+  expect((await waitForRunEnd(t.api, run.id)).status).toBe('succeeded');
+  await waitUntil('the run\'s events recorded', async () => (await sql`SELECT 1 FROM notification_events WHERE subject_id = ${run.id} AND state = 'owed'`).length === 0, 10_000);
+  const events = await sql<{ event: string; state: string }[]>`SELECT event, state FROM notification_events WHERE subject_id = ${run.id} ORDER BY seq`;
+  expect(events).toEqual([
+    { event: 'run.started', state: 'recorded' },
+    { event: 'run.finished', state: 'recorded' },
+  ]);
+  expect(await sql`SELECT effect FROM outbox WHERE subject = ${run.id}`).toEqual([]);
+});
+
 test('a python run reads its extra vars and a failing script ends failed with its exit code', async () => {
   const { body: ok } = await submit({
     tool: 'python',
