@@ -9,6 +9,7 @@ import {
   proxyLocalActivities,
   setHandler,
   sleep,
+  TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
@@ -21,9 +22,23 @@ const TIMER_FIRED = Symbol('timer fired');
 const HELD_CANCEL_PATCH = 'cairn-held-run-cancel';
 /** The run's end status is taken from the execution that recorded it, not read back. */
 const STATUS_FROM_EXECUTION_PATCH = 'cairn-status-from-execution';
+/**
+ * The run's timeout is the execution activity's schedule-to-close timeout, kept by Temporal,
+ * rather than a workflow timer raced against it: one billable action and two history events
+ * fewer per run. Workflows recorded before raced a timer, and replay doing so.
+ */
+const TIMEOUT_ON_ACTIVITY_PATCH = 'cairn-timeout-on-activity';
 
-/** One run: execute the tool on the run's queue, raced against its timeout, then record the end once. */
+/**
+ * Whether an execution ended because the run's timeout ran out: Temporal timed the activity out,
+ * mid-attempt or with its next retry due past the timeout.
+ */
+const timedOut = (err: unknown) =>
+  err instanceof ActivityFailure && (err.retryState === 'TIMEOUT' || (err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_CLOSE'));
+
+/** One run: execute the tool on the run's queue, within its timeout, then record the end once. */
 export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
+  const timeoutOnActivity = input.timeoutSeconds > 0 && patched(TIMEOUT_ON_ACTIVITY_PATCH);
   const { executeRun } = proxyActivities<RunActivities>({
     // The run's queue: a worker serving it executes the tool; until one polls, the run stays pending.
     taskQueue: input.executionQueue,
@@ -35,6 +50,9 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     // timeout below does, and a cancel. A retry policy is not part of what a replay compares, so
     // workflows in flight keep the policy they were scheduled with and replay unchanged.
     retry: { initialInterval: '1s', maximumInterval: '10s', nonRetryableErrorTypes: ['RunNotFound'] },
+    // Counted from the execution's scheduling, across its requeues, as the timer was. A tool still
+    // running then is stopped by its worker at its next heartbeat, which Temporal answers "not found".
+    ...(timeoutOnActivity && { scheduleToCloseTimeout: input.timeoutSeconds * 1000 }),
   });
   const { finishRun, runStatus } = proxyLocalActivities<RunActivities>({
     startToCloseTimeout: '30s',
@@ -53,7 +71,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     const execution = new CancellationScope();
     try {
       const running = execution.run(() => executeRun(input.runId));
-      if (input.timeoutSeconds > 0) {
+      if (input.timeoutSeconds > 0 && !timeoutOnActivity) {
         const timer = sleep(input.timeoutSeconds * 1000).then(
           () => TIMER_FIRED,
           // Cancelled along with the workflow: the execution's own cancellation reports that.
@@ -69,6 +87,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
       }
       return answered(await running);
     } catch (err) {
+      if (timeoutOnActivity && timedOut(err)) return { outcome: { kind: 'timed_out', seconds: input.timeoutSeconds } };
       if (isCancellation(err)) return { outcome: { kind: 'canceled' } };
       const cause = err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message;
       return { outcome: { kind: 'lost', message: `execution could not complete: ${cause}` } };

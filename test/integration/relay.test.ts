@@ -315,6 +315,20 @@ test('cancel reaches the remote worker on its next call and stops the tool', asy
   expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).not.toContain('never');
 });
 
+test('a run on a relay worker past its timeout ends timed out, and its worker stops the tool', async () => {
+  await startRelayWorkerProcess('timeout-edge');
+  const tag = String(Date.now() % 1_000_000).padStart(6, '0');
+  const run = await submit({ command: `echo begun; sleep 61.${tag}; echo never`, queue: 'timeout-edge', timeout: 3 });
+  const ended = await waitForRunEnd(t.api, run.id, 20_000);
+  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 3 s' });
+  // Temporal timed the execution out; the worker's next lease renewal is refused and it stops the tool.
+  const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 61\\.${tag}" || true`]).toString().trim();
+  const deadline = Date.now() + 10_000;
+  while (sleeping() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  expect(sleeping()).toBe('');
+  expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('begun\n');
+});
+
 test('a relay worker killed mid-run loses its lease: the run is requeued to another worker and ends once', async () => {
   // Two workers on the queue; the one that holds the run is killed.
   const both = await Promise.all([startRelayWorkerProcess('lossy'), startRelayWorkerProcess('lossy')]);

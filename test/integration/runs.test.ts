@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { runWorkflowId } from '../../workflows/ids';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -103,11 +104,18 @@ test('cancel stops a long run, kills its whole process group and records the end
 });
 
 test('a run past its timeout is stopped and finalized failed with the reason', async () => {
-  const { body: run } = await submit({ tool: 'bash', command: 'echo started; sleep 30', timeout: 2 });
+  const tag = String(Date.now() % 1_000_000).padStart(6, '0');
+  const { body: run } = await submit({ tool: 'bash', command: `echo started; sleep 302.${tag}`, timeout: 2 });
   expect(run.timeout).toBe(2);
   const ended = await waitForRunEnd(t.api, run.id, 20_000);
   expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 2 s' });
   expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('started\n');
+  // The worker stops the tool at its next heartbeat after Temporal timed the execution out.
+  const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 302\\.${tag}" || true`]).toString().trim();
+  await waitUntil('the timed out tool to be stopped', async () => sleeping() === '', 5_000);
+  // The timeout is Temporal's, on the execution: no workflow timer is started for it.
+  const history = await t.server.context.temporal.workflow.getHandle(runWorkflowId(run.id)).fetchHistory();
+  expect(history.events?.filter((e) => e.timerStartedEventAttributes)).toEqual([]);
 });
 
 test('rerun makes a new run with the same settings and leaves the original unchanged', async () => {
