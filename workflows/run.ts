@@ -23,11 +23,16 @@ const HELD_CANCEL_PATCH = 'cairn-held-run-cancel';
 /** The run's end status is taken from the execution that recorded it, not read back. */
 const STATUS_FROM_EXECUTION_PATCH = 'cairn-status-from-execution';
 /**
- * The run's timeout is the execution activity's schedule-to-close timeout, kept by Temporal,
- * rather than a workflow timer raced against it: one billable action and two history events
- * fewer per run. Workflows recorded before raced a timer, and replay doing so.
+ * Workflows started from this release on take every changed path above at once, and more:
+ * - the status tracking (SEARCH_ATTRIBUTES_PATCH), the held run's cancel (HELD_CANCEL_PATCH) and
+ *   the end status from the execution (STATUS_FROM_EXECUTION_PATCH), with no marker of their own;
+ * - the run's timeout as the execution activity's schedule-to-close timeout, kept by Temporal,
+ *   rather than a workflow timer raced against it.
+ * One marker instead of three, and no timer: a billable action and six history events fewer per
+ * run. Workflows recorded before find no such marker and replay the paths they took, each behind
+ * its own check.
  */
-const TIMEOUT_ON_ACTIVITY_PATCH = 'cairn-timeout-on-activity';
+const CURRENT_PATCH = 'cairn-run-2026-11';
 
 /**
  * Whether an execution ended because the run's timeout ran out: Temporal timed the activity out,
@@ -38,7 +43,8 @@ const timedOut = (err: unknown) =>
 
 /** One run: execute the tool on the run's queue, within its timeout, then record the end once. */
 export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
-  const timeoutOnActivity = input.timeoutSeconds > 0 && patched(TIMEOUT_ON_ACTIVITY_PATCH);
+  const current = patched(CURRENT_PATCH);
+  const timeoutOnActivity = current && input.timeoutSeconds > 0;
   const { executeRun } = proxyActivities<RunActivities>({
     // The run's queue: a worker serving it executes the tool; until one polls, the run stays pending.
     taskQueue: input.executionQueue,
@@ -99,7 +105,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   // The ops window (the Temporal UI and CLI for execution insight): `CairnRunStatus`, set at the
   // workflow's start, follows the run's recorded status when the workflow sees it change (held at
   // the plan gate, ended), read from the store, which alone decides it. Workflows recorded before the attribute existed replay without these steps.
-  const tracksStatus = patched(SEARCH_ATTRIBUTES_PATCH);
+  const tracksStatus = current || patched(SEARCH_ATTRIBUTES_PATCH);
   const publishStatus = async (known?: string) => {
     if (!tracksStatus) return;
     const status = known ?? (await runStatus(input.runId));
@@ -111,7 +117,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     // A cancel can arrive while the execution that held the run is still finishing: the execution
     // returns `held` in an already canceled workflow. Publishing the status must not throw then,
     // or the workflow would end canceled with the run still recorded held.
-    const cancelAfterHold = patched(HELD_CANCEL_PATCH);
+    const cancelAfterHold = current || patched(HELD_CANCEL_PATCH);
     if (!cancelAfterHold) await publishStatus();
     try {
       if (cancelAfterHold) await CancellationScope.nonCancellable(() => publishStatus());
@@ -126,6 +132,6 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   if (final) await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
   // The execution that recorded the end says what it recorded: no read of the store (a local
   // activity, a billable action on Temporal Cloud) is needed for it.
-  const known = result.ended && patched(STATUS_FROM_EXECUTION_PATCH) ? result.ended : undefined;
+  const known = result.ended && (current || patched(STATUS_FROM_EXECUTION_PATCH)) ? result.ended : undefined;
   await CancellationScope.nonCancellable(() => publishStatus(known));
 }
