@@ -318,9 +318,10 @@ test('cancel reaches the remote worker on its next call and stops the tool', asy
 test('a run on a relay worker past its timeout ends timed out, and its worker stops the tool', async () => {
   await startRelayWorkerProcess('timeout-edge');
   const tag = String(Date.now() % 1_000_000).padStart(6, '0');
-  const run = await submit({ command: `echo begun; sleep 61.${tag}; echo never`, queue: 'timeout-edge', timeout: 3 });
-  const ended = await waitForRunEnd(t.api, run.id, 20_000);
-  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 3 s' });
+  const run = await submit({ command: `echo begun; sleep 61.${tag}; echo never`, queue: 'timeout-edge', timeout: 6 });
+  await waitForLog(run.id, /begun/);
+  const ended = await waitForRunEnd(t.api, run.id, 30_000);
+  expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 6 s' });
   // Temporal timed the execution out; the worker's next lease renewal is refused and it stops the tool.
   const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 61\\.${tag}" || true`]).toString().trim();
   const deadline = Date.now() + 10_000;

@@ -112,7 +112,7 @@ test('a run past its timeout is stopped and finalized failed with the reason', a
   expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('started\n');
   // The worker stops the tool at its next heartbeat after Temporal timed the execution out.
   const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 302\\.${tag}" || true`]).toString().trim();
-  await waitUntil('the timed out tool to be stopped', async () => sleeping() === '', 5_000);
+  await waitUntil('the timed out tool to be stopped', async () => sleeping() === '', 10_000);
   // The timeout is Temporal's, on the execution: no workflow timer is started for it.
   const history = await t.server.context.temporal.workflow.getHandle(runWorkflowId(run.id)).fetchHistory();
   expect(history.events?.filter((e) => e.timerStartedEventAttributes)).toEqual([]);
