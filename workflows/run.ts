@@ -23,12 +23,12 @@ const HELD_CANCEL_PATCH = 'cairn-held-run-cancel';
 /** The run's end status is taken from the execution that recorded it, not read back. */
 const STATUS_FROM_EXECUTION_PATCH = 'cairn-status-from-execution';
 /**
- * Workflows started from this release on take every changed path above at once, and more:
- * - the status tracking (SEARCH_ATTRIBUTES_PATCH), the held run's cancel (HELD_CANCEL_PATCH) and
- *   the end status from the execution (STATUS_FROM_EXECUTION_PATCH), with no marker of their own;
+ * Workflows started from this release on record this one marker and take, without checking them:
+ * - the new side of the earlier changes: the status tracking (SEARCH_ATTRIBUTES_PATCH), the held
+ *   run's cancel (HELD_CANCEL_PATCH), the end status from the execution (STATUS_FROM_EXECUTION_PATCH);
  * - the run's timeout as the execution activity's schedule-to-close timeout, kept by Temporal,
  *   rather than a workflow timer raced against it.
- * One marker instead of three, and no timer: a billable action and six history events fewer per
+ * One marker instead of three, and no timer: a billable action and three history events fewer per
  * run. Workflows recorded before find no such marker and replay the paths they took, each behind
  * its own check.
  */
