@@ -1,22 +1,12 @@
-import { execFileSync } from 'node:child_process';
 import { loadConfig } from '../../core/config';
 import { waitFor } from '../../embedded/state';
 import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
-import { startCairn, startTsScript } from '../support/processes';
+import { isChildOfThisProcess, processesMatching, startCairn, startTsScript } from '../support/processes';
 import { Faults } from '../../services/context';
 import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
-
-/** Whether the process is this test's own child; one that ended meanwhile (another file's launcher) is not. */
-function isChildOfThisProcess(pid: string): boolean {
-  return execFileSync('sh', ['-c', `ps -o ppid= -p ${Number(pid)} || true`]).toString().trim() === String(process.pid);
-}
-
-/** Pids whose command line matches; the pattern is a regex, written so it does not match itself. */
-const processesMatching = (pattern: string) =>
-  execFileSync('sh', ['-c', `pgrep -f '${pattern}' || true`]).toString().trim();
 
 test('kill -9 of the server while a run sleeps: a new server on the same data ends the run exactly once', async () => {
   const database = await createTestDatabase();
@@ -35,7 +25,7 @@ test('kill -9 of the server while a run sleeps: a new server on the same data en
     first.child.kill('SIGKILL');
     await first.exited;
     // The server's tool launcher sees it gone and stops the tool rather than leave it running.
-    await waitFor('the orphaned tool to stop', async () => processesMatching('sleep 12[0][.]5') === '', 10_000);
+    await waitFor('the orphaned tool to stop', async () => processesMatching('sleep 12[0][.]5').length === 0, 10_000);
 
     second = startCairn(['serve'], env);
     const [, url2] = await second.waitFor(/serving at (\S+)/);
@@ -68,11 +58,11 @@ test('a killed tool launcher takes its sandboxed tool with it, and the run is re
     // One lease renewal has carried the tool's pid to Temporal (heartbeats go out every second).
     const execution = t.server.context.temporal.workflow.getHandle(run.id);
     await waitFor('a heartbeat of the run\'s execution', async () => (await execution.describe()).raw.pendingActivities?.some((a) => a.lastHeartbeatTime) ?? false, 10_000);
-    const launcher = processesMatching(`launcher-process`).split('\n').find((pid) => pid && isChildOfThisProcess(pid));
+    const launcher = processesMatching('launcher-process').find(isChildOfThisProcess);
     expect(launcher).toBeDefined();
     process.kill(Number(launcher), 'SIGKILL');
     // The sandbox dies with the process that started it: no tool is left running unsupervised.
-    await waitFor('the sandboxed tool to stop', async () => processesMatching('sleep 12[1][.]5') === '', 10_000);
+    await waitFor('the sandboxed tool to stop', async () => processesMatching('sleep 12[1][.]5').length === 0, 10_000);
     const ended = await waitForRunEnd(t.api, run.id, 30_000);
     expect(ended).toMatchObject({ status: 'succeeded', attempts: 2 });
     expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toMatch(/^start\n\n\[cairn\] the worker running this run was lost; running it again \(attempt 2\)\nstart\nend\n$/);
@@ -90,11 +80,11 @@ test('a run whose tool launcher keeps dying is requeued every time, past five at
     const { body: run } = await t.api.post('/v1/runs', { tool: 'bash', command });
     for (let attempt = 1; attempt <= LOSSES; attempt++) {
       await waitForRun(t.api, run.id, (r) => r.status === 'running' && r.attempts === attempt, 60_000);
-      await waitFor(`attempt ${attempt}'s tool`, async () => processesMatching('sleep 12[2][.]5') !== '', 10_000);
-      const launcher = processesMatching('launcher-process').split('\n').find((pid) => pid && isChildOfThisProcess(pid));
+      await waitFor(`attempt ${attempt}'s tool`, async () => processesMatching('sleep 12[2][.]5').length > 0, 10_000);
+      const launcher = processesMatching('launcher-process').find(isChildOfThisProcess);
       expect(launcher).toBeDefined();
       process.kill(Number(launcher), 'SIGKILL');
-      await waitFor(`attempt ${attempt}'s tool to stop`, async () => processesMatching('sleep 12[2][.]5') === '', 10_000);
+      await waitFor(`attempt ${attempt}'s tool to stop`, async () => processesMatching('sleep 12[2][.]5').length === 0, 10_000);
     }
     const ended = await waitForRunEnd(t.api, run.id, 120_000);
     expect(ended).toMatchObject({ status: 'succeeded', attempts: LOSSES + 1, error: null });

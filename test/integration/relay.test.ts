@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { startTsScript, type ChildHandle } from '../support/processes';
+import { processesMatching, startTsScript, type ChildHandle } from '../support/processes';
+import { waitUntil } from '../support/schedules';
 import { testLicense } from '../support/license';
 import { apiClient, type ApiClient } from '../support/http';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
@@ -323,10 +324,7 @@ test('a run on a relay worker past its timeout ends timed out, and its worker st
   const ended = await waitForRunEnd(t.api, run.id, 30_000);
   expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 6 s' });
   // Temporal timed the execution out; the worker's next lease renewal is refused and it stops the tool.
-  const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 61\\.${tag}" || true`]).toString().trim();
-  const deadline = Date.now() + 10_000;
-  while (sleeping() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  expect(sleeping()).toBe('');
+  await waitUntil('the timed out tool to be stopped', async () => processesMatching(`sleep 61[.]${tag}`).length === 0, 10_000);
   expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('begun\n');
 });
 

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { processesMatching } from '../support/processes';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 import { runWorkflowId } from '../../workflows/ids';
@@ -86,7 +86,7 @@ test('cancel stops a long run, kills its whole process group and records the end
   const { body: run } = await submit({ tool: 'bash', command: `sleep 300.${tag} & sleep 301.${tag}; echo ${marker}` });
   await waitForRun(t.api, run.id, (r) => r.status === 'running');
   // Both sleeps have started, so the cancel has a process group to kill.
-  const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 30[01]\\.${tag}" || true`]).toString().trim().split('\n').filter(Boolean);
+  const sleeping = () => processesMatching(`sleep 30[01][.]${tag}`);
   await waitUntil('both sleeps to start', async () => sleeping().length === 2, 10_000);
   const cancel = await t.api.post(`/v1/runs/${run.id}/cancel`);
   expect([200, 202]).toContain(cancel.status);
@@ -111,8 +111,7 @@ test('a run past its timeout is stopped and finalized failed with the reason', a
   expect(ended).toMatchObject({ status: 'failed', error: 'timed out after 2 s' });
   expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('started\n');
   // The worker stops the tool at its next heartbeat after Temporal timed the execution out.
-  const sleeping = () => execFileSync('sh', ['-c', `pgrep -f "sleep 302\\.${tag}" || true`]).toString().trim();
-  await waitUntil('the timed out tool to be stopped', async () => sleeping() === '', 10_000);
+  await waitUntil('the timed out tool to be stopped', async () => processesMatching(`sleep 302[.]${tag}`).length === 0, 10_000);
   // The timeout is Temporal's, on the execution: no workflow timer is started for it.
   const history = await t.server.context.temporal.workflow.getHandle(runWorkflowId(run.id)).fetchHistory();
   expect(history.events?.filter((e) => e.timerStartedEventAttributes)).toEqual([]);

@@ -1,6 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import postgres from 'postgres';
 import { RUN_WORKFLOW, type RunWorkflowInput } from '../../workflows/definitions';
+import { isChildOfThisProcess, processesMatching } from '../support/processes';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
 // The edges of the run and graph workflows, end to end on the real server: a run that does not
@@ -52,10 +52,9 @@ test('an execution lost on every attempt is requeued until its timeout, then end
     // Killed once this attempt's own tool has written (the log keeps earlier attempts' lines), and
     // counted only when a launcher of this test's server was there to kill.
     if (now.status === 'running' && now.attempts > killed && (await t.api.get(`/v1/runs/${run.id}/logs`)).text.includes(`attempt ${now.attempts}\n`)) {
-      const launchers = execFileSync('sh', ['-c', "pgrep -f 'launcher-proces[s]' || true"]).toString().trim().split('\n').filter(Boolean);
       let hit = false;
-      for (const pid of launchers) {
-        if (execFileSync('sh', ['-c', `ps -o ppid= -p ${pid} || true`]).toString().trim() !== String(process.pid)) continue;
+      for (const pid of processesMatching('launcher-process')) {
+        if (!isChildOfThisProcess(pid)) continue;
         process.kill(Number(pid), 'SIGKILL');
         hit = true;
       }

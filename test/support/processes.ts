@@ -1,7 +1,23 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
+
+/** Pids of the processes whose command line matches the regex `pattern` (pgrep -f); none is an empty list. */
+export function processesMatching(pattern: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  } catch (err) {
+    // pgrep exits 1 when nothing matches.
+    if ((err as { status?: number }).status === 1) return [];
+    throw err;
+  }
+}
+
+/** Whether the process is this test's own child; one that ended meanwhile (another file's launcher) is not. */
+export function isChildOfThisProcess(pid: string): boolean {
+  return execFileSync('sh', ['-c', `ps -o ppid= -p ${Number(pid)} || true`]).toString().trim() === String(process.pid);
+}
 
 export interface ChildHandle {
   child: ChildProcess;
