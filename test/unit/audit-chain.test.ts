@@ -583,8 +583,10 @@ describe('verifying the chain', () => {
     const entries = buildChain(100_000);
     const { value: report, ms } = cpuTimed(() => verifyChain(entries));
     expect(report).toMatchObject({ ok: true, count: 100_000, head_hash: entries[99_999].hash });
-    // About 1.2 s of CPU under Jest (0.9 s in plain Node), Merkle root included.
-    expect(ms).toBeLessThan(3000);
+    // About 1.2 s of CPU under Jest (0.9 s in plain Node), Merkle root included; 3.8 s was seen
+    // beside a fresh machine's Go builds. The bound catches a slower algorithm (a quadratic one
+    // takes minutes), not a slower machine: the speed itself is bench (d)'s.
+    expect(ms).toBeLessThan(8000);
   });
 });
 
