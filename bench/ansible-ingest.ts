@@ -165,7 +165,7 @@ export async function ansibleIngestBenchmark(client: BenchClient, sql: postgres.
     notes: [
       `ansible ingestion: a two-task play (set_fact, debug; gather_facts off) over ${HOSTS} hosts with ansible_connection=local, forks ${FORKS}; ` +
         `${rounds} interleaved round(s), fastest of each compared. ` +
-        `Cairn (plugin on, run sandbox): POST /v1/runs to succeeded with ${best.hosts} host and ${best.tasks} task summaries stored in ` +
+        `Cairn (plugin on, run sandbox with the bench install's CPU bound of ${os.availableParallelism()} cores, every core as the bare play has; the default --run-cpu of 1 would halve the play): POST /v1/runs to succeeded with ${best.hosts} host and ${best.tasks} task summaries stored in ` +
         `run_host_results/run_task_results: ${cairn.map((c) => seconds(c.ms)).join(', ')} (run record started->finished ${cairn.map((c) => (c.runMs === null ? '?' : seconds(c.runMs))).join(', ')}). ` +
         `Baseline, the same play, inventory, argv and tool environment run by ansible-playbook directly with Cairn's callback plugin off (no Cairn, no sandbox; ` +
         `hosts counted in its recap): ${bare.map(seconds).join(', ')}. That is the fairest "plugin off" figure: Cairn without its plugin stores no summaries to ` +

@@ -85,6 +85,10 @@ export async function startBenchEnvironment(teardown: Teardown, options: { worke
     SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
     // The notification benchmark's receiver listens on loopback, which deliveries refuse by default.
     SERVICE_EGRESS_ALLOW: '127.0.0.0/8',
+    // A run may use every core, as the baselines measured beside runs do (the bare ansible play of
+    // (n)): the default bound of one core would halve a CPU-bound play on two cores, and the
+    // ratio would measure the operator's bound rather than what Cairn adds.
+    CAIRN_RUN_CPU: String(os.availableParallelism()),
   };
   const external = process.env.BENCH_DATABASE_URL;
   if (external) settings.DATABASE_URL = await freshDatabase(external, teardown);
