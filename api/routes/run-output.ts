@@ -9,9 +9,9 @@ import type { ServerContext } from '../../services/context';
 import type { Sql } from '../../store/db';
 import { eventsAfter, listEvents } from '../../store/events';
 import { logByteRange } from '../../store/logs';
-import { RunFeeds, STREAM_LOG_READ_BYTES, readActivity, type FeedItem, type StreamPosition } from '../../services/runs/run-feed';
+import { RunFeeds, STREAM_LOG_MESSAGE_BYTES, logPieces, readActivity, type FeedItem, type StreamPosition } from '../../services/runs/run-feed';
 
-export { STREAM_LOG_READ_BYTES };
+export { STREAM_LOG_MESSAGE_BYTES };
 import { eventView } from '../../core/runs/run-view';
 import { getRun } from '../../store/runs';
 import { createStreamTicket, redeemStreamTicket } from '../../store/tickets';
@@ -28,7 +28,7 @@ import { describeRoute } from '../openapi/registry';
 export const LOG_TAIL_CAP = 4 * 1024 * 1024;
 const STREAM_TICKET_SECONDS = 30;
 /**
- * A stream's log messages are at most STREAM_LOG_READ_BYTES of log each (services/runs/run-feed.ts).
+ * A stream's log messages are at most STREAM_LOG_MESSAGE_BYTES of log each (services/runs/run-feed.ts).
  * What a stream holds for its client is bounded by construction: after each message it waits
  * until at most STREAM_QUEUE_BYTES of what it sent are still held (queued in the stream and the
  * response, not yet taken by the network), and reads nothing from the store meanwhile. So it holds
@@ -39,7 +39,7 @@ const STREAM_TICKET_SECONDS = 30;
  * read what was queued before its connection is closed.
  */
 export const STREAM_QUEUE_BYTES = 64 * 1024;
-export const STREAM_HELD_BOUND = STREAM_QUEUE_BYTES + 6 * STREAM_LOG_READ_BYTES + 1024;
+export const STREAM_HELD_BOUND = STREAM_QUEUE_BYTES + 6 * STREAM_LOG_MESSAGE_BYTES + 1024;
 /** run_events.seq is an integer column. */
 const MAX_EVENT_SEQ = 2 ** 31 - 1;
 
@@ -310,13 +310,14 @@ async function pumpStream(server: ServerContext, feeds: RunFeeds, runId: string,
         if (delivery !== 'sent') break;
       }
       if (delivery !== 'sent') break;
-      if (read.log.length > 0) {
+      for (const piece of read.log.length > 0 ? logPieces(read.log) : []) {
         const offset = at.log_offset;
-        at.log_offset += read.log.length;
+        at.log_offset += piece.length;
         progressed = true;
-        delivery = await send(message('log', { offset, text: read.log.toString('utf8') }));
+        delivery = await send(message('log', { offset, text: piece.toString('utf8') }));
         if (delivery !== 'sent') break;
       }
+      if (delivery !== 'sent') break;
       if (progressed) idleSince = Date.now();
       else if (read.finished && at.log_offset >= read.log_bytes) {
         await send(message('end', { status: read.status, error: read.error }));

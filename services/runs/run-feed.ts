@@ -7,8 +7,15 @@ import type { RunActivityHub } from './run-activity-hub';
 
 /** Events one read of a run's activity takes at a time. */
 export const STREAM_EVENT_PAGE = 100;
-/** Log bytes one read of a run's activity takes at a time (one `log` message of a stream). */
+/** Log bytes one read of a run's activity takes at a time. */
 export const STREAM_LOG_READ_BYTES = 256 * 1024;
+/**
+ * Log bytes one `log` message of a stream holds at most. Made text and then JSON, a message stays
+ * under V8's large-object size (128 KiB), so a firehose's messages die young in the new space;
+ * messages of a whole read each went to the large-object space, where they piled up as garbage
+ * until a full collection (tens of MiB of a server's memory during one busy stream).
+ */
+export const STREAM_LOG_MESSAGE_BYTES = 64 * 1024;
 /** What a run's feed keeps of what it read, for readers a little behind the newest: about this many bytes. */
 export const FEED_WINDOW_BYTES = 2 * 1024 * 1024;
 
@@ -41,6 +48,23 @@ export function wholeCharacters(bytes: Buffer): number {
     return length > back ? bytes.length - back : bytes.length;
   }
   return bytes.length;
+}
+
+/**
+ * A read's log as the pieces its messages carry: at most STREAM_LOG_MESSAGE_BYTES each, every one
+ * but the last ending on a character boundary (the last ends where the read did).
+ */
+export function logPieces(log: Buffer): Buffer[] {
+  const pieces: Buffer[] = [];
+  let at = 0;
+  while (log.length - at > STREAM_LOG_MESSAGE_BYTES) {
+    // At least STREAM_LOG_MESSAGE_BYTES - 3 bytes: every piece moves on.
+    const whole = wholeCharacters(log.subarray(at, at + STREAM_LOG_MESSAGE_BYTES));
+    pieces.push(log.subarray(at, at + whole));
+    at += whole;
+  }
+  pieces.push(log.subarray(at));
+  return pieces;
 }
 
 /**
@@ -183,7 +207,9 @@ export class RunFeed {
           progressed = true;
         }
         if (read.log.length > 0) {
-          this.push({ log: read.log, size: read.log.length + ITEM_OVERHEAD }, { after: this.head.after, log_offset: this.head.log_offset + read.log.length });
+          for (const log of logPieces(read.log)) {
+            this.push({ log, size: log.length + ITEM_OVERHEAD }, { after: this.head.after, log_offset: this.head.log_offset + log.length });
+          }
           progressed = true;
         }
         if (progressed) this.announce();

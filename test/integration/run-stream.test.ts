@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { statementsSentSoFar } from '../../store/db';
-import { STREAM_HELD_BOUND, STREAM_QUEUE_BYTES } from '../../api/routes/run-output';
+import { STREAM_HELD_BOUND, STREAM_LOG_MESSAGE_BYTES, STREAM_QUEUE_BYTES } from '../../api/routes/run-output';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 import { soakSize } from '../support/soak';
@@ -203,6 +203,8 @@ test('a reader that keeps up receives every byte and event in order, in whole ch
   expect(Buffer.byteLength(log)).toBeGreaterThan(5 * MiB);
   const logMessages = messages.filter((m) => m.event === 'log');
   expect(logMessages.length).toBeGreaterThan(5); // read a bounded piece at a time
+  // Each message holds at most 64 KiB of the log, so its text stays out of V8's large-object space.
+  expect(Math.max(...logMessages.map((m) => Buffer.byteLength(m.data.text)))).toBeLessThanOrEqual(STREAM_LOG_MESSAGE_BYTES);
   expect(logTextOf(messages) === log).toBe(true);
   expect(logTextOf(messages)).not.toContain('\uFFFD');
 
