@@ -11,6 +11,7 @@ import { findIacBinary, locateIacBinary, OPENTOFU, TERRAFORM } from '../../embed
 import { testLicense } from '../support/license';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 import { git } from '../support/git';
+import { FIRST_BUILD_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * Terraform-style runs against the real OpenTofu binary (built once into the machine cache from
@@ -64,7 +65,7 @@ beforeAll(async () => {
     moduleBase = `http://${outward.address}:${(modules.address() as AddressInfo).port}`;
   }
   t = await startTestServer({ CAIRN_PROJECT_LOCAL_ROOTS: gitRoot, CAIRN_IAC_PROVIDER_MIRROR: mirror, CAIRN_MODULE_FETCH_TIMEOUT: `${MODULE_FETCH_TIMEOUT}s` });
-}, 1_200_000);
+}, FIRST_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await t?.stop();
   modules?.closeAllConnections();

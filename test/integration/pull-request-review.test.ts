@@ -11,6 +11,7 @@ import { reservePort } from '../support/oidc';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
 import { git } from '../support/git';
+import { FIRST_BUILD_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * Pull request review triggers (docs/api.md, Pull request review) against a local forge peer
@@ -45,7 +46,7 @@ beforeAll(async () => {
     CAIRN_FORGE_GITHUB_CLIENT_SECRET: CLIENT.secret,
   });
   anonymous = t.as(null);
-}, 1_200_000);
+}, FIRST_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await t?.stop();
   await peer?.stop();

@@ -5,6 +5,7 @@ import { testLicense } from '../support/license';
 import { apiClient, type ApiClient } from '../support/http';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
+import { FIRST_BUILD_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * OpenTofu runs on a real relay worker (`cairn worker --server`, no database, no Temporal): the
@@ -43,7 +44,7 @@ beforeAll(async () => {
     { PATH: process.env.PATH, HOME: process.env.HOME, CAIRN_DATA_DIR: tempDir('cairn-relay-iac-worker'), CAIRN_LEASE_SECONDS: LEASE_SECONDS, CAIRN_LOG_LEVEL: 'info' },
   );
   await worker.waitFor(/relay worker polling/);
-}, 1_200_000);
+}, FIRST_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await worker?.stop('SIGKILL');
   await t?.stop();

@@ -7,6 +7,7 @@ import { connectDatabase, type Sql } from '../../store/db';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { enableTimeSkipping, startTimeSkippingTemporal, workflowNow, type TimeSkippingTemporal } from '../support/time-skipping';
+import { FIRST_BUILD_TIMEOUT_MS } from '../support/timeouts';
 
 // Long waits in simulated time: a real `cairn serve` (HTTP API, its workers running the real
 // workflow code and activities, its own PostgreSQL database) on a Temporal server that skips a
@@ -30,7 +31,7 @@ beforeAll(async () => {
     SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
   });
   sql = connectDatabase(t.databaseUrl, { max: 2 });
-}, 20 * 60_000);
+}, FIRST_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await sql?.end();
   await t?.stop();
