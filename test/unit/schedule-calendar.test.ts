@@ -428,8 +428,9 @@ describe('rules with no fire left answer quickly', () => {
   ])('%s', (_name, rrule) => {
     const { value, ms } = cpuTimed(() => fires({ rrule }, '2025-03-01T00:00:00Z', 1));
     expect(value).toEqual([]);
-    // Bounded by the walk's 50,000 times (about 2 s of CPU); unbounded it would never end.
-    expect(ms).toBeLessThan(15_000);
+    // Bounded by the walk's 50,000 times (about 2 s of CPU on a quiet machine, 26 s seen on a slow
+    // VM beside the rest of the suite); unbounded it would never end, so any finite bound tells.
+    expect(ms).toBeLessThan(60_000);
   });
 
   test('a cron for 30 February has no fire', () => {
