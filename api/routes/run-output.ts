@@ -310,7 +310,7 @@ async function pumpStream(server: ServerContext, feeds: RunFeeds, runId: string,
         if (delivery !== 'sent') break;
       }
       if (delivery !== 'sent') break;
-      for (const piece of read.log.length > 0 ? logPieces(read.log) : []) {
+      for (const piece of logPieces(read.log)) {
         const offset = at.log_offset;
         at.log_offset += piece.length;
         progressed = true;

@@ -52,7 +52,7 @@ export function wholeCharacters(bytes: Buffer): number {
 
 /**
  * A read's log as the pieces its messages carry: at most STREAM_LOG_MESSAGE_BYTES each, every one
- * but the last ending on a character boundary (the last ends where the read did).
+ * but the last ending on a character boundary (the last ends where the read did); none for an empty read.
  */
 export function logPieces(log: Buffer): Buffer[] {
   const pieces: Buffer[] = [];
@@ -63,7 +63,7 @@ export function logPieces(log: Buffer): Buffer[] {
     pieces.push(log.subarray(at, at + whole));
     at += whole;
   }
-  pieces.push(log.subarray(at));
+  if (at < log.length) pieces.push(log.subarray(at));
   return pieces;
 }
 
@@ -206,10 +206,8 @@ export class RunFeed {
           this.push({ event, size: JSON.stringify(event.body).length + ITEM_OVERHEAD }, { after: event.seq, log_offset: this.head.log_offset });
           progressed = true;
         }
-        if (read.log.length > 0) {
-          for (const log of logPieces(read.log)) {
-            this.push({ log, size: log.length + ITEM_OVERHEAD }, { after: this.head.after, log_offset: this.head.log_offset + log.length });
-          }
+        for (const log of logPieces(read.log)) {
+          this.push({ log, size: log.length + ITEM_OVERHEAD }, { after: this.head.after, log_offset: this.head.log_offset + log.length });
           progressed = true;
         }
         if (progressed) this.announce();
