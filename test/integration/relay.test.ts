@@ -332,7 +332,11 @@ test('a relay worker killed mid-run loses its lease: the run is requeued to anot
   // Two workers on the queue; the one that holds the run is killed.
   const both = await Promise.all([startRelayWorkerProcess('lossy'), startRelayWorkerProcess('lossy')]);
   const ids = await Promise.all(both.map(async (w) => (await w.waitFor(/"workerId":"(wrk_[^"]+)"/))[1]));
-  const run = await submit({ command: 'echo "attempt $CAIRN_RUN_ATTEMPT"; sleep 2; echo "done $CAIRN_RUN_ATTEMPT"', queue: 'lossy' });
+  // The first attempt waits until its worker is killed, however long a busy machine takes to get there.
+  const run = await submit({
+    command: 'echo "attempt $CAIRN_RUN_ATTEMPT"; if [ "$CAIRN_RUN_ATTEMPT" = 1 ]; then sleep 120; fi; echo "done $CAIRN_RUN_ATTEMPT"',
+    queue: 'lossy',
+  });
   await waitForLog(run.id, /attempt 1/);
   const listed = (await t.api.get('/v1/workers')).body.workers;
   const holder = listed.find((w: any) => ids.includes(w.id) && w.runs_held === 1);
