@@ -53,7 +53,8 @@ test("a run's start completes its own outbox effect in the same write, and its r
     { event: 'run.started', state: 'recorded' },
     { event: 'run.finished', state: 'recorded' },
   ]);
-  expect(await sql`SELECT effect FROM outbox WHERE subject = ${run.id}`).toEqual([]);
+  // The dispatcher completes the `event.record` effects after the recording commits: a moment later, never left owed.
+  await waitUntil('the run\'s outbox effects completed', async () => (await sql`SELECT effect FROM outbox WHERE subject = ${run.id}`).length === 0, 10_000);
 });
 
 test('a python run reads its extra vars and a failing script ends failed with its exit code', async () => {
