@@ -13,8 +13,8 @@ describe('a read cut into stream messages (logPieces)', () => {
   });
 
   it('cuts a longer read on character boundaries, each piece within the bound, nothing lost', () => {
-    // A 3-byte character straddles every 64 KiB mark: 'x' then '€' (e2 82 ac) repeated.
-    const text = 'x' + '€'.repeat(90_000);
+    // 'xx' then '€' (e2 82 ac) repeated: the first 64 KiB mark, and the second piece's, fall inside a character.
+    const text = 'xx' + '€'.repeat(90_000);
     const read = Buffer.from(text, 'utf8');
     const pieces = logPieces(read);
     expect(pieces.length).toBeGreaterThan(1);
