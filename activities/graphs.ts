@@ -36,7 +36,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
    * and one whose release the audit chain does not record is ended without running a step.
    */
   async function claimParent(parentRunId: string): Promise<'run' | 'finished' | 'canceled'> {
-    const refusal = await unexplainedRelease(sql, parentRunId);
+    const { refusal, run: justRead } = await unexplainedRelease(sql, parentRunId);
     if (refusal) {
       await endUnrunChildren(sql, parentRunId, `not run: ${refusal}`);
       await recordRunEnd(sql, parentRunId, { kind: 'refused', message: refusal });
@@ -51,7 +51,7 @@ export function createGraphActivities(deps: { sql: Sql }) {
         event: { kind: 'run.started', body: (next) => ({ run: runView(next, 'preview') }) },
         guard: { notCanceled: true },
       };
-    });
+    }, justRead);
     return 'settled' in result ? result.settled : 'run';
   }
 

@@ -8,7 +8,7 @@ import type { BenchClient } from './http';
 import type { Section } from './report';
 import { countWithStatus, submitTrue } from './run-client';
 import { describeActions, historyCost, processesStarted, transactionsCommitted, type HistoryCost } from './run-cost';
-import { statementsSentSoFar } from '../store/db';
+import { startStatementTally, statementsSentSoFar, statementTally } from '../store/db';
 import { spawnTrue } from './spawn-baseline';
 import { msSince, percentile, sleep } from './stats';
 
@@ -17,6 +17,8 @@ const IN_FLIGHT = 50;
 const WARMUP = 20;
 const POLL_MS = 100;
 const TIMEOUT_MS = 300_000;
+/** Statement kinds the per-run breakdown names, most sent first. */
+const TALLY_KINDS = 14;
 /** Histories read for the per-run event and action counts (each side). */
 const HISTORY_SAMPLE = 50;
 
@@ -41,10 +43,12 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
   await mapLimit(WARMUP, IN_FLIGHT, () => submitTrue(client));
   await waitIdle(client, process.hrtime.bigint());
   const before = { statements: statementsSentSoFar(), transactions: await transactionsCommitted(sql), processes: processesStarted() };
+  startStatementTally();
   const start = process.hrtime.bigint();
   const ids = await mapLimit(RUNS, IN_FLIGHT, async () => (await submitTrue(client)).id);
   const polls = await waitIdle(client, start);
   const elapsed = msSince(start);
+  const tally = statementTally();
   const after = { statements: statementsSentSoFar(), transactions: await transactionsCommitted(sql), processes: processesStarted() };
   // The batch's end is found by polling the API: what those polls cost is measured and taken off.
   const pollCost = await costPerPoll(client, sql);
@@ -82,6 +86,11 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
         `on the same Temporal dev server, task queue of its own, maxConcurrentActivityTaskExecutions ${target.poolSize} like Cairn's pool; ` +
         `bare ${bare.rate.toFixed(1)} workflows/s in ${(bare.elapsed / 1000).toFixed(1)} s, p50 ${percentile(bare.latency, 50).toFixed(0)} ms, p95 ${percentile(bare.latency, 95).toFixed(0)} ms; ` +
         `Cairn ${cairnRate.toFixed(1)} runs/s in ${(elapsed / 1000).toFixed(1)} s, p50 ${percentile(cairnLatency, 50).toFixed(0)} ms, p95 ${percentile(cairnLatency, 95).toFixed(0)} ms`,
+      `per-run statements by kind (their first words, the API polls' included; ${polls} polls): ` +
+        tally
+          .slice(0, TALLY_KINDS)
+          .map(([kind, n]) => `${(n / RUNS).toFixed(2)} ${kind}`)
+          .join('; '),
     ],
   };
 }

@@ -1,5 +1,6 @@
 import { entryCanonicalPrefix, entryFromStoredText, normalizedEntryFields, type AuditAnchor, type AuditEntry, type AuditEntryFields } from '../core/audit/audit-chain';
 import type { Db } from './db';
+import type { Run } from '../core/runs/run';
 
 /** An entry as a row: `at` is read back as a Date and turned into the hashed string form here. */
 interface AuditRow extends Omit<AuditEntry, 'at'> {
@@ -209,20 +210,23 @@ export async function chainHead(db: Db): Promise<{ seq: number; hash: string }> 
  * submission and decision cover it): the status it was submitted with, and whether a decision
  * approved it.
  */
-export async function recordedRelease(db: Db, runId: string): Promise<{ root: string; submittedStatus: string | null; approved: boolean } | undefined> {
+export async function recordedRelease(db: Db, runId: string): Promise<{ run: Run; root: string; submittedStatus: string | null; approved: boolean } | undefined> {
   // The hashed body (schema/021), naming the run too: neither a column edited by hand nor an
-  // entry moved to another run by its run_id column can release a run.
-  const [row] = await db<{ root: string; submitted_status: string | null; approved: boolean }[]>`
-    WITH root AS (SELECT coalesce(parent_run_id, id) AS id FROM runs WHERE id = ${runId})
-    SELECT root.id AS root,
+  // entry moved to another run by its run_id column can release a run. The run comes in the same
+  // round trip, for the claim that follows the check.
+  const [row] = await db<(Run & { release_root: string; release_submitted_status: string | null; release_approved: boolean })[]>`
+    SELECT r.*, root.id AS release_root,
       (SELECT audit_body(canonical, body)->>'status' FROM audit_entries
         WHERE run_id = root.id AND audit_body(canonical, body)->>'run_id' = root.id
-          AND audit_body(canonical, body)->>'kind' = 'run.submitted' ORDER BY seq LIMIT 1) AS submitted_status,
+          AND audit_body(canonical, body)->>'kind' = 'run.submitted' ORDER BY seq LIMIT 1) AS release_submitted_status,
       EXISTS (SELECT 1 FROM audit_entries
         WHERE run_id = root.id AND audit_body(canonical, body)->>'run_id' = root.id
-          AND audit_body(canonical, body)->>'kind' = 'run.decision' AND audit_body(canonical, body)->>'decision' = 'approve') AS approved
-    FROM root`;
-  return row && { root: row.root, submittedStatus: row.submitted_status, approved: row.approved };
+          AND audit_body(canonical, body)->>'kind' = 'run.decision' AND audit_body(canonical, body)->>'decision' = 'approve') AS release_approved
+    FROM runs r CROSS JOIN LATERAL (SELECT coalesce(r.parent_run_id, r.id) AS id) root
+    WHERE r.id = ${runId}`;
+  if (!row) return undefined;
+  const { release_root: root, release_submitted_status: submittedStatus, release_approved: approved, ...run } = row;
+  return { run, root, submittedStatus, approved };
 }
 
 /**

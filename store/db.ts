@@ -12,9 +12,32 @@ let statementsSent = 0;
  */
 export const statementsSentSoFar = (): number => statementsSent;
 
+/** Statements sent by kind (the text's first words), while a tally is kept: the bench's breakdown of a run's cost. */
+let tally: Map<string, number> | undefined;
+
+/** Starts counting statements by kind, from zero; the counts so far are answered by statementTally. */
+export function startStatementTally(): void {
+  tally = new Map();
+}
+
+/** The counts since startStatementTally, most sent first; stops the tally. */
+export function statementTally(): [string, number][] {
+  const counts = [...(tally ?? new Map<string, number>())].sort((a, b) => b[1] - a[1]);
+  tally = undefined;
+  return counts;
+}
+
+const STATEMENT_KIND_CHARS = 60;
+function countStatement(text: string): void {
+  statementsSent++;
+  if (!tally) return;
+  const kind = text.replace(/\s+/g, ' ').trim().slice(0, STATEMENT_KIND_CHARS);
+  tally.set(kind, (tally.get(kind) ?? 0) + 1);
+}
+
 export function connectDatabase(url: string, options: { max?: number } = {}): Sql {
   return postgres(url, {
-    debug: () => void statementsSent++,
+    debug: (_connection: number, text: string) => countStatement(text),
     max: options.max ?? 20,
     idle_timeout: 30,
     connect_timeout: 10,

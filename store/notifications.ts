@@ -1,7 +1,8 @@
 import type { AttachmentEvent, NotificationKind, StoredObjectKind, ObjectKind } from '../core/notifications/notification-kinds';
 import { followerReadableBy, runReadableBy } from './access';
 import { readPage, type Db, type Page, type PageRequest } from './db';
-import { OUTBOX_CHANNEL } from './outbox';
+import type { Run } from '../core/runs/run';
+import { OUTBOX_CHANNEL, oweEffectsStep, type Effect } from './outbox';
 
 /**
  * Notification targets, their attachments, the events owed them and each delivery (spec part A
@@ -118,6 +119,13 @@ export async function getTarget(db: Db, id: string): Promise<StoredTarget | unde
   return row;
 }
 
+/** The targets of these ids that exist, by id. */
+export async function getTargets(db: Db, ids: string[]): Promise<Map<string, StoredTarget>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db<StoredTarget[]>`SELECT * FROM notification_targets WHERE id IN ${db(ids)}`;
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
 export async function getTargetForUpdate(db: Db, id: string): Promise<StoredTarget | undefined> {
   const [row] = await db<StoredTarget[]>`SELECT * FROM notification_targets WHERE id = ${id} FOR UPDATE`;
   return row;
@@ -228,54 +236,96 @@ export interface RunEventRecord {
   at: Date;
 }
 
+/** An owed event as the recorder claims it, with the run event it announces (null when that is gone). */
+export interface OwedEvent {
+  seq: number;
+  event: string;
+  run_event: RunEventRecord | null;
+}
+
+/** An attachment by which a target hears one kind of a run's events. */
+export interface HearingAttachment {
+  target_id: string;
+  event: AttachmentEvent;
+}
+
+/** What the recorder reads of a run's owed events, in one round trip. */
+export interface OwedEventsClaim {
+  owed: OwedEvent[];
+  /** The run as it stands (undefined when it is gone). */
+  run: Run | undefined;
+  /** False when the template the run came from no longer exists (its targets are then passed over). */
+  template_exists: boolean;
+  /**
+   * Every attachment through which a target hears any of the run's events (spec part B 6.2 rule 1):
+   * those to the run's template (every source carries it: a launch, a rerun, a schedule's or a
+   * trigger's fire); to the schedule that fired it; to its project (the one the run works in, its
+   * spec's `project`, and its template's); to its organization (the one that owns its project, and
+   * the one that owns its template). The recorder keeps those for the event each owed event is heard as.
+   */
+  hearing: HearingAttachment[];
+}
+
 /**
  * Locks a run's events still owed up to `seq`, in event order, for recording: a server recording
  * an earlier one is waited for (and what it recorded is no longer owed), so a run's events are
- * recorded, and their deliveries queued, in the order the run reached them. Each comes with the
- * run event it announces (`run_event`; null when that is gone), read in the same round trip.
+ * recorded, and their deliveries queued, in the order the run reached them. In the same round trip:
+ * the run event each announces, the run, and the attachments that hear it. Empty when none is owed.
  */
-export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<(NotificationEvent & { run_event: RunEventRecord | null })[]> {
-  const rows = await db<(NotificationEvent & { run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null })[]>`
-    SELECT n.*, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at
-    FROM notification_events n LEFT JOIN run_events e ON e.run_id = n.subject_id AND e.seq = n.seq
-    WHERE n.subject_id = ${runId} AND n.seq <= ${seq} AND n.state = 'owed' ORDER BY n.seq FOR UPDATE OF n`;
-  return rows.map(({ run_event_kind: kind, run_event_body: body, run_event_at: at, ...event }) => ({
-    ...event,
+export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEventsClaim | undefined> {
+  type Row = Run & { owed_seq: number; owed_event: string; run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null; owed_template_exists: boolean; owed_hearing: HearingAttachment[] };
+  const projects = db`SELECT r.spec #>> '{project,id}' UNION SELECT project_id FROM templates WHERE id = r.template_id`;
+  const orgs = db`SELECT org_id FROM templates WHERE id = r.template_id UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
+  const rows = await db<Row[]>`
+    WITH owed AS (
+      SELECT subject_id, seq, event FROM notification_events
+      WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed' ORDER BY seq FOR UPDATE
+    )
+    SELECT r.*, o.seq AS owed_seq, o.event AS owed_event, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at,
+      (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates WHERE id = r.template_id)) AS owed_template_exists,
+      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb)
+       FROM notification_attachments a
+       WHERE (a.object_kind = 'template' AND a.object_id = r.template_id)
+         OR (a.object_kind = 'schedule' AND r.source_kind = 'schedule' AND a.object_id = r.source_id)
+         OR (a.object_kind = 'project' AND a.object_id IN (${projects}))
+         OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))) AS owed_hearing
+    FROM owed o
+    LEFT JOIN run_events e ON e.run_id = o.subject_id AND e.seq = o.seq
+    LEFT JOIN runs r ON r.id = o.subject_id
+    ORDER BY o.seq`;
+  if (rows.length === 0) return undefined;
+  const owed = rows.map(({ owed_seq: seq, owed_event: event, run_event_kind: kind, run_event_body: body, run_event_at: at }) => ({
+    seq,
+    event,
     run_event: kind !== null && body !== null && at !== null ? { kind, body, at } : null,
   }));
+  // Every row carries the same run; the claim's own columns are not the run's.
+  const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, ...run } = rows[0];
+  return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing };
 }
 
-export async function settleEvent(db: Db, runId: string, seq: number, state: 'recorded' | 'skipped', reason: string | null): Promise<void> {
-  await db`UPDATE notification_events SET state = ${state}, reason = ${reason}, recorded_at = now() WHERE subject_id = ${runId} AND seq = ${seq}`;
+/** How the recorder settled one owed event. */
+export interface EventSettlement {
+  seq: number;
+  state: 'recorded' | 'skipped';
+  reason: string | null;
 }
 
 /**
- * The targets that hear a top-level run's event (spec part B 6.2 rule 1), each once however many
- * of these it is attached through for the event:
- * - the run's template (every source carries it: a launch, a rerun, a schedule's or a trigger's fire);
- * - the schedule that fired it;
- * - its project: the one the run works in (its spec's `project`) and its template's;
- * - its organization, the one that owns its project, and the organization that owns its template.
+ * Writes what recording a run's owed events decided, in one statement: each event settled, the
+ * deliveries queued, and the effects owed (their ids answered: store/outbox.ts, kept for this server).
  */
-export async function targetsHearing(
-  db: Db,
-  run: { template_id: string | null; source_kind: string; source_id: string | null; spec: { project?: { id: string } } },
-  event: AttachmentEvent,
-): Promise<StoredTarget[]> {
-  const projects = db`SELECT ${run.spec.project?.id ?? null}::text AS id UNION SELECT project_id FROM templates WHERE id = ${run.template_id}`;
-  const orgs = db`SELECT org_id FROM templates WHERE id = ${run.template_id} UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
-  return db<StoredTarget[]>`
-    SELECT t.* FROM notification_targets t
-    WHERE t.id IN (
-      SELECT a.target_id FROM notification_attachments a
-      WHERE a.event = ${event} AND (
-        (a.object_kind = 'template' AND a.object_id = ${run.template_id})
-        OR (a.object_kind = 'schedule' AND ${run.source_kind} = 'schedule' AND a.object_id = ${run.source_id})
-        OR (a.object_kind = 'project' AND a.object_id IN (${projects}))
-        OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))
-      )
-    )
-    ORDER BY t.id`;
+export async function settleOwedEvents(db: Db, runId: string, settled: EventSettlement[], deliveries: NewDelivery[], effects: Effect[]): Promise<string[]> {
+  const delivered = deliveries.length ? db`, ${insertDeliveriesStep(db, deliveries)}` : db``;
+  const owed = effects.length ? db`, ${oweEffectsStep(db, effects, true)}` : db``;
+  const rows = await db<{ id: string }[]>`
+    WITH settled AS (
+      UPDATE notification_events n SET state = s.state, reason = s.reason, recorded_at = now()
+      FROM jsonb_to_recordset(${db.json(settled as never)}) AS s(seq integer, state text, reason text)
+      WHERE n.subject_id = ${runId} AND n.seq = s.seq
+    ) ${delivered} ${owed}
+    ${effects.length ? db`SELECT id::text FROM owed_effects` : db`SELECT NULL::text AS id WHERE false`}`;
+  return rows.map((r) => r.id);
 }
 
 /**
@@ -320,10 +370,6 @@ export async function recordSkippedFire(db: Db, fire: { id: string; schedule_id:
 /** The sequence number of a skipped fire's one event. */
 export const SKIPPED_FIRE_SEQ = 1;
 
-export async function templateExists(db: Db, id: string): Promise<boolean> {
-  return (await db`SELECT 1 FROM templates WHERE id = ${id}`).length > 0;
-}
-
 // --- deliveries
 
 export interface NewDelivery {
@@ -338,12 +384,18 @@ export interface NewDelivery {
 /** Queues deliveries; one that exists already (same target, run and sequence) is left as it is. */
 export async function insertDeliveries(db: Db, rows: NewDelivery[]): Promise<void> {
   if (rows.length === 0) return;
-  await db`
+  await db`WITH ${insertDeliveriesStep(db, rows)} SELECT 1`;
+}
+
+/** The same as a step of a larger statement (a CTE named `delivered`); skipped deliveries are finished as they are queued. */
+function insertDeliveriesStep(db: Db, rows: NewDelivery[]) {
+  return db`delivered AS (
     INSERT INTO notification_deliveries ${db(
       rows.map((r) => ({ ...r, finished_at: r.status === 'skipped' ? new Date() : null })),
       'target_id', 'subject_id', 'seq', 'event', 'status', 'reason', 'finished_at',
     )}
-    ON CONFLICT DO NOTHING`;
+    ON CONFLICT DO NOTHING
+  )`;
 }
 
 /** Everything an attempt at the next open delivery about a subject to a target reads, in one round trip. */

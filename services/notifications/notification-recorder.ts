@@ -12,16 +12,8 @@ import {
 } from '../../core/notifications/notification-kinds';
 import { announcementOf } from '../../core/notifications/notification-messages';
 import type { Run } from '../../core/runs/run';
-import {
-  claimOwedEventsUpTo,
-  type RunEventRecord,
-  insertDeliveries,
-  settleEvent,
-  targetsHearing,
-  templateExists,
-  type NewDelivery,
-} from '../../store/notifications';
-import { oweEffects } from '../../store/outbox';
+import { claimOwedEventsUpTo, getTargets, settleOwedEvents, type EventSettlement, type NewDelivery, type RunEventRecord } from '../../store/notifications';
+import { oweEffects, type Effect } from '../../store/outbox';
 import type { Db } from '../../store/db';
 import { getRun } from '../../store/runs';
 import { getTemplate } from '../../store/templates';
@@ -91,39 +83,46 @@ async function withRetries<T>(work: () => Promise<T>): Promise<T> {
 export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
   const recorded = await withRetries(() =>
     ctx.sql.begin(async (tx) => {
-      const owed = await claimOwedEventsUpTo(tx, runId, seq);
-      if (owed.length === 0) return undefined;
-      const run = await getRun(tx, runId);
+      const claim = await claimOwedEventsUpTo(tx, runId, seq);
+      if (!claim) return undefined;
+      const { run, hearing } = claim;
+      if (run?.template_id && !claim.template_exists) {
+        ctx.logger.warn({ runId, templateId: run.template_id }, 'the template this run came from no longer exists; its notification targets were passed over');
+      }
+      const settled: EventSettlement[] = [];
+      const heard: { seq: number; event: AnnouncedEvent; targetIds: string[] }[] = [];
       const events: { event: AnnouncedEvent; runEvent: RunEventRecord }[] = [];
-      const pending = new Set<string>();
-      for (const one of owed) {
+      for (const one of claim.owed) {
         const runEvent = one.run_event;
         if (!run || !runEvent) {
-          await settleEvent(tx, runId, one.seq, 'skipped', 'not sent: the run or its event no longer exists');
+          settled.push({ seq: one.seq, state: 'skipped', reason: 'not sent: the run or its event no longer exists' });
           continue;
         }
         const event = one.event as AnnouncedEvent;
         const past = late ? await movedPast(ctx, run, event, runEvent.body) : undefined;
         if (past) {
-          await settleEvent(tx, runId, one.seq, 'skipped', past);
+          settled.push({ seq: one.seq, state: 'skipped', reason: past });
           continue;
         }
-        if (run.template_id && !(await templateExists(tx, run.template_id))) {
-          ctx.logger.warn({ runId, templateId: run.template_id, event }, 'the template this run came from no longer exists; its notification targets were passed over');
-        }
-        const targets = await targetsHearing(tx, run, attachmentEventOf(event, run.status));
-        const rows: NewDelivery[] = targets.map((target) => {
-          const why = notSentBecause(target, event, run.status);
-          return { target_id: target.id, subject_id: runId, seq: one.seq, event, status: why ? 'skipped' : 'pending', reason: why ?? null };
-        });
-        await insertDeliveries(tx, rows);
-        await settleEvent(tx, runId, one.seq, 'recorded', null);
-        for (const row of rows) if (row.status === 'pending') pending.add(row.target_id);
+        const as = attachmentEventOf(event, run.status);
+        // Each target once, however many of its attachments hear the event.
+        const targetIds = [...new Set(hearing.filter((a) => a.event === as).map((a) => a.target_id))].sort();
+        heard.push({ seq: one.seq, event, targetIds });
+        settled.push({ seq: one.seq, state: 'recorded', reason: null });
         events.push({ event, runEvent });
       }
-      const targets = [...pending];
-      const handOffs = await oweDeliveryHandOffs(tx, targets, runId);
-      return { run: run!, events, targets, handOffs };
+      const targets = await getTargets(tx, [...new Set(heard.flatMap((h) => h.targetIds))]);
+      const rows: NewDelivery[] = heard.flatMap(({ seq: eventSeq, event, targetIds }) =>
+        targetIds.flatMap((id) => {
+          const target = targets.get(id);
+          if (!target) return [];
+          const why = notSentBecause(target, event, run!.status);
+          return [{ target_id: id, subject_id: runId, seq: eventSeq, event, status: why ? 'skipped' : 'pending', reason: why ?? null } as NewDelivery];
+        }),
+      );
+      const pending = [...new Set(rows.filter((row) => row.status === 'pending').map((row) => row.target_id))];
+      const handOffs = await settleOwedEvents(tx, runId, settled, rows, deliveryHandOffs(pending, runId));
+      return { run: run!, events, targets: pending, handOffs };
     }),
   );
   if (!recorded) return;
@@ -136,13 +135,17 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
   }
 }
 
+/** The hand-offs of a subject's pending deliveries to each target's delivery workflow. */
+const deliveryHandOffs = (targetIds: string[], subjectId: string): Effect[] =>
+  targetIds.map((target) => ({ effect: 'delivery.hand_off', subject: target, payload: { subject_id: subjectId } }));
+
 /**
  * The hand-off of a subject's pending deliveries (a run's, or a skipped fire's) to each target's
  * delivery workflow, owed from `tx`: carried out by this server just after the commit
  * (handOffDelivery), or by the outbox dispatcher when this server does not.
  */
 export function oweDeliveryHandOffs(tx: Db, targetIds: string[], subjectId: string): Promise<string[]> {
-  return oweEffects(tx, targetIds.map((target) => ({ effect: 'delivery.hand_off', subject: target, payload: { subject_id: subjectId } })), true);
+  return oweEffects(tx, deliveryHandOffs(targetIds, subjectId), true);
 }
 
 /** Hand-offs being sent, by server and target: subjects queued meanwhile go out together in the next signal. */

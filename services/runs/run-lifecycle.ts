@@ -26,16 +26,19 @@ export interface RunMove {
  * The one way a run moves. Reads the run, asks `decide` what to do with it, and makes that move as
  * one compare-and-set statement (`updateRunIf`); when another move won the race, reads again and
  * decides anew. `decide` returns `{ settled }` to make no move, with what to answer. Works inside a
- * caller's transaction too (a decision moves its run under the row lock it took).
+ * caller's transaction too (a decision moves its run under the row lock it took). `justRead`: the
+ * run as the caller has just read it, taken for the first try instead of reading it again (the
+ * compare-and-set finds it stale as it would a fresh read).
  */
 export async function moveRun<T>(
   sql: Db,
   runId: string,
   what: string,
   decide: (current: Run | undefined) => RunMove | { settled: T },
+  justRead?: Run,
 ): Promise<{ moved: Run; previous: Run } | { settled: T }> {
   for (let i = 0; i < MAX_MOVE_TRIES; i++) {
-    const current = await getRun(sql, runId);
+    const current = i === 0 && justRead ? justRead : await getRun(sql, runId);
     const move = decide(current);
     if ('settled' in move) return move;
     const moved = await updateRunIf(sql, current!, move.changes, move.event, move.guard, move.audit, move.owed);
@@ -82,16 +85,17 @@ export async function endUnrunChildren(sql: Db, parentRunId: string, message: st
 }
 
 /**
- * Why a run about to execute must not, though it looks released: the audit chain, not the run
- * row, says whether it was held and whether a decision let it go. A run whose row was moved by
- * anything but a recorded move (a hand in the database) is refused here, whatever started it.
+ * Why a run about to execute must not, though it looks released (`refusal`): the audit chain, not
+ * the run row, says whether it was held and whether a decision let it go. A run whose row was moved
+ * by anything but a recorded move (a hand in the database) is refused here, whatever started it.
+ * With the run as read in the same round trip, for the caller's claim (moveRun's `justRead`).
  */
-export async function unexplainedRelease(sql: Sql, runId: string): Promise<string | undefined> {
+export async function unexplainedRelease(sql: Sql, runId: string): Promise<{ refusal?: string; run?: Run }> {
   const release = await recordedRelease(sql, runId);
   // A run that does not exist is the caller's to report.
-  if (!release) return undefined;
-  const { root, submittedStatus, approved } = release;
-  if (submittedStatus === null) return `not executed: the audit chain records no submission of run ${root}`;
-  if (submittedStatus === 'held' && !approved) return `not executed: run ${root} was held for approval and no recorded decision released it`;
-  return undefined;
+  if (!release) return {};
+  const { run, root, submittedStatus, approved } = release;
+  if (submittedStatus === null) return { run, refusal: `not executed: the audit chain records no submission of run ${root}` };
+  if (submittedStatus === 'held' && !approved) return { run, refusal: `not executed: run ${root} was held for approval and no recorded decision released it` };
+  return { run };
 }

@@ -18,12 +18,14 @@ import { runToolInputs } from './run-inputs';
 /**
  * Claims the run for an attempt: pending or requeued becomes running, with its event, in one
  * write. `host` is the execution host the run's record names (the pool's host, or a relay
- * worker's). A run already ended or asked to cancel is not moved.
+ * worker's). A run already ended or asked to cancel is not moved. `justRead`: the run as the caller
+ * has just read it (moveRun).
  */
 export async function claimRunAttempt(
   sql: Sql,
   runId: string,
   host: string,
+  justRead?: Run,
 ): Promise<{ run: Run; previous: Run } | 'finished' | 'canceled' | 'missing'> {
   const result = await moveRun<'finished' | 'canceled' | 'missing'>(sql, runId, 'claim it', (previous) => {
     if (!previous) return { settled: 'missing' as const };
@@ -47,7 +49,7 @@ export async function claimRunAttempt(
             },
       guard: { notCanceled: true },
     };
-  });
+  }, justRead);
   return 'settled' in result ? result.settled : { run: result.moved, previous: result.previous };
 }
 
@@ -96,9 +98,9 @@ export async function prepareExecution(
   host: string,
   workDirOf: (run: Run) => string,
 ): Promise<PreparedExecution | { kind: 'ended'; outcome: ExecutionOutcome } | { kind: 'skipped' } | { kind: 'missing' }> {
-  const refusal = await unexplainedRelease(sql, runId);
-  if (refusal) return { kind: 'ended', outcome: { kind: 'refused', message: refusal } };
-  const claimed = await claimRunAttempt(sql, runId, host);
+  const release = await unexplainedRelease(sql, runId);
+  if (release.refusal) return { kind: 'ended', outcome: { kind: 'refused', message: release.refusal } };
+  const claimed = await claimRunAttempt(sql, runId, host, release.run);
   if (claimed === 'missing') return { kind: 'missing' };
   if (claimed === 'finished') return { kind: 'skipped' };
   if (claimed === 'canceled') return { kind: 'ended', outcome: { kind: 'canceled' } };
