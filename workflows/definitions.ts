@@ -27,8 +27,8 @@ export const SEARCH_ATTRIBUTES = {
 /** The patch id guarding the run workflow's status upserts (replays of earlier histories skip them). */
 export const SEARCH_ATTRIBUTES_PATCH = 'cairn-search-attributes';
 
-/** A run's workflow: execute the tool once on the run's queue, raced against its timeout. */
-export const RUN_WORKFLOW = 'runWorkflow';
+/** A run's workflow: execute the tool once on the run's queue, within its timeout (workflows/run.ts; `runWorkflow` before release 2026-12). */
+export const RUN_WORKFLOW = 'runWorkflowV2';
 /** A pipeline's, saved workflow's or split's workflow: its steps or shards as child run workflows. */
 export const GRAPH_WORKFLOW = 'graphWorkflow';
 

@@ -12,12 +12,15 @@ import {
 import type { GraphActivities } from '../activities/graphs';
 import type { ExecutionOutcome } from '../core/runs/run-outcome';
 import { graphOutcome, graphSettled, nextSteps, type StepState } from '../core/runs/workflow-graph';
-import { runWorkflow } from './run';
+import { runWorkflow, runWorkflowV2 } from './run';
 import { SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTES_PATCH, stepDecided, type GraphWorkflowInput } from './definitions';
+
+/** Graphs started from release 2026-12 on start their steps as `runWorkflowV2` (workflows/run.ts). */
+const STEPS_V2_PATCH = 'cairn-steps-run-workflow-v2';
 
 /**
  * A pipeline, saved workflow or split: one parent run whose steps are child runs, each its own
- * `runWorkflow` (child workflow id = step run id). Ready steps start together; an approval step
+ * run workflow (child workflow id = step run id). Ready steps start together; an approval step
  * waits for its decision (a signal) raced against its `approval_timeout`, while other branches
  * go on. The graph's rules live in core/workflow-graph.ts.
  */
@@ -32,6 +35,8 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
 
   // `CairnRunStatus` (set at start) follows the parent's recorded end; see workflows/run.ts.
   const tracksStatus = patched(SEARCH_ATTRIBUTES_PATCH);
+  // A graph recorded before this patch started its steps as runWorkflow, and replays so.
+  const stepWorkflow = patched(STEPS_V2_PATCH) ? runWorkflowV2 : runWorkflow;
   const publishStatus = async () => {
     if (!tracksStatus) return;
     const status = await store.runStatus(input.parentRunId);
@@ -53,7 +58,7 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
     const stepRunId = stepRunIds[name];
     await store.markStepStarted(stepRunId);
     try {
-      await executeChild(runWorkflow, {
+      await executeChild(stepWorkflow, {
         workflowId: stepRunId,
         taskQueue: workflowInfo().taskQueue,
         // A finished step's workflow is never started again under its run id.

@@ -41,9 +41,28 @@ const CURRENT_PATCH = 'cairn-run-2026-11';
 const timedOut = (err: unknown) =>
   err instanceof ActivityFailure && (err.retryState === 'TIMEOUT' || (err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_CLOSE'));
 
-/** One run: execute the tool on the run's queue, within its timeout, then record the end once. */
+/**
+ * One run: execute the tool on the run's queue, within its timeout, then record the end once.
+ * Every run and step started from release 2026-12 on: the current path, with no `patched()` check
+ * and so no marker (a new workflow type per release on the hot path, docs/architecture.md,
+ * "Changing workflow code"): two history events fewer per run than `runWorkflow`'s marker and its
+ * `TemporalChangeVersion` upsert.
+ */
+export async function runWorkflowV2(input: RunWorkflowInput): Promise<void> {
+  return runToItsEnd(input, () => true);
+}
+
+/**
+ * The run workflow as releases before 2026-12 started it, for those still in flight: each change
+ * since is taken behind its own `patched()` check, so every recorded history replays its own path.
+ */
 export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
-  const current = patched(CURRENT_PATCH);
+  return runToItsEnd(input, patched);
+}
+
+/** The run workflow's body; `hasPatch` answers whether a change's new path is taken (patched(), or always). */
+async function runToItsEnd(input: RunWorkflowInput, hasPatch: (patchId: string) => boolean): Promise<void> {
+  const current = hasPatch(CURRENT_PATCH);
   const timeoutOnActivity = current && input.timeoutSeconds > 0;
   const { executeRun } = proxyActivities<RunActivities>({
     // The run's queue: a worker serving it executes the tool; until one polls, the run stays pending.
@@ -105,7 +124,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   // The ops window (the Temporal UI and CLI for execution insight): `CairnRunStatus`, set at the
   // workflow's start, follows the run's recorded status when the workflow sees it change (held at
   // the plan gate, ended), read from the store, which alone decides it. Workflows recorded before the attribute existed replay without these steps.
-  const tracksStatus = current || patched(SEARCH_ATTRIBUTES_PATCH);
+  const tracksStatus = current || hasPatch(SEARCH_ATTRIBUTES_PATCH);
   const publishStatus = async (known?: string) => {
     if (!tracksStatus) return;
     const status = known ?? (await runStatus(input.runId));
@@ -117,7 +136,7 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
     // A cancel can arrive while the execution that held the run is still finishing: the execution
     // returns `held` in an already canceled workflow. Publishing the status must not throw then,
     // or the workflow would end canceled with the run still recorded held.
-    const cancelAfterHold = current || patched(HELD_CANCEL_PATCH);
+    const cancelAfterHold = current || hasPatch(HELD_CANCEL_PATCH);
     if (!cancelAfterHold) await publishStatus();
     try {
       if (cancelAfterHold) await CancellationScope.nonCancellable(() => publishStatus());
@@ -132,6 +151,6 @@ export async function runWorkflow(input: RunWorkflowInput): Promise<void> {
   if (final) await CancellationScope.nonCancellable(() => finishRun(input.runId, final));
   // The execution that recorded the end says what it recorded: no read of the store (a local
   // activity, a billable action on Temporal Cloud) is needed for it.
-  const known = result.ended && (current || patched(STATUS_FROM_EXECUTION_PATCH)) ? result.ended : undefined;
+  const known = result.ended && (current || hasPatch(STATUS_FROM_EXECUTION_PATCH)) ? result.ended : undefined;
   await CancellationScope.nonCancellable(() => publishStatus(known));
 }

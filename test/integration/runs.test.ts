@@ -104,6 +104,16 @@ test('cancel stops a long run, kills its whole process group and records the end
   expect(again.body.error).toMatch(/already ended/);
 });
 
+test('a run\'s workflow takes the current path with no patch marker: 12 history events, as the bare workflow\'s 11 and the status upsert', async () => {
+  const { body: run } = await submit({ tool: 'bash', command: 'true' });
+  expect((await waitForRunEnd(t.api, run.id)).status).toBe('succeeded');
+  const handle = t.server.context.temporal.workflow.getHandle(runWorkflowId(run.id));
+  expect((await handle.describe()).type).toBe('runWorkflowV2');
+  const events = (await handle.fetchHistory()).events ?? [];
+  expect(events.filter((e) => e.markerRecordedEventAttributes)).toEqual([]);
+  expect(events).toHaveLength(12);
+});
+
 test('a run past its timeout is stopped and finalized failed with the reason', async () => {
   const tag = String(Date.now() % 1_000_000).padStart(6, '0');
   const { body: run } = await submit({ tool: 'bash', command: `echo started; sleep 302.${tag}`, timeout: 2 });
