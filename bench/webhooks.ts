@@ -75,6 +75,8 @@ export async function webhookBenchmark(client: BenchClient, sql: Sql): Promise<S
     statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1);
     return ms;
   });
+  // Launches wait while deliveries are answered: every delivery is launched before the runs are waited out.
+  await waitLaunched(sql, trigger.id);
   await waitOut(client);
   const recordToRun = (
     await sql<{ ms: number }[]>`
@@ -96,6 +98,17 @@ export async function webhookBenchmark(client: BenchClient, sql: Sql): Promise<S
         'default settings (--hook-answer-wait 0); baseline is POST /v1/templates/{id}/launch of the same template at the same concurrency',
     ],
   };
+}
+
+/** Waits until none of the trigger's deliveries waits for its launch. */
+async function waitLaunched(sql: Sql, triggerId: string): Promise<void> {
+  const start = process.hrtime.bigint();
+  for (;;) {
+    const [{ pending }] = await sql<{ pending: number }[]>`SELECT count(*)::int AS pending FROM hook_deliveries WHERE trigger_id = ${triggerId} AND state = 'pending'`;
+    if (pending === 0) return;
+    if (msSince(start) > TIMEOUT_MS) throw new Error(`${pending} webhook deliveries were not launched within ${TIMEOUT_MS / 1000} s`);
+    await sleep(POLL_MS);
+  }
 }
 
 /** Waits until no run is pending or running, so the next figures are not measured beside these runs. */

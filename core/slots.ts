@@ -21,3 +21,35 @@ export class Slots {
     }
   }
 }
+
+/**
+ * Work that other work gives way to: while any is in progress, `yielded` waits, for at most the
+ * time given, so a burst of it is not slowed by work that can just as well start after it.
+ */
+export class GiveWay {
+  private inProgress = 0;
+  private readonly waiting = new Set<() => void>();
+
+  async during<T>(work: () => Promise<T>): Promise<T> {
+    this.inProgress++;
+    try {
+      return await work();
+    } finally {
+      if (--this.inProgress === 0) for (const go of [...this.waiting]) go();
+    }
+  }
+
+  /** Resolves once none is in progress, or after `maxMs`, whichever comes first. */
+  yielded(maxMs: number): Promise<void> {
+    if (this.inProgress === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const go = () => {
+        clearTimeout(timer);
+        this.waiting.delete(go);
+        resolve();
+      };
+      const timer = setTimeout(go, maxMs);
+      this.waiting.add(go);
+    });
+  }
+}

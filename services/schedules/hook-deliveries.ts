@@ -6,7 +6,7 @@ import { getRun } from '../../store/runs';
 import { getTrigger, type Trigger } from '../../store/triggers';
 import type { ServerContext } from '../context';
 import { completeEffects, holdOwnEffects, retryEffectLater } from '../../store/outbox';
-import { Slots } from '../../core/slots';
+import { GiveWay, Slots } from '../../core/slots';
 import { deliveryOrigin, fireTrigger, noteOutcome, within, type FireOutcome, type HookAnswer } from './trigger-fire';
 
 /**
@@ -31,8 +31,27 @@ const SETTLED_POLL_MS = 50;
  * as many launches side by side, and the answers would queue behind them for database connections.
  */
 const LAUNCHES_AT_ONCE = 12;
-const launchSlots = new WeakMap<ServerContext, Slots>();
-const slotsOf = (ctx: ServerContext) => launchSlots.get(ctx) ?? launchSlots.set(ctx, new Slots(LAUNCHES_AT_ONCE)).get(ctx)!;
+/**
+ * How long a launch waits while this server is answering deliveries: answers first, so a burst of
+ * pushes is answered at the pace of their records alone, and launched after it (within the
+ * server's own grace on its effects, store/outbox.ts OWN_GRACE_SECONDS).
+ */
+const LAUNCH_GIVES_WAY_MS = 2000;
+const launchSlots = new WeakMap<ServerContext, { slots: Slots; answers: GiveWay }>();
+const launchesOf = (ctx: ServerContext) =>
+  launchSlots.get(ctx) ?? launchSlots.set(ctx, { slots: new Slots(LAUNCHES_AT_ONCE), answers: new GiveWay() }).get(ctx)!;
+
+/** Answers a delivery as one the server's launches give way to. */
+export function answering<T>(ctx: ServerContext, answer: () => Promise<T>): Promise<T> {
+  return launchesOf(ctx).answers.during(answer);
+}
+
+/** A launch in its turn: after the deliveries being answered (at most LAUNCH_GIVES_WAY_MS), then in one of the server's slots. */
+async function inLaunchTurn<T>(ctx: ServerContext, launch: () => Promise<T>): Promise<T> {
+  const { slots, answers } = launchesOf(ctx);
+  await answers.yielded(LAUNCH_GIVES_WAY_MS);
+  return slots.run(launch);
+}
 
 /** How long this server holds its own `hook.launch` from the dispatchers once it starts it (as a dispatcher's lease). */
 const HOLD_SECONDS = 60;
@@ -101,7 +120,7 @@ export async function deliverPush(ctx: ServerContext, trigger: Trigger, delivery
  * (due in a second) when it fails. Never rejects; undefined when this server did not launch it.
  */
 async function launchOwn(ctx: ServerContext, triggerId: string, deliveryId: string, effects: string[]): Promise<FireOutcome | undefined> {
-  return slotsOf(ctx).run(async () => {
+  return inLaunchTurn(ctx, async () => {
     let held: string[] = [];
     try {
       if (ctx.faults.fire('hook-launch-once')) throw new Error('injected fault: a recorded webhook push was not launched');
@@ -120,7 +139,7 @@ async function launchOwn(ctx: ServerContext, triggerId: string, deliveryId: stri
 
 /** The dispatcher's `hook.launch` (services/outbox.ts), in this server's turn with its own launches. */
 export function launchOwedDelivery(ctx: ServerContext, triggerId: string, deliveryId: string): Promise<void> {
-  return slotsOf(ctx).run(async () => {
+  return inLaunchTurn(ctx, async () => {
     await launchRecordedDelivery(ctx, triggerId, deliveryId);
   });
 }

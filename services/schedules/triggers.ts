@@ -21,7 +21,7 @@ import { requireAccess, requireFollowerAccess } from '../access/access';
 import { recordMutation, unchanged, withholdFields, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { deliverReview } from './review';
-import { deliverPush } from './hook-deliveries';
+import { answering, deliverPush } from './hook-deliveries';
 import { deliveryOrigin, refused, skippedDelivery, within, type FireOutcome, type HookAnswer } from './trigger-fire';
 
 export type { HookAnswer } from './trigger-fire';
@@ -243,7 +243,12 @@ export const REVIEW_ANSWER_MS = 3000;
  * From step 3 on, a delivery that starts no run records why on the trigger's `last_error`, and one
  * that starts a run clears it (spec part A 2.4 rule 6).
  */
-export async function deliverHook(ctx: ServerContext, delivery: HookDelivery): Promise<HookAnswer> {
+export function deliverHook(ctx: ServerContext, delivery: HookDelivery): Promise<HookAnswer> {
+  // The server's launches give way while deliveries are answered (services/schedules/hook-deliveries.ts).
+  return answering(ctx, () => answerDelivery(ctx, delivery));
+}
+
+async function answerDelivery(ctx: ServerContext, delivery: HookDelivery): Promise<HookAnswer> {
   const trigger = await findTriggerByTokenHash(ctx.sql, hashBearerSecret(delivery.token));
   if (!trigger) throw notFound('hook');
   const received = new Date(delivery.receivedAt);

@@ -1,0 +1,49 @@
+import { GiveWay } from '../../core/slots';
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+test('with nothing in progress, work that gives way goes at once', async () => {
+  const way = new GiveWay();
+  let went = false;
+  void way.yielded(60_000).then(() => (went = true));
+  await tick();
+  expect(went).toBe(true);
+});
+
+test('work that gives way goes when the last piece in progress ends, not before', async () => {
+  const way = new GiveWay();
+  const ends: (() => void)[] = [];
+  const piece = () => way.during(() => new Promise<void>((resolve) => ends.push(resolve)));
+  const first = piece();
+  const second = piece();
+  let went = false;
+  void way.yielded(60_000).then(() => (went = true));
+  ends[0]();
+  await first;
+  await tick();
+  expect(went).toBe(false);
+  ends[1]();
+  await second;
+  await tick();
+  expect(went).toBe(true);
+});
+
+test('work that gives way goes after the time given, however long the rest is in progress', async () => {
+  const way = new GiveWay();
+  let end!: () => void;
+  const piece = way.during(() => new Promise<void>((resolve) => (end = resolve)));
+  const started = Date.now();
+  await way.yielded(50);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+  end();
+  await piece;
+});
+
+test('a piece that fails still ends its turn', async () => {
+  const way = new GiveWay();
+  await expect(way.during(() => Promise.reject(new Error('refused')))).rejects.toThrow('refused');
+  let went = false;
+  void way.yielded(60_000).then(() => (went = true));
+  await tick();
+  expect(went).toBe(true);
+});
