@@ -109,6 +109,8 @@ test('a run\'s workflow takes the current path with no patch marker: 12 history 
   expect((await waitForRunEnd(t.api, run.id)).status).toBe('succeeded');
   const handle = t.server.context.temporal.workflow.getHandle(runWorkflowId(run.id));
   expect((await handle.describe()).type).toBe('runWorkflowV2');
+  // The run's record ends before its workflow does (the status upsert and the completion follow it).
+  await handle.result();
   const events = (await handle.fetchHistory()).events ?? [];
   expect(events.filter((e) => e.markerRecordedEventAttributes)).toEqual([]);
   expect(events).toHaveLength(12);
