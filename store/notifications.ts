@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import type { AttachmentEvent, NotificationKind, StoredObjectKind, ObjectKind } from '../core/notifications/notification-kinds';
 import { followerReadableBy, runReadableBy } from './access';
 import { readPage, type Db, type Page, type PageRequest } from './db';
@@ -267,6 +268,18 @@ export interface OwedEventsClaim {
 }
 
 /**
+ * The projects and organizations a subject sits in, as subqueries for an attachment rule (spec
+ * part B 6.2): its own project and its template's; the organization that owns its template and
+ * those that own its projects. `templateId` and `projectId` are SQL expressions: a run's columns,
+ * or a schedule fire's values.
+ */
+function owningScopes(db: Db, templateId: postgres.Fragment, projectId: postgres.Fragment) {
+  const projects = db`SELECT ${projectId} UNION SELECT project_id FROM templates WHERE id = ${templateId}`;
+  const orgs = db`SELECT org_id FROM templates WHERE id = ${templateId} UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
+  return { projects, orgs };
+}
+
+/**
  * Locks a run's events still owed up to `seq`, in event order, for recording: a server recording
  * an earlier one is waited for (and what it recorded is no longer owed), so a run's events are
  * recorded, and their deliveries queued, in the order the run reached them. In the same round trip:
@@ -274,8 +287,7 @@ export interface OwedEventsClaim {
  */
 export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEventsClaim | undefined> {
   type Row = Run & { owed_seq: number; owed_event: string; run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null; owed_template_exists: boolean; owed_hearing: HearingAttachment[] };
-  const projects = db`SELECT r.spec #>> '{project,id}' UNION SELECT project_id FROM templates WHERE id = r.template_id`;
-  const orgs = db`SELECT org_id FROM templates WHERE id = r.template_id UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
+  const { projects, orgs } = owningScopes(db, db`r.template_id`, db`r.spec #>> '{project,id}'`);
   const rows = await db<Row[]>`
     WITH owed AS (
       SELECT subject_id, seq, event FROM notification_events
@@ -335,8 +347,7 @@ export async function settleOwedEvents(db: Db, runId: string, settled: EventSett
  * the schedule for `failure`.
  */
 export async function targetsHearingSkippedFire(db: Db, fire: { schedule_id: string; template_id: string | null; project_id: string | null }): Promise<StoredTarget[]> {
-  const projects = db`SELECT ${fire.project_id}::text AS id UNION SELECT project_id FROM templates WHERE id = ${fire.template_id}`;
-  const orgs = db`SELECT org_id FROM templates WHERE id = ${fire.template_id} UNION SELECT org_id FROM projects WHERE id IN (${projects})`;
+  const { orgs } = owningScopes(db, db`${fire.template_id}::text`, db`${fire.project_id}::text`);
   return db<StoredTarget[]>`
     SELECT t.* FROM notification_targets t
     WHERE t.id IN (
