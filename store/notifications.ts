@@ -237,7 +237,7 @@ export interface RunEventRecord {
   at: Date;
 }
 
-/** An owed event as the recorder claims it, with the run event it announces (null when that is gone). */
+/** An owed event as the recorder reads it, with the run event it announces (null when that is gone). */
 export interface OwedEvent {
   seq: number;
   event: string;
@@ -251,7 +251,7 @@ export interface HearingAttachment {
 }
 
 /** What the recorder reads of a run's owed events, in one round trip. */
-export interface OwedEventsClaim {
+export interface OwedEvents {
   owed: OwedEvent[];
   /** The run as it stands (undefined when it is gone). */
   run: Run | undefined;
@@ -280,18 +280,18 @@ function owningScopes(db: Db, templateId: postgres.Fragment, projectId: postgres
 }
 
 /**
- * Locks a run's events still owed up to `seq`, in event order, for recording: a server recording
- * an earlier one is waited for (and what it recorded is no longer owed), so a run's events are
- * recorded, and their deliveries queued, in the order the run reached them. In the same round trip:
- * the run event each announces, the run, and the attachments that hear it. Empty when none is owed.
+ * A run's events still owed up to `seq`, in event order, and in the same round trip the run event
+ * each announces, the run, and the attachments that hear it. Undefined when none is owed. Nothing
+ * is locked: `settleOwedEvents` writes what the recorder decided only if these are still the
+ * events owed.
  */
-export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEventsClaim | undefined> {
+export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEvents | undefined> {
   type Row = Run & { owed_seq: number; owed_event: string; run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null; owed_template_exists: boolean; owed_hearing: HearingAttachment[] };
   const { projects, orgs } = owningScopes(db, db`r.template_id`, db`r.spec #>> '{project,id}'`);
   const rows = await db<Row[]>`
     WITH owed AS (
       SELECT subject_id, seq, event FROM notification_events
-      WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed' ORDER BY seq FOR UPDATE
+      WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed'
     )
     SELECT r.*, o.seq AS owed_seq, o.event AS owed_event, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at,
       (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates WHERE id = r.template_id)) AS owed_template_exists,
@@ -311,7 +311,7 @@ export async function claimOwedEventsUpTo(db: Db, runId: string, seq: number): P
     event,
     run_event: kind !== null && body !== null && at !== null ? { kind, body, at } : null,
   }));
-  // Every row carries the same run; the claim's own columns are not the run's.
+  // Every row carries the same run; the owed event's own columns are not the run's.
   const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, ...run } = rows[0];
   return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing };
 }
@@ -324,20 +324,38 @@ export interface EventSettlement {
 }
 
 /**
- * Writes what recording a run's owed events decided, in one statement: each event settled, the
- * deliveries queued, and the effects owed (their ids answered: store/outbox.ts, kept for this server).
+ * Writes what recording a run's owed events decided, in one statement, only if the events owed up
+ * to `seq` are still exactly `read` (the sequence numbers readOwedEventsUpTo answered): each event
+ * settled, the deliveries queued, and the effects owed (their ids answered: store/outbox.ts, kept
+ * for this server). The owed events are locked in event order first, so a server recording an
+ * earlier one is waited for; when it recorded any of `read`, nothing is written and undefined is
+ * answered, for the recorder to read again. So a run's events are recorded, and their deliveries
+ * queued, once each and in the order the run reached them.
  */
-export async function settleOwedEvents(db: Db, runId: string, settled: EventSettlement[], deliveries: NewDelivery[], effects: Effect[]): Promise<string[]> {
-  const delivered = deliveries.length ? db`, ${insertDeliveriesStep(db, deliveries)}` : db``;
-  const owed = effects.length ? db`, ${oweEffectsStep(db, effects, true)}` : db``;
-  const rows = await db<{ id: string }[]>`
-    WITH settled AS (
+export async function settleOwedEvents(
+  db: Db,
+  runId: string,
+  owed: { seq: number; read: number[] },
+  settled: EventSettlement[],
+  deliveries: NewDelivery[],
+  effects: Effect[],
+): Promise<string[] | undefined> {
+  const unchanged = db`(SELECT unchanged FROM owed_now)`;
+  const delivered = deliveries.length ? db`, ${insertDeliveriesStep(db, deliveries, unchanged)}` : db``;
+  const owing = effects.length ? db`, ${oweEffectsStep(db, effects, true, unchanged)}` : db``;
+  const [row] = await db<{ unchanged: boolean; effects: string[] | null }[]>`
+    WITH still_owed AS MATERIALIZED (
+      SELECT seq FROM notification_events
+      WHERE subject_id = ${runId} AND seq <= ${owed.seq} AND state = 'owed' ORDER BY seq FOR UPDATE
+    ), owed_now AS (
+      SELECT coalesce(jsonb_agg(seq ORDER BY seq), '[]'::jsonb) = ${db.json(owed.read)} AS unchanged FROM still_owed
+    ), settled AS (
       UPDATE notification_events n SET state = s.state, reason = s.reason, recorded_at = now()
       FROM jsonb_to_recordset(${db.json(settled as never)}) AS s(seq integer, state text, reason text)
-      WHERE n.subject_id = ${runId} AND n.seq = s.seq
-    ) ${delivered} ${owed}
-    ${effects.length ? db`SELECT id::text FROM owed_effects` : db`SELECT NULL::text AS id WHERE false`}`;
-  return rows.map((r) => r.id);
+      WHERE n.subject_id = ${runId} AND n.seq = s.seq AND ${unchanged}
+    ) ${delivered} ${owing}
+    SELECT ${unchanged} AS unchanged, ${effects.length ? db`(SELECT array_agg(id::text) FROM owed_effects)` : db`NULL::text[]`} AS effects`;
+  return row.unchanged ? (row.effects ?? []) : undefined;
 }
 
 /**
@@ -398,13 +416,17 @@ export async function insertDeliveries(db: Db, rows: NewDelivery[]): Promise<voi
   await db`WITH ${insertDeliveriesStep(db, rows)} SELECT 1`;
 }
 
-/** The same as a step of a larger statement (a CTE named `delivered`); skipped deliveries are finished as they are queued. */
-function insertDeliveriesStep(db: Db, rows: NewDelivery[]) {
+/**
+ * The same as a step of a larger statement (a CTE named `delivered`); skipped deliveries are
+ * finished as they are queued. `onlyIf`: queued only when it holds (a condition on the statement's
+ * other steps).
+ */
+function insertDeliveriesStep(db: Db, rows: NewDelivery[], onlyIf?: postgres.Fragment) {
   return db`delivered AS (
-    INSERT INTO notification_deliveries ${db(
-      rows.map((r) => ({ ...r, finished_at: r.status === 'skipped' ? new Date() : null })),
-      'target_id', 'subject_id', 'seq', 'event', 'status', 'reason', 'finished_at',
-    )}
+    INSERT INTO notification_deliveries (target_id, subject_id, seq, event, status, reason, finished_at)
+    SELECT d.target_id, d.subject_id, d.seq, d.event, d.status, d.reason, CASE WHEN d.status = 'skipped' THEN now() END
+    FROM jsonb_to_recordset(${db.json(rows as never)}) AS d(target_id text, subject_id text, seq integer, event text, status text, reason text)
+    WHERE ${onlyIf ?? db`true`}
     ON CONFLICT DO NOTHING
   )`;
 }

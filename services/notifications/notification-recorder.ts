@@ -12,7 +12,7 @@ import {
 } from '../../core/notifications/notification-kinds';
 import { announcementOf } from '../../core/notifications/notification-messages';
 import type { Run } from '../../core/runs/run';
-import { claimOwedEventsUpTo, getTargets, settleOwedEvents, type EventSettlement, type NewDelivery, type RunEventRecord } from '../../store/notifications';
+import { getTargets, readOwedEventsUpTo, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
 import { oweEffects, type Effect } from '../../store/outbox';
 import type { Db } from '../../store/db';
 import { getRun } from '../../store/runs';
@@ -30,7 +30,7 @@ import { notifyExtensions } from './extension-notifiers';
  * deliveries to Temporal. A run's start, hold and end are marked owed by the write that makes them
  * (store/runs.ts updateRunIf, store/notifications.ts markOwed), with an `event.record` effect in
  * the outbox (services/outbox.ts): at commit a dispatcher records the event and every one of the
- * run's events still owed before it, in event order, in one transaction: one delivery per target
+ * run's events still owed before it, in event order, in one statement: one delivery per target
  * that hears each, and each marked recorded. An event recorded late (its first dispatcher lost) is
  * recorded skipped with why when the run had moved past it. Deliveries then go out through one
  * `notifyWorkflow` per target, handed to it by a `delivery.hand_off` effect; the run's own entries
@@ -73,58 +73,28 @@ async function withRetries<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Reads of the owed events one recording makes at most; each read after the first follows another server's progress. */
+const RECORD_READS = 10;
+
 /**
- * Records a run's events owed up to `seq`, in event order, in one transaction: each one's
+ * Records a run's events owed up to `seq`, in event order, in one statement: each one's
  * deliveries queued (or skipped with why) and the event marked recorded, and the hand-off of the
- * deliveries owed; then the hand-offs made and the direct channels told. An event another server
- * recorded meanwhile is passed over. With `late`, an event the run has moved past is recorded
- * skipped instead.
+ * deliveries owed; then the hand-offs made and the direct channels told. The events are read,
+ * decided on, and settled only if they are still the ones owed: when another server recorded some
+ * of them meanwhile, they are read again (that server's progress; an event, once recorded, is
+ * never owed again). With `late`, an event the run has moved past is recorded skipped instead.
  */
 export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
-  const recorded = await withRetries(() =>
-    ctx.sql.begin(async (tx) => {
-      const claim = await claimOwedEventsUpTo(tx, runId, seq);
-      if (!claim) return undefined;
-      const { run, hearing } = claim;
-      if (run?.template_id && !claim.template_exists) {
-        ctx.logger.warn({ runId, templateId: run.template_id }, 'the template this run came from no longer exists; its notification targets were passed over');
-      }
-      const settled: EventSettlement[] = [];
-      const heard: { seq: number; event: AnnouncedEvent; targetIds: string[] }[] = [];
-      const events: { event: AnnouncedEvent; runEvent: RunEventRecord }[] = [];
-      for (const one of claim.owed) {
-        const runEvent = one.run_event;
-        if (!run || !runEvent) {
-          settled.push({ seq: one.seq, state: 'skipped', reason: 'not sent: the run or its event no longer exists' });
-          continue;
-        }
-        const event = one.event as AnnouncedEvent;
-        const past = late ? await movedPast(ctx, run, event, runEvent.body) : undefined;
-        if (past) {
-          settled.push({ seq: one.seq, state: 'skipped', reason: past });
-          continue;
-        }
-        const as = attachmentEventOf(event, run.status);
-        // Each target once, however many of its attachments hear the event.
-        const targetIds = [...new Set(hearing.filter((a) => a.event === as).map((a) => a.target_id))].sort();
-        heard.push({ seq: one.seq, event, targetIds });
-        settled.push({ seq: one.seq, state: 'recorded', reason: null });
-        events.push({ event, runEvent });
-      }
-      const targets = await getTargets(tx, [...new Set(heard.flatMap((h) => h.targetIds))]);
-      const rows: NewDelivery[] = heard.flatMap(({ seq: eventSeq, event, targetIds }) =>
-        targetIds.flatMap((id) => {
-          const target = targets.get(id);
-          if (!target) return [];
-          const why = notSentBecause(target, event, run!.status);
-          return [{ target_id: id, subject_id: runId, seq: eventSeq, event, status: why ? 'skipped' : 'pending', reason: why ?? null } as NewDelivery];
-        }),
-      );
-      const pending = [...new Set(rows.filter((row) => row.status === 'pending').map((row) => row.target_id))];
-      const handOffs = await settleOwedEvents(tx, runId, settled, rows, deliveryHandOffs(pending, runId));
-      return { run: run!, events, targets: pending, handOffs };
-    }),
-  );
+  const recorded = await withRetries(async () => {
+    for (let read = 1; read <= RECORD_READS; read++) {
+      const owed = await readOwedEventsUpTo(ctx.sql, runId, seq);
+      if (!owed) return undefined;
+      const decided = await decide(ctx, runId, owed, late);
+      const handOffs = await settleOwedEvents(ctx.sql, runId, { seq, read: owed.owed.map((one) => one.seq) }, decided.settled, decided.deliveries, deliveryHandOffs(decided.targets, runId));
+      if (handOffs) return { run: owed.run!, events: decided.events, targets: decided.targets, handOffs };
+    }
+    throw new Error(`run ${runId}'s owed events changed under ${RECORD_READS} recordings in a row`);
+  });
   if (!recorded) return;
   await carryOut(ctx, recorded.handOffs, 'handing notification deliveries to Temporal', async () => {
     await Promise.all(recorded.targets.map((targetId) => handOffDelivery(ctx, targetId, [runId])));
@@ -133,6 +103,51 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
     announceDirect(ctx, recorded.run, event, runEvent).catch((err) => ctx.logger.warn({ runId, err: (err as Error).message }, 'direct notifications could not be sent'));
     if (event === 'run.finished') void notifyExtensions(ctx, recorded.run);
   }
+}
+
+/**
+ * What recording the owed events writes: each one settled (recorded, or skipped with why), one
+ * delivery per target that hears it, and the targets with deliveries pending (their hand-offs);
+ * and the events recorded, for the direct channels told after.
+ */
+async function decide(ctx: ServerContext, runId: string, owed: OwedEvents, late: boolean) {
+  const { run, hearing } = owed;
+  if (run?.template_id && !owed.template_exists) {
+    ctx.logger.warn({ runId, templateId: run.template_id }, 'the template this run came from no longer exists; its notification targets were passed over');
+  }
+  const settled: EventSettlement[] = [];
+  const heard: { seq: number; event: AnnouncedEvent; targetIds: string[] }[] = [];
+  const events: { event: AnnouncedEvent; runEvent: RunEventRecord }[] = [];
+  for (const one of owed.owed) {
+    const runEvent = one.run_event;
+    if (!run || !runEvent) {
+      settled.push({ seq: one.seq, state: 'skipped', reason: 'not sent: the run or its event no longer exists' });
+      continue;
+    }
+    const event = one.event as AnnouncedEvent;
+    const past = late ? await movedPast(ctx, run, event, runEvent.body) : undefined;
+    if (past) {
+      settled.push({ seq: one.seq, state: 'skipped', reason: past });
+      continue;
+    }
+    const as = attachmentEventOf(event, run.status);
+    // Each target once, however many of its attachments hear the event.
+    const targetIds = [...new Set(hearing.filter((a) => a.event === as).map((a) => a.target_id))].sort();
+    heard.push({ seq: one.seq, event, targetIds });
+    settled.push({ seq: one.seq, state: 'recorded', reason: null });
+    events.push({ event, runEvent });
+  }
+  const targets = await getTargets(ctx.sql, [...new Set(heard.flatMap((h) => h.targetIds))]);
+  const deliveries: NewDelivery[] = heard.flatMap(({ seq: eventSeq, event, targetIds }) =>
+    targetIds.flatMap((id) => {
+      const target = targets.get(id);
+      if (!target) return [];
+      const why = notSentBecause(target, event, run!.status);
+      return [{ target_id: id, subject_id: runId, seq: eventSeq, event, status: why ? 'skipped' : 'pending', reason: why ?? null } as NewDelivery];
+    }),
+  );
+  const pending = [...new Set(deliveries.filter((row) => row.status === 'pending').map((row) => row.target_id))];
+  return { settled, deliveries, targets: pending, events };
 }
 
 /** The hand-offs of a subject's pending deliveries to each target's delivery workflow. */
