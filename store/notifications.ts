@@ -325,17 +325,17 @@ export interface EventSettlement {
 
 /**
  * Writes what recording a run's owed events decided, in one statement, only if the events owed up
- * to `seq` are still exactly `read` (the sequence numbers readOwedEventsUpTo answered): each event
- * settled, the deliveries queued, and the effects owed (their ids answered: store/outbox.ts, kept
- * for this server). The owed events are locked in event order first, so a server recording an
- * earlier one is waited for; when it recorded any of `read`, nothing is written and undefined is
- * answered, for the recorder to read again. So a run's events are recorded, and their deliveries
+ * to `upTo` are still exactly those `settled` names, one each in event order (as readOwedEventsUpTo
+ * answered them): each event settled, the deliveries queued, and the effects owed (their ids
+ * answered: store/outbox.ts, kept for this server). The owed events are locked in event order
+ * first, so a server recording an earlier one is waited for; when it recorded any of them, nothing
+ * is written and undefined is answered, for the recorder to read again. So a run's events are recorded, and their deliveries
  * queued, once each and in the order the run reached them.
  */
 export async function settleOwedEvents(
   db: Db,
   runId: string,
-  owed: { seq: number; read: number[] },
+  upTo: number,
   settled: EventSettlement[],
   deliveries: NewDelivery[],
   effects: Effect[],
@@ -346,9 +346,9 @@ export async function settleOwedEvents(
   const [row] = await db<{ unchanged: boolean; effects: string[] | null }[]>`
     WITH still_owed AS MATERIALIZED (
       SELECT seq FROM notification_events
-      WHERE subject_id = ${runId} AND seq <= ${owed.seq} AND state = 'owed' ORDER BY seq FOR UPDATE
+      WHERE subject_id = ${runId} AND seq <= ${upTo} AND state = 'owed' ORDER BY seq FOR UPDATE
     ), owed_now AS (
-      SELECT coalesce(jsonb_agg(seq ORDER BY seq), '[]'::jsonb) = ${db.json(owed.read)} AS unchanged FROM still_owed
+      SELECT coalesce(jsonb_agg(seq ORDER BY seq), '[]'::jsonb) = ${db.json(settled.map((one) => one.seq))} AS unchanged FROM still_owed
     ), settled AS (
       UPDATE notification_events n SET state = s.state, reason = s.reason, recorded_at = now()
       FROM jsonb_to_recordset(${db.json(settled as never)}) AS s(seq integer, state text, reason text)

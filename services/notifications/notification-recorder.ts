@@ -90,7 +90,7 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
       const owed = await readOwedEventsUpTo(ctx.sql, runId, seq);
       if (!owed) return undefined;
       const decided = await decide(ctx, runId, owed, late);
-      const handOffs = await settleOwedEvents(ctx.sql, runId, { seq, read: owed.owed.map((one) => one.seq) }, decided.settled, decided.deliveries, deliveryHandOffs(decided.targets, runId));
+      const handOffs = await settleOwedEvents(ctx.sql, runId, seq, decided.settled, decided.deliveries, deliveryHandOffs(decided.targets, runId));
       if (handOffs) return { run: owed.run!, events: decided.events, targets: decided.targets, handOffs };
     }
     throw new Error(`run ${runId}'s owed events changed under ${RECORD_READS} recordings in a row`);
@@ -106,9 +106,9 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
 }
 
 /**
- * What recording the owed events writes: each one settled (recorded, or skipped with why), one
- * delivery per target that hears it, and the targets with deliveries pending (their hand-offs);
- * and the events recorded, for the direct channels told after.
+ * What recording the owed events writes: each one settled once, in event order (recorded, or
+ * skipped with why), one delivery per target that hears it, and the targets with deliveries
+ * pending (their hand-offs); and the events recorded, for the direct channels told after.
  */
 async function decide(ctx: ServerContext, runId: string, owed: OwedEvents, late: boolean) {
   const { run, hearing } = owed;

@@ -38,7 +38,7 @@ const delivering = (seqs: number[]): NewDelivery[] =>
   seqs.map((seq) => ({ target_id: TARGET, subject_id: SUBJECT, seq, event: 'schedule.skipped', status: 'pending', reason: null }));
 const handOff = [{ effect: 'delivery.hand_off' as const, subject: TARGET, payload: { subject_id: SUBJECT } }];
 /** A recorder's settlement of the events it read, recording them up to the last of them. */
-const settle = (seqs: number[], db: Sql = sql) => settleOwedEvents(db, SUBJECT, { seq: Math.max(...seqs), read: seqs }, recorded(seqs), delivering(seqs), handOff);
+const settle = (seqs: number[], db: Sql = sql) => settleOwedEvents(db, SUBJECT, Math.max(...seqs), recorded(seqs), delivering(seqs), handOff);
 
 async function stored() {
   const events = await sql<{ seq: number; state: string }[]>`SELECT seq, state FROM notification_events WHERE subject_id = ${SUBJECT} ORDER BY seq`;
