@@ -12,6 +12,10 @@ import type { Sql } from '../store/db';
 import type { Metrics } from '../services/metrics';
 import { announceWorker } from './presence';
 import { jobSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
+import { fixedSlots, type FiresFirst } from './fires-first';
+
+/** Workflow tasks a pool worker runs at once (the SDK's own default without a tuner). */
+const WORKFLOW_TASK_SLOTS = 40;
 
 /** What every worker that executes runs needs, whichever queue it serves. */
 export interface ExecutionWorkerOptions {
@@ -55,6 +59,8 @@ export interface WorkerRole {
   taskQueue: string;
   /** Workflow code and the local activities it calls; only the pool worker runs workflows. */
   workflows?: Pick<WorkerOptions, 'workflowBundle' | 'activities'>;
+  /** `cairn serve`'s pool: its executions wait behind the schedule fires this process makes. */
+  firesFirst?: FiresFirst;
 }
 
 /**
@@ -102,8 +108,12 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
         ...createJobActivities({ sql: options.sql, site, ensureCommit: projects.ensureCommit }),
         ...role.workflows?.activities,
       },
-      maxConcurrentActivityTaskExecutions: options.poolSize,
-      maxConcurrentLocalActivityExecutions: Math.max(options.poolSize, 16),
+      tuner: {
+        activityTaskSlotSupplier: role.firesFirst ? role.firesFirst.executionSlots(options.poolSize) : fixedSlots(options.poolSize),
+        localActivityTaskSlotSupplier: fixedSlots(Math.max(options.poolSize, 16)),
+        workflowTaskSlotSupplier: role.firesFirst ? role.firesFirst.executionSlots(WORKFLOW_TASK_SLOTS) : fixedSlots(WORKFLOW_TASK_SLOTS),
+        nexusTaskSlotSupplier: fixedSlots(1),
+      },
       // Cancels reach an activity through its heartbeat: throttle heartbeats to a second so a cancel lands fast.
       maxHeartbeatThrottleInterval: '1s',
       defaultHeartbeatThrottleInterval: '1s',

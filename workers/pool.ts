@@ -7,6 +7,7 @@ import { workflowBundle } from './bundle';
 import { startExecutionWorker, type ExecutionWorkerOptions, type RunningWorker } from './execution';
 import { notifyTaskQueue } from '../workflows/ids';
 import { startScheduleWorker } from './schedules';
+import { FiresFirst } from './fires-first';
 import type { ServerContext } from '../services/context';
 
 export interface PoolWorkerOptions extends ExecutionWorkerOptions {
@@ -44,12 +45,15 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
   });
   const delivering = deliveries.run();
   delivering.catch((err) => options.logger.error({ err }, 'the notification delivery worker stopped with an error'));
+  // Only a process that fires schedules puts its fires first.
+  const firesFirst = options.schedules ? new FiresFirst() : undefined;
   let pool: RunningWorker;
   try {
     pool = await startExecutionWorker(options, {
       queue: '',
       taskQueue: options.poolQueue,
       workflows: { workflowBundle: bundle, activities: createGraphActivities({ sql: options.sql }) },
+      firesFirst,
     });
   } catch (err) {
     deliveries.shutdown();
@@ -57,9 +61,9 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
     throw err;
   }
   let schedules: { stop(): Promise<void> } | undefined;
-  if (options.schedules) {
+  if (options.schedules && firesFirst) {
     try {
-      schedules = await startScheduleWorker(options, bundle, options.schedules);
+      schedules = await startScheduleWorker(options, bundle, options.schedules, firesFirst);
     } catch (err) {
       await pool.stop();
       deliveries.shutdown();

@@ -6,12 +6,15 @@ import { createFederationActivities } from '../activities/federation';
 import { createReviewActivities } from '../activities/review';
 import type { ServerContext } from '../services/context';
 import { scheduleTaskQueue } from '../workflows/ids';
+import { fixedSlots, type FiresFirst } from './fires-first';
 
 /**
  * Fires a server makes at once (each submits a run: the store, the gate, a workflow start), and
  * schedule workflow tasks it runs at once (each holds its slot while its fire runs).
  */
 const FIRE_SLOTS = 64;
+/** Key rotation and review report steps at once (the SDK's own default without a tuner). */
+const ACTIVITY_SLOTS = 100;
 
 /**
  * The schedules' worker, in `cairn serve` only (its fires launch runs, which needs the server's
@@ -24,6 +27,7 @@ export async function startScheduleWorker(
   options: { connection: WorkerOptions['connection']; namespace: string; logger: Logger },
   workflowBundle: NonNullable<WorkerOptions['workflowBundle']>,
   ctx: ServerContext,
+  firesFirst: FiresFirst,
 ): Promise<{ stop(): Promise<void> }> {
   const worker = await Worker.create({
     connection: options.connection,
@@ -32,8 +36,12 @@ export async function startScheduleWorker(
     identity: `${process.pid}@${os.hostname()}`,
     workflowBundle,
     activities: { ...createScheduleActivities(ctx), ...createFederationActivities(ctx), ...createReviewActivities(ctx) },
-    maxConcurrentLocalActivityExecutions: FIRE_SLOTS,
-    maxConcurrentWorkflowTaskExecutions: FIRE_SLOTS,
+    tuner: {
+      localActivityTaskSlotSupplier: firesFirst.fireSlots(FIRE_SLOTS),
+      workflowTaskSlotSupplier: fixedSlots(FIRE_SLOTS),
+      activityTaskSlotSupplier: fixedSlots(ACTIVITY_SLOTS),
+      nexusTaskSlotSupplier: fixedSlots(1),
+    },
     shutdownGraceTime: '2s',
   });
   const running = worker.run();

@@ -800,3 +800,34 @@ test('a stored entry that carries its text is that text: verified by its bytes a
   expect(verifyChain(moved)).toMatchObject({ ok: false, broke_at: 4, detail: expect.stringMatching(/does not end with prev_hash/) });
   expect(entryFromStoredText('not json', rows[0].hash)).toBeUndefined();
 });
+
+test('a stored text links to its place only by exactly the suffix the store writes: each near miss breaks the chain there', () => {
+  const chain = buildChain(12, fieldsFor);
+  const rows = chain.map((entry) => ({ seq: entry.seq, hash: entry.hash, canonical: entryCanonicalPrefix(entry) + chainLinkSuffix(entry.prev_hash, entry.seq) }));
+  expect(verifyChain(rows)).toMatchObject({ ok: true, count: 12 });
+  const { prev_hash: previous } = chain[10];
+  const prefix = entryCanonicalPrefix(chain[10]);
+  // The eleventh entry's text, ending otherwise; its stored hash is that text's, so only the link can fail.
+  const endings = [
+    `,"prev_hash":"${previous}","seq":12}`, // the next place's seq
+    `,"prev_hash":"${previous}","seq":21}`, // its digits in another order
+    `,"prev_hash":"${previous}","seq":111}`, // another seq ending in its digits
+    `,"prev_hash":"${previous}","seq":011}`, // a leading zero
+    `,"prev_hash":"${previous}","seq":1}`, // its seq's last digit only
+    `,"prev_hash":"${previous}","seq":11 }`,
+    `,"prev_hash":"${previous}","seq":11]`,
+    `,"prev_hash":"${previous}","seq":11`,
+    `,"prev_hash":"${previous.slice(1)}0","seq":11}`,
+    `,"prev_hash":"${previous}","seq" :11}`,
+    `,"prev_hash" :"${previous}","seq":11}`,
+    `"prev_hash":"${previous}","seq":11}`,
+  ];
+  for (const ending of endings) {
+    const canonical = prefix + ending;
+    const tampered = rows.map((row, i) => (i === 10 ? { ...row, canonical, hash: sha256(canonical) } : row));
+    expect([ending, verifyChain(tampered)]).toEqual([ending, expect.objectContaining({ ok: false, broke_at: 11, detail: expect.stringMatching(/does not end with prev_hash/) })]);
+  }
+  // The suffix alone, with nothing before it, is not an entry.
+  const bare = chainLinkSuffix(previous, 11).slice(1);
+  expect(verifyChain(rows.map((row, i) => (i === 10 ? { ...row, canonical: bare, hash: sha256(bare) } : row)))).toMatchObject({ ok: false, broke_at: 11 });
+});

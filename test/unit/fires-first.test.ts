@@ -1,0 +1,95 @@
+import type { ActivitySlotInfo, CustomSlotSupplier, LocalActivitySlotInfo, SlotPermit, SlotReserveContext } from '@temporalio/worker';
+import { FiresFirst } from '../../workers/fires-first';
+
+const reserve: SlotReserveContext = { slotType: 'activity', taskQueue: 'q', workerIdentity: 'w', workerBuildId: '', isSticky: false };
+const fireInfo: LocalActivitySlotInfo = { type: 'local-activity', activityType: 'fireSchedule' };
+const planInfo: LocalActivitySlotInfo = { type: 'local-activity', activityType: 'planFire' };
+const runInfo: ActivitySlotInfo = { type: 'activity', activityType: 'executeRun' };
+
+/** Whether the promise settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false;
+  void promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  return settled;
+}
+
+/** Starts a fire in one of the schedule worker's slots; answers its end. */
+async function startFire(fires: CustomSlotSupplier<LocalActivitySlotInfo>, info = fireInfo): Promise<() => void> {
+  const permit = await fires.reserveSlot({ ...reserve, slotType: 'local-activity' }, new AbortController().signal);
+  fires.markSlotUsed({ slotInfo: info, permit });
+  return () => fires.releaseSlot({ slotInfo: info, permit });
+}
+
+describe('fires before executions (workers/fires-first.ts)', () => {
+  it('gives an execution no slot while a fire is in flight, and gives it the moment the fire ends', async () => {
+    const order = new FiresFirst(60_000);
+    const fires = order.fireSlots(4);
+    const executions = order.executionSlots(4);
+    const endFire = await startFire(fires);
+    expect(order.fires).toBe(1);
+    const execution = executions.reserveSlot(reserve, new AbortController().signal);
+    expect(await settlesWithin(execution, 50)).toBe(false);
+    // Eager reservations do not wait: none while the fire goes.
+    expect(executions.tryReserveSlot(reserve)).toBeNull();
+    endFire();
+    expect(order.fires).toBe(0);
+    expect(await settlesWithin(execution, 50)).toBe(true);
+    expect(executions.tryReserveSlot(reserve)).not.toBeNull();
+  });
+
+  it('counts only fires: planning a fire holds no execution back', async () => {
+    const order = new FiresFirst(60_000);
+    const endPlan = await startFire(order.fireSlots(4), planInfo);
+    expect(order.fires).toBe(0);
+    expect(await settlesWithin(order.executionSlots(1).reserveSlot(reserve, new AbortController().signal), 50)).toBe(true);
+    endPlan();
+  });
+
+  it('holds an execution back no longer than its bound, however long the fire takes', async () => {
+    const order = new FiresFirst(100);
+    const endFire = await startFire(order.fireSlots(1));
+    const started = Date.now();
+    await order.executionSlots(1).reserveSlot(reserve, new AbortController().signal);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    expect(order.fires).toBe(1);
+    endFire();
+  });
+
+  it('hands out no more slots than it has, in the order asked, and a slot released goes to the next in line', async () => {
+    const executions = new FiresFirst().executionSlots(2);
+    const permits: SlotPermit[] = [await executions.reserveSlot(reserve, new AbortController().signal), await executions.reserveSlot(reserve, new AbortController().signal)];
+    const third = executions.reserveSlot(reserve, new AbortController().signal);
+    const fourth = executions.reserveSlot(reserve, new AbortController().signal);
+    expect(executions.tryReserveSlot(reserve)).toBeNull();
+    expect(await settlesWithin(third, 30)).toBe(false);
+    executions.releaseSlot({ slotInfo: runInfo, permit: permits[0] });
+    expect(await settlesWithin(third, 30)).toBe(true);
+    expect(await settlesWithin(fourth, 30)).toBe(false);
+    executions.releaseSlot({ permit: permits[1] });
+    expect(await settlesWithin(fourth, 30)).toBe(true);
+  });
+
+  it('gives a reservation up when the worker aborts it, waiting for a slot or behind a fire, and frees what it took', async () => {
+    const order = new FiresFirst(60_000);
+    const executions = order.executionSlots(1);
+    const held = await executions.reserveSlot(reserve, new AbortController().signal);
+    const inLine = new AbortController();
+    const waiting = executions.reserveSlot(reserve, inLine.signal);
+    inLine.abort(new Error('poll ended'));
+    await expect(waiting).rejects.toThrow('poll ended');
+    executions.releaseSlot({ permit: held });
+
+    const endFire = await startFire(order.fireSlots(1));
+    const behindFire = new AbortController();
+    const deferred = executions.reserveSlot(reserve, behindFire.signal);
+    behindFire.abort(new Error('shutting down'));
+    await expect(deferred).rejects.toThrow('shutting down');
+    endFire();
+    // The aborted reservations hold nothing: the one slot is free.
+    expect(executions.tryReserveSlot(reserve)).not.toBeNull();
+  });
+});
