@@ -1,4 +1,5 @@
-import type { ActivitySlotInfo, CustomSlotSupplier, FixedSizeSlotSupplier, LocalActivitySlotInfo, SlotInfo, SlotPermit, SlotReserveContext, WorkflowSlotInfo } from '@temporalio/worker';
+import type { ActivitySlotInfo, CustomSlotSupplier, FixedSizeSlotSupplier, LocalActivitySlotInfo, SlotInfo, SlotPermit, WorkflowSlotInfo } from '@temporalio/worker';
+import { GiveWay, Slots } from '../core/slots';
 
 /**
  * Longest a new execution waits behind schedule fires. Fires come in bursts (every schedule due at
@@ -13,11 +14,6 @@ const FIRE_ACTIVITY = 'fireSchedule';
 /** A worker's tuner names every kind of slot: the kinds no rule touches are a fixed number. */
 export const fixedSlots = (numSlots: number): FixedSizeSlotSupplier => ({ type: 'fixed-size', numSlots });
 
-interface Permit extends SlotPermit {
-  /** Set once the slot holds a fire, so its release ends the fire. */
-  fire?: boolean;
-}
-
 /**
  * Schedule fires before new executions, in a process that does both (`cairn serve`'s own pool).
  * A fire is the durable record of a run at its time, and its lateness is what a schedule promises;
@@ -28,144 +24,71 @@ interface Permit extends SlotPermit {
  * fixed slots alone.
  */
 export class FiresFirst {
-  private firing = 0;
-  private readonly waiters = new Set<() => void>();
+  private readonly firing = new GiveWay();
 
   constructor(private readonly maxDeferMs = MAX_EXECUTION_DEFER_MS) {}
 
   /** Fires in flight in this process. */
   get fires(): number {
-    return this.firing;
+    return this.firing.count;
   }
 
   /** The schedule worker's local activity slots: `slots` at once, counting the fires among them. */
   fireSlots(slots: number): CustomSlotSupplier<LocalActivitySlotInfo> {
-    return new Slots<LocalActivitySlotInfo>(slots, {
+    const fireEnds = new WeakMap<SlotPermit, () => void>();
+    return slotSupplier<LocalActivitySlotInfo>(slots, {
       used: (info, permit) => {
-        if (info.activityType !== FIRE_ACTIVITY) return;
-        permit.fire = true;
-        this.firing++;
+        if (info.activityType === FIRE_ACTIVITY) fireEnds.set(permit, this.firing.begin());
       },
-      released: (permit) => {
-        if (!permit.fire) return;
-        permit.fire = false;
-        this.firing--;
-        if (this.firing === 0) this.wakeAll();
-      },
-      subscribe: (wake) => this.subscribe(wake),
+      released: (permit) => fireEnds.get(permit)?.(),
     });
   }
 
   /** The pool's slots of one kind: `slots` at once, and none newly given while a fire is in flight (for at most the deferral's bound). */
   executionSlots<SI extends ActivitySlotInfo | WorkflowSlotInfo>(slots: number): CustomSlotSupplier<SI> {
-    return new Slots<SI>(slots, {
-      defers: () => this.firing > 0,
-      maxDeferMs: this.maxDeferMs,
-      subscribe: (wake) => this.subscribe(wake),
-    });
-  }
-
-  private subscribe(wake: () => void): () => void {
-    this.waiters.add(wake);
-    return () => this.waiters.delete(wake);
-  }
-
-  private wakeAll(): void {
-    for (const wake of [...this.waiters]) wake();
+    return slotSupplier<SI>(slots, { givesWayTo: this.firing, maxDeferMs: this.maxDeferMs });
   }
 }
 
 interface SlotRules<SI extends SlotInfo> {
-  /** Whether a new slot waits now, for at most `maxDeferMs` from its reservation. */
-  defers?: () => boolean;
+  /** A new slot waits while this has work in progress, for at most `maxDeferMs` from its reservation. */
+  givesWayTo?: GiveWay;
   maxDeferMs?: number;
-  used?: (info: SI, permit: Permit) => void;
-  released?: (permit: Permit) => void;
-  /** Calls `wake` whenever `defers` may have turned false; answers how to stop. */
-  subscribe: (wake: () => void) => () => void;
+  used?: (info: SI, permit: SlotPermit) => void;
+  released?: (permit: SlotPermit) => void;
 }
 
 /** A fixed number of slots, handed out in the order asked, under the rules given. */
-class Slots<SI extends SlotInfo> implements CustomSlotSupplier<SI> {
-  readonly type = 'custom' as const;
-  private taken = 0;
-  private readonly queue: (() => void)[] = [];
-
-  constructor(
-    private readonly size: number,
-    private readonly rules: SlotRules<SI>,
-  ) {}
-
-  async reserveSlot(_ctx: SlotReserveContext, abort: AbortSignal): Promise<SlotPermit> {
-    await this.turn(abort);
-    const until = Date.now() + (this.rules.maxDeferMs ?? 0);
-    while (this.rules.defers?.() && Date.now() < until) await this.deferred(until, abort);
-    return {};
-  }
-
-  tryReserveSlot(): SlotPermit | null {
-    if (this.taken >= this.size || this.queue.length > 0 || this.rules.defers?.()) return null;
-    this.taken++;
-    return {};
-  }
-
-  markSlotUsed(ctx: { slotInfo: SI; permit: SlotPermit }): void {
-    this.rules.used?.(ctx.slotInfo, ctx.permit as Permit);
-  }
-
-  releaseSlot(ctx: { permit: SlotPermit }): void {
-    this.rules.released?.(ctx.permit as Permit);
-    this.taken--;
-    this.queue.shift()?.();
-  }
-
-  /** Takes one of the slots, waiting in line for one to be released when all are taken. */
-  private async turn(abort: AbortSignal): Promise<void> {
-    if (this.taken < this.size && this.queue.length === 0) {
-      this.taken++;
-      return;
-    }
-    await new Promise<void>((resolve, reject) => {
-      const granted = () => {
-        abort.removeEventListener('abort', aborted);
-        this.taken++;
-        resolve();
-      };
-      const aborted = () => {
-        this.queue.splice(this.queue.indexOf(granted), 1);
-        reject(abort.reason);
-      };
-      if (abort.aborted) return reject(abort.reason);
-      this.queue.push(granted);
-      abort.addEventListener('abort', aborted, { once: true });
-    });
-  }
-
-  /** Waits until the rules may let a slot go, `until` passes or the reservation is given up (which frees the slot taken). */
-  private deferred(until: number, abort: AbortSignal): Promise<void> {
-    const giveUp = (reject: (reason: unknown) => void) => {
-      this.taken--;
-      this.queue.shift()?.();
-      reject(abort.reason);
-    };
-    return new Promise<void>((resolve, reject) => {
-      if (abort.aborted) return giveUp(reject);
-      const done = () => {
-        clearTimeout(timer);
-        unsubscribe();
-        abort.removeEventListener('abort', aborted);
-      };
-      const woke = () => {
-        done();
-        resolve();
-      };
-      const aborted = () => {
-        done();
-        giveUp(reject);
-      };
-      const timer = setTimeout(woke, Math.max(0, until - Date.now()));
-      const unsubscribe = this.rules.subscribe(woke);
-      abort.addEventListener('abort', aborted, { once: true });
-    });
-  }
+function slotSupplier<SI extends SlotInfo>(size: number, rules: SlotRules<SI>): CustomSlotSupplier<SI> {
+  const slots = new Slots(size);
+  return {
+    type: 'custom',
+    async reserveSlot(_ctx, abort) {
+      await slots.acquire(abort);
+      const way = rules.givesWayTo;
+      if (way) {
+        const until = Date.now() + (rules.maxDeferMs ?? 0);
+        try {
+          // Work that begins while this one waits is given way to as well, up to the same bound.
+          while (way.count > 0 && Date.now() < until) await way.yielded(until - Date.now(), abort);
+        } catch (err) {
+          // A reservation given up holds no slot.
+          slots.release();
+          throw err;
+        }
+      }
+      return {};
+    },
+    tryReserveSlot() {
+      if ((rules.givesWayTo?.count ?? 0) > 0 || !slots.tryAcquire()) return null;
+      return {};
+    },
+    markSlotUsed({ slotInfo, permit }) {
+      rules.used?.(slotInfo, permit);
+    },
+    releaseSlot({ permit }) {
+      rules.released?.(permit);
+      slots.release();
+    },
+  };
 }
