@@ -85,6 +85,14 @@ export class GiveWay {
   }
 
   /**
+   * Resolves once none is in progress, work begun meanwhile included, or at `until` (epoch ms),
+   * whichever comes first; a wait given up through `signal` rejects with its reason.
+   */
+  async cleared(until: number, signal?: AbortSignal): Promise<void> {
+    while (this.inProgress > 0 && Date.now() < until) await this.yielded(until - Date.now(), signal);
+  }
+
+  /**
    * Resolves once none is in progress, or after `maxMs`, whichever comes first; a wait given up
    * through `signal` rejects with its reason.
    */

@@ -8,7 +8,7 @@ import { startKeyRotationWorkflow } from './federation/keys';
 import type { KeyRotationWorkflowInput, PullRequestWorkflowInput } from '../workflows/definitions';
 import { startReport } from './schedules/review';
 import { endUnrunChildren } from './runs/run-lifecycle';
-import { deliverCancel, startRunWorkflow } from './runs/runs';
+import { deliverCancel, startOwedRun } from './runs/runs';
 import { deliverSchedule } from './schedules/schedules';
 import { launchOwedDelivery } from './schedules/hook-deliveries';
 
@@ -44,11 +44,7 @@ const eachOf =
 
 const HANDLERS: Record<EffectKind, Handler> = {
   'run.start': eachOf(async (ctx, { subject }) => {
-    const run = await getRun(ctx.sql, subject);
-    // Ended, or canceled before its start: nothing to start (a cancel ends a run with no workflow).
-    if (!run || run.finished_at || run.status === 'held') return;
-    if (run.cancel_requested_at) return deliverCancel(ctx, subject);
-    await startRunWorkflow(ctx, run);
+    await startOwedRun(ctx, subject);
   }),
   'run.cancel': eachOf((ctx, { subject }) => deliverCancel(ctx, subject)),
   'run.end_children': eachOf((ctx, { subject, payload }) => endUnrunChildren(ctx.sql, subject, String(payload.message))),

@@ -44,19 +44,28 @@ export const OUTBOX_CHANNEL = 'cairn_outbox';
 export const OWN_GRACE_SECONDS = 3;
 
 /**
- * Adds effects owed from `db`'s transaction. `own`: the writing server carries them out itself
- * after the commit (and completes them), so other dispatchers wait out its grace; otherwise they
- * are due now and every dispatcher is woken at commit. Answers the effects' ids in order.
+ * Who carries out effects first. `true`: the writing server itself, after the commit (completing
+ * them), so dispatchers wait out its grace of OWN_GRACE_SECONDS. A number: the same, for that many
+ * seconds, when the writer puts the work off on purpose (a schedule fire's run start waits for the
+ * fires after it). `false`: any dispatcher, now; every dispatcher is woken at commit.
  */
-export async function oweEffects(db: Db, effects: Effect[], own = false): Promise<string[]> {
+export type EffectOwner = boolean | number;
+
+/** When effects owed by `own` are due to dispatchers. */
+function dueAt(db: Db, own: EffectOwner) {
+  return own === false ? db`now()` : db`now() + make_interval(secs => ${own === true ? OWN_GRACE_SECONDS : own})`;
+}
+
+/** Adds effects owed from `db`'s transaction, carried out first by `own`. Answers the effects' ids in order. */
+export async function oweEffects(db: Db, effects: Effect[], own: EffectOwner = false): Promise<string[]> {
   if (effects.length === 0) return [];
   const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
-  const due = own ? db`now() + make_interval(secs => ${OWN_GRACE_SECONDS})` : db`now()`;
+  const due = dueAt(db, own);
   const inserted = await db<{ id: string }[]>`
     INSERT INTO outbox (effect, subject, payload, due_at)
     SELECT e.effect, e.subject, e.payload, ${due} FROM jsonb_to_recordset(${db.json(rows as never)}) AS e(effect text, subject text, payload jsonb)
     RETURNING id`;
-  if (!own) await db`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+  if (own === false) await db`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
   return inserted.map((r) => String(r.id));
 }
 
@@ -65,9 +74,9 @@ export async function oweEffects(db: Db, effects: Effect[], own = false): Promis
  * statement; `own` as for oweEffects. Its ids are `SELECT id FROM owed_effects`. `onlyIf`: owed
  * only when it holds (a condition on the statement's other steps, such as whether a row was written).
  */
-export function oweEffectsStep(db: Db, effects: Effect[], own: boolean, onlyIf?: postgres.Fragment) {
+export function oweEffectsStep(db: Db, effects: Effect[], own: EffectOwner, onlyIf?: postgres.Fragment) {
   const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
-  const due = own ? db`now() + make_interval(secs => ${OWN_GRACE_SECONDS})` : db`now()`;
+  const due = dueAt(db, own);
   return db`owed_effects AS (
     INSERT INTO outbox (effect, subject, payload, due_at)
     SELECT e.effect, e.subject, e.payload, ${due} FROM jsonb_to_recordset(${db.json(rows as never)}) AS e(effect text, subject text, payload jsonb)

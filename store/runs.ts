@@ -5,7 +5,7 @@ import { readableRunCount, readableRunCountMaintained, runReadableBy } from './a
 import { whereAll, type Db } from './db';
 import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
-import { completeEffectsStep, OUTBOX_CHANNEL, oweEffectsStep, type Effect } from './outbox';
+import { completeEffectsStep, OUTBOX_CHANNEL, oweEffectsStep, type Effect, type EffectOwner } from './outbox';
 import { isAnnounced } from '../core/notifications/notification-kinds';
 import type { Run } from '../core/runs/run';
 
@@ -55,8 +55,8 @@ function jsonOrNull(db: Db, value: unknown) {
 /**
  * Inserts a run and its first event (seq 1) in one statement: both land, or neither. With
  * `audit`, the submission's chain entry is appended by the same statement; with `owed`, the
- * effects its commit owes (store/outbox.ts, kept for the writing server), whose ids are answered
- * as `owed_effects`.
+ * effects its commit owes (store/outbox.ts, kept for the writing server as `owner` says), whose
+ * ids are answered as `owed_effects`.
  */
 export async function insertRunWithEvent(
   db: Db,
@@ -64,10 +64,11 @@ export async function insertRunWithEvent(
   event: { kind: string; body: (row: Run) => Record<string, unknown> },
   audit?: (row: Run) => AuditEntryFields & { run_id: string | null },
   owed: Effect[] = [],
+  owner: EffectOwner = true,
 ): Promise<Run & { owed_effects: string[] }> {
   const row = newRunRow(run, new Date());
   const chained = audit ? db`, ${auditAppendSteps(db, audit(row), 'inserted')}` : db``;
-  const effects = owed.length ? db`, ${oweEffectsStep(db, owed, true)}` : db``;
+  const effects = owed.length ? db`, ${oweEffectsStep(db, owed, owner)}` : db``;
   const effectIds = owed.length ? db`(SELECT array_agg(id::text) FROM owed_effects)` : db`'{}'::text[]`;
   const [inserted] = await db<(Run & { owed_effects: string[] })[]>`
     WITH inserted AS (

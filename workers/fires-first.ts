@@ -1,5 +1,6 @@
 import type { ActivitySlotInfo, CustomSlotSupplier, FixedSizeSlotSupplier, LocalActivitySlotInfo, SlotInfo, SlotPermit, WorkflowSlotInfo } from '@temporalio/worker';
 import { GiveWay, Slots } from '../core/slots';
+import type { StartLater } from '../services/runs/runs';
 
 /**
  * Longest a new execution waits behind schedule fires. Fires come in bursts (every schedule due at
@@ -7,6 +8,22 @@ import { GiveWay, Slots } from '../core/slots';
  * let runs start after this.
  */
 export const MAX_EXECUTION_DEFER_MS = 10_000;
+
+/**
+ * Longest a fire's run start waits for the fires after it. A fire records its run and goes on; the
+ * workflow starts once the burst has passed (the pool would not take the run before it anyway).
+ */
+export const MAX_START_DEFER_MS = 15_000;
+
+/**
+ * How long the outbox keeps a fire's run start for the server that made the fire: past the longest
+ * deferral and the line of starts behind it. A server that dies meanwhile leaves the start to any
+ * server's dispatcher after this.
+ */
+export const START_GRACE_SECONDS = 30;
+
+/** Deferred run starts made at once, once the fires have passed. */
+const START_SLOTS = 8;
 
 /** The local activity that makes a fire (activities/schedules.ts). */
 const FIRE_ACTIVITY = 'fireSchedule';
@@ -17,16 +34,53 @@ export const fixedSlots = (numSlots: number): FixedSizeSlotSupplier => ({ type: 
 /**
  * Schedule fires before new executions, in a process that does both (`cairn serve`'s own pool).
  * A fire is the durable record of a run at its time, and its lateness is what a schedule promises;
- * the runs it starts (and every other) can wait a moment. So while this process makes a fire, its
- * pool takes no new execution, for at most MAX_EXECUTION_DEFER_MS; executions already going go
- * on. Both are Temporal slot suppliers (the SDK's seam for how a worker hands out task slots),
- * each with its worker's fixed number of slots; a `cairn worker` process makes no fires and uses
- * fixed slots alone.
+ * the runs it starts (and every other) can wait a moment. So while this process makes a fire:
+ *
+ * - its pool takes no new execution, for at most MAX_EXECUTION_DEFER_MS; executions already going
+ *   go on. Both are Temporal slot suppliers (the SDK's seam for how a worker hands out task
+ *   slots), each with its worker's fixed number of slots; a `cairn worker` process makes no fires
+ *   and uses fixed slots alone;
+ * - the workflows of the runs fires recorded are not started yet, for at most MAX_START_DEFER_MS
+ *   (`startLater`): each waits in the outbox, kept for this server for START_GRACE_SECONDS.
  */
 export class FiresFirst {
   private readonly firing = new GiveWay();
+  private readonly starts = new Slots(START_SLOTS);
+  private readonly deferred = new Set<Promise<void>>();
+  private readonly settling = new AbortController();
 
-  constructor(private readonly maxDeferMs = MAX_EXECUTION_DEFER_MS) {}
+  constructor(
+    private readonly maxDeferMs = MAX_EXECUTION_DEFER_MS,
+    private readonly maxStartDeferMs = MAX_START_DEFER_MS,
+  ) {}
+
+  /** How the fires of this process start their runs: after the fires in flight, START_SLOTS at a time. */
+  readonly startLater: StartLater = {
+    graceSeconds: START_GRACE_SECONDS,
+    defer: (start) => {
+      const until = Date.now() + this.maxStartDeferMs;
+      const made = this.starts
+        .run(async () => {
+          // Settling (the server stopping) makes every start now.
+          await this.firing.cleared(until, this.settling.signal).catch(() => undefined);
+          await start();
+        })
+        .catch(() => undefined);
+      this.deferred.add(made);
+      void made.finally(() => this.deferred.delete(made));
+    },
+  };
+
+  /** Run starts deferred and not yet made. */
+  get pendingStarts(): number {
+    return this.deferred.size;
+  }
+
+  /** Makes every deferred start now, and any deferred later at once, and waits for them: for a server stopping. */
+  async settle(): Promise<void> {
+    this.settling.abort();
+    await Promise.all([...this.deferred]);
+  }
 
   /** Fires in flight in this process. */
   get fires(): number {
@@ -65,17 +119,12 @@ function slotSupplier<SI extends SlotInfo>(size: number, rules: SlotRules<SI>): 
     type: 'custom',
     async reserveSlot(_ctx, abort) {
       await slots.acquire(abort);
-      const way = rules.givesWayTo;
-      if (way) {
-        const until = Date.now() + (rules.maxDeferMs ?? 0);
-        try {
-          // Work that begins while this one waits is given way to as well, up to the same bound.
-          while (way.count > 0 && Date.now() < until) await way.yielded(until - Date.now(), abort);
-        } catch (err) {
-          // A reservation given up holds no slot.
-          slots.release();
-          throw err;
-        }
+      try {
+        await rules.givesWayTo?.cleared(Date.now() + (rules.maxDeferMs ?? 0), abort);
+      } catch (err) {
+        // A reservation given up holds no slot.
+        slots.release();
+        throw err;
       }
       return {};
     },

@@ -75,6 +75,8 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
     id: pool.id,
     async stop() {
       await schedules?.stop();
+      // No fire is made now: the runs fires recorded are started before the process goes.
+      await firesFirst?.settle();
       await pool.stop();
       if (deliveries.getState() === 'RUNNING') deliveries.shutdown();
       await delivering.catch(() => undefined);

@@ -35,7 +35,7 @@ export async function startScheduleWorker(
     taskQueue: scheduleTaskQueue(ctx.config.poolQueue),
     identity: `${process.pid}@${os.hostname()}`,
     workflowBundle,
-    activities: { ...createScheduleActivities(ctx), ...createFederationActivities(ctx), ...createReviewActivities(ctx) },
+    activities: { ...createScheduleActivities(ctx, firesFirst.startLater), ...createFederationActivities(ctx), ...createReviewActivities(ctx) },
     tuner: {
       localActivityTaskSlotSupplier: firesFirst.fireSlots(FIRE_SLOTS),
       workflowTaskSlotSupplier: fixedSlots(FIRE_SLOTS),

@@ -8,7 +8,7 @@ import { requireAccess } from '../access/access';
 import { withholdFields, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { projectForLaunch } from '../projects';
-import { submitRun, type RunRequest } from './runs';
+import { submitRun, type RunRequest, type StartLater } from './runs';
 import { requireCredentialsUsable } from '../credentials';
 import { openTemplateDefault, sealedDefaultsOf, surveyFieldsOf } from './templates';
 import type { Run, RunSourceKind } from '../../core/runs/run';
@@ -79,6 +79,8 @@ export interface LaunchOptions {
   dryRun?: boolean;
   /** Held for approval whatever the policies say, with this hold (a drift reconcile's proposal). */
   hold?: Hold;
+  /** The run's workflow started later, off the launcher's path (a schedule fire's). */
+  startLater?: StartLater;
 }
 
 /**
@@ -170,7 +172,7 @@ export async function launchTemplate(
   if (template.kind === 'job') request.spec = { ...request.spec, ...launchFactCache(template) };
   if (options.change !== undefined) request.spec = { ...request.spec, change: options.change };
   if (options.hold) request.hold = options.hold;
-  return submitRun(ctx, caller, origin, request, options.idempotencyKey);
+  return submitRun(ctx, caller, origin, request, options.idempotencyKey, options.startLater);
 }
 
 /** What fires a template with nobody to answer it: a schedule, a webhook trigger, a provisioning callback. */
@@ -229,7 +231,7 @@ export async function launchUnattended(
   origin: AuditOrigin,
   template: Template,
   fire: UnattendedFire,
-  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit' | 'dryRun' | 'projectCommit'> = {},
+  options: Pick<LaunchOptions, 'extraVars' | 'idempotencyKey' | 'limit' | 'dryRun' | 'projectCommit' | 'startLater'> = {},
 ): Promise<{ run: Run; created: boolean }> {
   const missing = unattendedGaps(template);
   if (missing.length) throw new UnattendedSurveyRefusal(missing);

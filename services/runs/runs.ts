@@ -229,12 +229,25 @@ function effectiveQueue(own: string, inventories: { queue: string; field: string
   return first.queue;
 }
 
+/**
+ * A run's workflow started after its record, off the submitter's path: a schedule fire records its
+ * run and goes on, and the start waits for the fires after it (workers/fires-first.ts). The outbox
+ * keeps the start for this server for `graceSeconds` (longer than any deferral), then any
+ * dispatcher makes it, so a server that dies in between makes the run late, never lost.
+ */
+export interface StartLater {
+  graceSeconds: number;
+  /** Takes the start to make later; it never throws (a failure is left to the dispatcher). */
+  defer(start: () => Promise<void>): void;
+}
+
 export async function submitRun(
   ctx: ServerContext,
   caller: Caller,
   origin: AuditOrigin,
   request: RunRequest,
   idempotencyKey?: string,
+  startLater?: StartLater,
 ): Promise<{ run: Run; created: boolean }> {
   const keyScope = idempotencyScope(caller, request);
   if (idempotencyKey) {
@@ -344,11 +357,13 @@ export async function submitRun(
     },
   });
 
+  // Who makes the run's start: this call, now, or later (within the grace it holds).
+  const starter = startLater?.graceSeconds ?? true;
   let run: Run;
   try {
     if (children.length === 0 && !hold) {
       // The common case, one run to start now: the run, its event and its chain entry in one statement.
-      run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)), [{ effect: 'run.start', subject: parent.id }]);
+      run = await insertRunWithEvent(ctx.sql, parent, created, (row) => entryFields(origin, 201, submitted(row)), [{ effect: 'run.start', subject: parent.id }], starter);
     } else {
       run = await recordMutation(ctx.sql, origin, 201, async (tx, entry) => {
         const inserted = await insertRunWithEvent(tx, parent, created);
@@ -386,7 +401,7 @@ export async function submitRun(
         }
         Object.assign(entry, submitted(inserted));
         // A run released at once owes its workflow's start (the pipeline's or split's: it starts its steps).
-        return { ...inserted, owed_effects: hold ? [] : await oweEffects(tx, [{ effect: 'run.start', subject: inserted.id }], true) };
+        return { ...inserted, owed_effects: hold ? [] : await oweEffects(tx, [{ effect: 'run.start', subject: inserted.id }], starter) };
       });
     }
   } catch (err) {
@@ -397,9 +412,27 @@ export async function submitRun(
     throw err;
   }
   ctx.metrics.runsSubmitted.inc({ tool: run.tool });
-  const { owed_effects: effects, ...submittedRun } = run as Run & { owed_effects?: string[] };
-  await carryOut(ctx, effects ?? [], 'starting the run workflow', (ids) => startRunWorkflow(ctx, submittedRun, ids));
+  const { owed_effects: effects = [], ...submittedRun } = run as Run & { owed_effects?: string[] };
+  if (!startLater) await carryOut(ctx, effects, 'starting the run workflow', (ids) => startRunWorkflow(ctx, submittedRun, ids));
+  // Lost as a dying server loses it: the outbox's grace runs out and a dispatcher makes it.
+  else if (effects.length && !ctx.faults.fire('deferred-start-lost')) {
+    // Read again when it is made: the run may have been canceled meanwhile.
+    startLater.defer(() => carryOut(ctx, effects, 'starting the run workflow', (ids) => startOwedRun(ctx, submittedRun.id, ids)));
+  }
   return { run: submittedRun, created: true };
+}
+
+/**
+ * Makes the start a run owes (its `run.start` effect) from the run as it stands now: nothing for a
+ * run ended or held meanwhile, and the cancel for one canceled before its start. `completing`: the
+ * effects the start's last write completes.
+ */
+export async function startOwedRun(ctx: ServerContext, runId: string, completing: string[] = []): Promise<void | 'completed'> {
+  const run = await getRun(ctx.sql, runId);
+  // Ended, or canceled before its start: nothing to start (a cancel ends a run with no workflow).
+  if (!run || run.finished_at || run.status === 'held') return;
+  if (run.cancel_requested_at) return deliverCancel(ctx, runId);
+  return startRunWorkflow(ctx, run, completing);
 }
 
 /**

@@ -36,7 +36,7 @@ import { firingOwner, launchUnattended, unattendedCaller, UnattendedSurveyRefusa
 import { deleteWithAttachments } from '../notifications/notifications';
 import { handOffSkippedFireNotice, recordSkippedFireNotice } from '../notifications/skipped-fire-notices';
 import { requireQueueAllowed } from '../access/licensing';
-import { submitRun, type RunRequest } from '../runs/runs';
+import { submitRun, type RunRequest, type StartLater } from '../runs/runs';
 
 /**
  * Schedules (spec part A 2.6, 4.3): saving them, what each fire does, and handing them to their
@@ -363,9 +363,10 @@ export const fireKey = (scheduleId: string, fireAt: Date) => `schedule/${schedul
  *    `last_error` and the chain entry `SCHEDULE /schedules/{id}/refused/survey/{questions}`, in one
  *    transaction. Any other refusal (the template deleted, a deny policy, a configuration error,
  *    a credential not ready or no longer usable by the owner) is recorded on `last_error`. A
- *    failure of the server or its stores is thrown, and the fire is retried.
+ *    failure of the server or its stores is thrown, and the fire is retried. With `startLater`,
+ *    the run's workflow is started after the fire, not in it.
  */
-export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fireAtMs: number, revision: number): Promise<FireOutcome> {
+export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fireAtMs: number, revision: number, startLater?: StartLater): Promise<FireOutcome> {
   const fireAt = new Date(fireAtMs);
   const schedule = await getSchedule(ctx.sql, scheduleId);
   if (!schedule || !schedule.enabled) return 'stale';
@@ -398,7 +399,7 @@ export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fir
 
   try {
     const owner = await firingOwner(ctx.sql, schedule.owner_account_id, 'the account that saved this schedule', 'saving it again makes it fire as the saver');
-    const run = await launch(ctx, schedule, template, owner, key);
+    const run = await launch(ctx, schedule, template, owner, key, startLater);
     if (ctx.faults.fire('schedule-fire-after-submit')) throw new Error('injected fault: the fire was lost after its run was submitted');
     await recordFire(ctx.sql, scheduleId, fireAt, { kind: 'started', runId: run.id });
     ctx.logger.info({ scheduleId, runId: run.id, fireAt, lateMs: Date.now() - fireAtMs }, 'schedule fired');
@@ -474,19 +475,22 @@ async function recordHostlessSkip(ctx: ServerContext, schedule: Schedule, fireAt
   if (notice) await handOffSkippedFireNotice(ctx, notice);
 }
 
-/** Submits the fire's run as the schedule's owner, with the fire's Idempotency-Key; `template` is the one the schedule fires, as read for this fire. */
-async function launch(ctx: ServerContext, schedule: Schedule, template: Template | undefined, owner: UnattendedFire['owner'], key: string) {
+/**
+ * Submits the fire's run as the schedule's owner, with the fire's Idempotency-Key; `template` is
+ * the one the schedule fires, as read for this fire; `startLater` defers the run's workflow start.
+ */
+async function launch(ctx: ServerContext, schedule: Schedule, template: Template | undefined, owner: UnattendedFire['owner'], key: string, startLater?: StartLater) {
   const fire: UnattendedFire = { kind: 'schedule', id: schedule.id, name: schedule.name, owner, actorKind: schedule.owner_actor_kind };
   const origin = serviceOrigin('SCHEDULE', `/schedules/${schedule.id}/fire`);
   if (schedule.template_id !== null) {
     if (!template) throw new DomainError('conflict', `template ${schedule.template_id}, which this schedule fires, no longer exists`);
-    return (await launchUnattended(ctx, origin, template, fire, { idempotencyKey: key })).run;
+    return (await launchUnattended(ctx, origin, template, fire, { idempotencyKey: key, startLater })).run;
   }
   const { kind, request: stored } = schedule.submission!;
   const request = { ...(stored as unknown as RunRequest), source: { kind: 'schedule' as const, id: schedule.id } };
   const caller = unattendedCaller(fire);
   // The owner's use of each credential is checked again at each fire (submitRun), as a template's fire checks use of the template.
-  return (await submitRun(ctx, caller, origin, { ...request, credentialsField: `${kind}.credentials` }, key)).run;
+  return (await submitRun(ctx, caller, origin, { ...request, credentialsField: `${kind}.credentials` }, key, startLater)).run;
 }
 
 /** A refused fire on `last_error`; a survey refusal with its chain entry, in the same transaction. */

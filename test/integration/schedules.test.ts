@@ -1,9 +1,11 @@
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { DateTime } from 'luxon';
 import { randomBytes } from 'node:crypto';
 import { connectDatabase, type Sql } from '../../store/db';
 import { serverZone } from '../../services/schedules/schedules';
 import { Faults } from '../../services/context';
 import { SCHEDULE_HISTORY_EVENTS } from '../../workflows/definitions';
+import { runWorkflowId } from '../../workflows/ids';
 import { grant, person, template } from '../support/access';
 import type { ApiClient } from '../support/http';
 import { soonRule, waitUntil } from '../support/schedules';
@@ -324,6 +326,30 @@ describe('firing, end to end on the real Temporal dev server', () => {
     expect(await runsOf(schedule.id)).toHaveLength(2);
     const { body } = await t.api.get(`/v1/schedules/${schedule.id}`);
     expect(body).toMatchObject({ last_outcome: 'started', last_run_id: runs[1].id, last_fire_at: fires[1].toISOString(), last_error: null });
+  });
+
+  test("a fire's run start lost after the fire (as by a server dying) is made from the outbox once its grace runs out, and the run runs once", async () => {
+    t.server.context.faults = new Faults(['deferred-start-lost']);
+    const schedule = await createSchedule({ name: 'start lost', rrule: soon('FREQ=SECONDLY;COUNT=1'), run: aRun });
+    const [run] = await waitUntil('the fire', async () => {
+      const rows = await runsOf(schedule.id);
+      return rows.length === 1 && rows;
+    });
+    // Recorded with its start owed, kept for the server that fired it well past the fire.
+    const [owed] = await sql<{ held_ms: number }[]>`
+      SELECT extract(epoch FROM due_at - created_at) * 1000 AS held_ms FROM outbox WHERE effect = 'run.start' AND subject = ${run.id}`;
+    expect(Number(owed.held_ms)).toBeGreaterThanOrEqual(29_000);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect((await t.api.get(`/v1/runs/${run.id}`)).body.status).toBe('pending');
+    await expect(t.server.context.temporal.workflow.getHandle(runWorkflowId(run.id)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    // The grace runs out (standing in for its 30 seconds): any dispatcher makes the start.
+    await sql`UPDATE outbox SET due_at = now() WHERE effect = 'run.start' AND subject = ${run.id}`;
+    const ended = await waitForRunEnd(t.api, run.id);
+    expect(ended).toMatchObject({ status: 'succeeded', source: { kind: 'schedule', id: schedule.id } });
+    expect((await t.api.get(`/v1/runs/${run.id}/logs`)).text).toBe('fired\n');
+    const started = await sql`SELECT 1 FROM run_events WHERE run_id = ${run.id} AND kind = 'run.started'`;
+    expect(started).toHaveLength(1);
+    expect(await sql`SELECT 1 FROM outbox WHERE subject = ${run.id}`).toHaveLength(0);
   });
 
   test('a template fires with its survey filled from defaults', async () => {

@@ -92,4 +92,85 @@ describe('fires before executions (workers/fires-first.ts)', () => {
     // The aborted reservations hold nothing: the one slot is free.
     expect(executions.tryReserveSlot(reserve)).not.toBeNull();
   });
+
+  describe("a fire's run start (startLater)", () => {
+    /** A start that records when it was made, and finishes once `gate` settles. */
+    function recordingStart(made: number[], gate?: Promise<void>): () => Promise<void> {
+      return async () => {
+        made.push(Date.now());
+        await gate;
+      };
+    }
+
+    it('is made once no fire is in flight, fires begun meanwhile included, and not in the fire itself', async () => {
+      const order = new FiresFirst(60_000, 60_000);
+      const fires = order.fireSlots(4);
+      const endFirst = await startFire(fires);
+      const made: number[] = [];
+      order.startLater.defer(recordingStart(made));
+      expect(order.pendingStarts).toBe(1);
+      const endSecond = await startFire(fires);
+      endFirst();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(made).toEqual([]);
+      endSecond();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(made).toHaveLength(1);
+      expect(order.pendingStarts).toBe(0);
+    });
+
+    it('is made at once when no fire is in flight, and held no longer than its bound while fires go on', async () => {
+      const order = new FiresFirst(60_000, 100);
+      const made: number[] = [];
+      order.startLater.defer(recordingStart(made));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(made).toHaveLength(1);
+      const endFire = await startFire(order.fireSlots(1));
+      const deferredAt = Date.now();
+      order.startLater.defer(recordingStart(made));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(made).toHaveLength(2);
+      expect(made[1] - deferredAt).toBeGreaterThanOrEqual(90);
+      expect(order.fires).toBe(1);
+      endFire();
+    });
+
+    it('makes at most eight starts at once, the rest in the order deferred', async () => {
+      const order = new FiresFirst();
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const made: number[] = [];
+      const began: number[] = [];
+      for (let i = 0; i < 12; i++) order.startLater.defer(async () => {
+        began.push(i);
+        await recordingStart(made, gate)();
+      });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(began).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      release();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(began).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      expect(order.pendingStarts).toBe(0);
+    });
+
+    it('is made at once when the server settles, with a fire still in flight, and a failed start leaves nothing pending', async () => {
+      const order = new FiresFirst(60_000, 60_000);
+      const endFire = await startFire(order.fireSlots(1));
+      const made: number[] = [];
+      order.startLater.defer(recordingStart(made));
+      order.startLater.defer(async () => {
+        throw new Error('the store is gone');
+      });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      expect(made).toEqual([]);
+      await order.settle();
+      expect(made).toHaveLength(1);
+      expect(order.pendingStarts).toBe(0);
+      // Deferred after settling: made at once.
+      order.startLater.defer(recordingStart(made));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(made).toHaveLength(2);
+      endFire();
+    });
+  });
 });

@@ -47,3 +47,30 @@ test('a piece that fails still ends its turn', async () => {
   await tick();
   expect(went).toBe(true);
 });
+
+test('cleared waits out work begun while it waits as well, and goes at its deadline however much goes on', async () => {
+  const way = new GiveWay();
+  const endFirst = way.begin();
+  let went = false;
+  const clear = way.cleared(Date.now() + 60_000).then(() => (went = true));
+  // The first ends and the next begins at once: a single yielded() would have gone.
+  endFirst();
+  const endSecond = way.begin();
+  await tick();
+  expect(went).toBe(false);
+  endSecond();
+  await clear;
+  expect(went).toBe(true);
+
+  const endLong = way.begin();
+  const started = Date.now();
+  await way.cleared(started + 50);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+  expect(way.count).toBe(1);
+  endLong();
+  const aborted = new AbortController();
+  way.begin();
+  const given = way.cleared(Date.now() + 60_000, aborted.signal);
+  aborted.abort(new Error('stopping'));
+  await expect(given).rejects.toThrow('stopping');
+});
