@@ -84,7 +84,7 @@ interface Variant {
   /** What each schedule fires. */
   target: Record<string, unknown>;
   /** Each fire's lateness in the minutes measured, and how many fires there were per minute. */
-  measure(sql: postgres.Sql, minutes: number[]): Promise<{ lateness: number[]; perMinute: number[] }>;
+  measure(sql: postgres.Sql, minutes: number[]): Promise<{ lateness: number[]; perMinute: number[]; note?: string }>;
 }
 
 /** Fires that start a run: lateness is the run's `created_at` against its nominal time (its Idempotency-Key). */
@@ -92,18 +92,30 @@ const startingRuns: Variant = {
   name: 'each fire starts a run (bash `true`)',
   target: { run: { tool: 'bash', command: 'true' } },
   async measure(sql, minutes) {
-    const rows = await sql<{ key: string; created_at: Date }[]>`
-      SELECT idempotency_key AS key, created_at FROM runs WHERE source_kind = 'schedule' AND parent_run_id IS NULL`;
+    const rows = await sql<{ key: string; created_at: Date; workflow_started_at: Date | null; started_at: Date | null }[]>`
+      SELECT idempotency_key AS key, created_at, workflow_started_at, started_at FROM runs WHERE source_kind = 'schedule' AND parent_run_id IS NULL`;
     const lateness: number[] = [];
+    // When each fire's run had its workflow started and its tool started, against the same nominal time.
+    const workflowStarted: number[] = [];
+    const executed: number[] = [];
     const perMinute = minutes.map(() => 0);
     for (const row of rows) {
       const nominal = Date.parse(row.key.split('/')[2]);
       const i = minutes.indexOf(nominal);
       if (i < 0) continue;
       lateness.push(row.created_at.getTime() - nominal);
+      if (row.workflow_started_at) workflowStarted.push(row.workflow_started_at.getTime() - nominal);
+      if (row.started_at) executed.push(row.started_at.getTime() - nominal);
       perMinute[i]++;
     }
-    return { lateness, perMinute };
+    const seconds = (values: number[]) => `p50 ${(percentile(values, 50) / 1000).toFixed(1)} s, p99 ${(percentile(values, 99) / 1000).toFixed(1)} s`;
+    return {
+      lateness,
+      perMinute,
+      note:
+        `schedules: the fires' runs after their nominal time: workflow started ${seconds(workflowStarted)} (${workflowStarted.length}), ` +
+        `tool started ${seconds(executed)} (${executed.length}); both wait for the burst of fires (workers/fires-first.ts)`,
+    };
   },
 };
 
@@ -113,7 +125,7 @@ async function measureSchedules(
   temporalPid: number | undefined,
   variant: Variant,
   snapshot?: (minute: number) => Promise<number[]>,
-): Promise<{ lateness: number[]; perMinute: number[]; idle: Cpu; createSeconds: number }> {
+): Promise<{ lateness: number[]; perMinute: number[]; note?: string; idle: Cpu; createSeconds: number }> {
   const first = minuteAfter(90_000);
   const created = Date.now();
   const ids = await mapLimit(SCHEDULES, 16, async (i) =>
@@ -195,6 +207,7 @@ export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, 
         `baseline: ${SCHEDULES} bare Temporal timers at one instant on the same dev server (p50 / p99 of a local activity's start)`,
       `schedules: CPU is % of one core over ${IDLE_S} s with every schedule asleep (baseline: the same window with none); ` +
         `the Temporal dev server meanwhile ${pct(runs.idle.temporal)} (with none: ${pct(none.temporal)})`,
+      ...(runs.note ? [runs.note] : []),
     ],
   };
 }

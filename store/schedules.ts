@@ -111,6 +111,19 @@ export async function listSchedulePage(
   return readPage(db, { from: db`schedules`, order: db`created_at, id`, where: [readable] }, page);
 }
 
+/**
+ * Fires due in the last `withinSeconds` and not made yet: enabled schedules whose planned fire
+ * has come (a fire made plans the next at once). What tells a burst of fires from a gap between
+ * two of them; the window keeps a schedule whose workflow is stuck from counting for ever. No
+ * index: a scan of the schedules, asked only during a burst, costs less than every fire updating one.
+ */
+export async function countOwedFires(db: Db, withinSeconds: number): Promise<number> {
+  const [{ n }] = await db<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM schedules
+    WHERE enabled AND next_fire_at <= now() AND next_fire_at > now() - make_interval(secs => ${withinSeconds})`;
+  return n;
+}
+
 /** The workflow's plan, shown as `next_fire_at`; only while the revision it was planned under is current. */
 export async function setNextFire(db: Db, id: string, revision: number, at: Date | null): Promise<void> {
   await db`UPDATE schedules SET next_fire_at = ${at} WHERE id = ${id} AND revision = ${revision}`;

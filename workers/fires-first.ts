@@ -25,11 +25,26 @@ export const START_GRACE_SECONDS = 30;
 /** Deferred run starts made at once, once the fires have passed. */
 const START_SLOTS = 8;
 
+/** How often fires still owed are counted while a burst goes on. */
+const OWED_POLL_MS = 250;
+
+/** How far back a fire still owed counts (a schedule stuck at a fire counts no longer than this). */
+export const OWED_WINDOW_SECONDS = 60;
+
 /** The local activity that makes a fire (activities/schedules.ts). */
 const FIRE_ACTIVITY = 'fireSchedule';
 
 /** A worker's tuner names every kind of slot: the kinds no rule touches are a fixed number. */
 export const fixedSlots = (numSlots: number): FixedSizeSlotSupplier => ({ type: 'fixed-size', numSlots });
+
+export interface FiresFirstOptions {
+  maxDeferMs?: number;
+  maxStartDeferMs?: number;
+  /** Fires due and not made yet, in the store; without it, only the fires in flight count. */
+  owedFires?: () => Promise<number>;
+  /** Told why asking for owed fires failed; the burst then counts its fires in flight alone. */
+  onProbeError?: (err: Error) => void;
+}
 
 /**
  * Schedule fires before new executions, in a process that does both (`cairn serve`'s own pool).
@@ -42,17 +57,49 @@ export const fixedSlots = (numSlots: number): FixedSizeSlotSupplier => ({ type: 
  *   and uses fixed slots alone;
  * - the workflows of the runs fires recorded are not started yet, for at most MAX_START_DEFER_MS
  *   (`startLater`): each waits in the outbox, kept for this server for START_GRACE_SECONDS.
+ *
+ * A burst is more than the fires in flight: Temporal hands a thousand timers due at one instant
+ * over several seconds, so there are gaps between fires in which the pool would rush in. So from
+ * a burst's first fire, `owedFires` (the store's count of fires due and not made) is asked every
+ * OWED_POLL_MS until none is owed, and while some are, the burst counts as going on.
  */
 export class FiresFirst {
   private readonly firing = new GiveWay();
   private readonly starts = new Slots(START_SLOTS);
   private readonly deferred = new Set<Promise<void>>();
   private readonly settling = new AbortController();
+  private watching = false;
+  private readonly maxDeferMs: number;
+  private readonly maxStartDeferMs: number;
 
-  constructor(
-    private readonly maxDeferMs = MAX_EXECUTION_DEFER_MS,
-    private readonly maxStartDeferMs = MAX_START_DEFER_MS,
-  ) {}
+  constructor(private readonly options: FiresFirstOptions = {}) {
+    this.maxDeferMs = options.maxDeferMs ?? MAX_EXECUTION_DEFER_MS;
+    this.maxStartDeferMs = options.maxStartDeferMs ?? MAX_START_DEFER_MS;
+  }
+
+  /**
+   * From a burst's first fire until the store owes none: the burst counts as one piece of work in
+   * progress while fires are owed. Stops (and counts nothing) when asking fails or the server settles.
+   */
+  private async watchOwedFires(): Promise<void> {
+    const probe = this.options.owedFires;
+    if (!probe || this.watching || this.settling.signal.aborted) return;
+    this.watching = true;
+    let endOwed: (() => void) | undefined;
+    try {
+      while (!this.settling.signal.aborted) {
+        const owed = await probe();
+        if (owed > 0) endOwed ??= this.firing.begin();
+        else break;
+        await new Promise((resolve) => setTimeout(resolve, OWED_POLL_MS));
+      }
+    } catch (err) {
+      this.options.onProbeError?.(err as Error);
+    } finally {
+      endOwed?.();
+      this.watching = false;
+    }
+  }
 
   /** How the fires of this process start their runs: after the fires in flight, START_SLOTS at a time. */
   readonly startLater: StartLater = {
@@ -82,7 +129,7 @@ export class FiresFirst {
     await Promise.all([...this.deferred]);
   }
 
-  /** Fires in flight in this process. */
+  /** Fires in flight in this process, and one more while the store owes fires of a burst. */
   get fires(): number {
     return this.firing.count;
   }
@@ -92,7 +139,9 @@ export class FiresFirst {
     const fireEnds = new WeakMap<SlotPermit, () => void>();
     return slotSupplier<LocalActivitySlotInfo>(slots, {
       used: (info, permit) => {
-        if (info.activityType === FIRE_ACTIVITY) fireEnds.set(permit, this.firing.begin());
+        if (info.activityType !== FIRE_ACTIVITY) return;
+        fireEnds.set(permit, this.firing.begin());
+        void this.watchOwedFires();
       },
       released: (permit) => fireEnds.get(permit)?.(),
     });

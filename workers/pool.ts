@@ -7,7 +7,8 @@ import { workflowBundle } from './bundle';
 import { startExecutionWorker, type ExecutionWorkerOptions, type RunningWorker } from './execution';
 import { notifyTaskQueue } from '../workflows/ids';
 import { startScheduleWorker } from './schedules';
-import { FiresFirst } from './fires-first';
+import { FiresFirst, OWED_WINDOW_SECONDS } from './fires-first';
+import { countOwedFires } from '../store/schedules';
 import type { ServerContext } from '../services/context';
 
 export interface PoolWorkerOptions extends ExecutionWorkerOptions {
@@ -46,7 +47,13 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
   const delivering = deliveries.run();
   delivering.catch((err) => options.logger.error({ err }, 'the notification delivery worker stopped with an error'));
   // Only a process that fires schedules puts its fires first.
-  const firesFirst = options.schedules ? new FiresFirst() : undefined;
+  const firing = options.schedules;
+  const firesFirst = firing
+    ? new FiresFirst({
+        owedFires: () => countOwedFires(firing.sql, OWED_WINDOW_SECONDS),
+        onProbeError: (err) => options.logger.warn({ err: err.message }, 'could not count the schedule fires owed; runs wait for the fires in flight only'),
+      })
+    : undefined;
   let pool: RunningWorker;
   try {
     pool = await startExecutionWorker(options, {

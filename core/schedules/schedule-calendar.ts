@@ -94,10 +94,16 @@ const HORIZON_YEARS = 100;
 const GAP_HORIZON_YEARS = 10;
 const UTC = FixedOffsetZone.utcInstance;
 
+// Zone names met so far: asking ICU builds a formatter each time, which costs a fire more than its rule.
+const canonicalZones = new Map<string, string | undefined>();
+
 /** The canonical name of an IANA zone (`america/new_york`, `US/Eastern` -> America/New_York), or undefined. */
 export function canonicalZone(name: string): string | undefined {
-  if (!IANAZone.isValidZone(name)) return undefined;
-  return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
+  if (canonicalZones.has(name)) return canonicalZones.get(name);
+  const canonical = IANAZone.isValidZone(name) ? new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone : undefined;
+  // The names a process meets are the zones of its schedules and requests; bounded all the same.
+  if (canonicalZones.size < 10_000) canonicalZones.set(name, canonical);
+  return canonical;
 }
 
 /** Reads a schedule's rule; throws CalendarError naming the field at fault. */

@@ -3,6 +3,7 @@ import { DateTime } from 'luxon';
 import { randomBytes } from 'node:crypto';
 import { connectDatabase, type Sql } from '../../store/db';
 import { serverZone } from '../../services/schedules/schedules';
+import { countOwedFires } from '../../store/schedules';
 import { Faults } from '../../services/context';
 import { SCHEDULE_HISTORY_EVENTS } from '../../workflows/definitions';
 import { runWorkflowId } from '../../workflows/ids';
@@ -350,6 +351,19 @@ describe('firing, end to end on the real Temporal dev server', () => {
     const started = await sql`SELECT 1 FROM run_events WHERE run_id = ${run.id} AND kind = 'run.started'`;
     expect(started).toHaveLength(1);
     expect(await sql`SELECT 1 FROM outbox WHERE subject = ${run.id}`).toHaveLength(0);
+  });
+
+  test('fires owed (what keeps runs behind a burst): enabled schedules whose planned fire came in the window given and is not made yet', async () => {
+    const [due, stuck, coming] = [await createSchedule({ name: 'owed', cron: '0 9 * * *', run: aRun }), await createSchedule({ name: 'stuck', cron: '0 9 * * *', run: aRun }), await createSchedule({ name: 'coming', cron: '0 9 * * *', run: aRun })];
+    const before = await countOwedFires(sql, 60);
+    await sql`UPDATE schedules SET next_fire_at = now() - interval '5 seconds' WHERE id = ${due.id}`;
+    await sql`UPDATE schedules SET next_fire_at = now() - interval '2 minutes' WHERE id = ${stuck.id}`;
+    await sql`UPDATE schedules SET next_fire_at = now() + interval '5 seconds' WHERE id = ${coming.id}`;
+    expect(await countOwedFires(sql, 60)).toBe(before + 1);
+    expect(await countOwedFires(sql, 180)).toBe(before + 2);
+    await sql`UPDATE schedules SET enabled = false WHERE id IN ${sql([due.id, stuck.id])}`;
+    expect(await countOwedFires(sql, 180)).toBe(before);
+    for (const { id } of [due, stuck, coming]) expect((await del(id)).status).toBe(204);
   });
 
   test('a template fires with its survey filled from defaults', async () => {

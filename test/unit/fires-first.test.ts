@@ -26,7 +26,7 @@ async function startFire(fires: CustomSlotSupplier<LocalActivitySlotInfo>, info 
 
 describe('fires before executions (workers/fires-first.ts)', () => {
   it('gives an execution no slot while a fire is in flight, and gives it the moment the fire ends', async () => {
-    const order = new FiresFirst(60_000);
+    const order = new FiresFirst({ maxDeferMs: 60_000 });
     const fires = order.fireSlots(4);
     const executions = order.executionSlots(4);
     const endFire = await startFire(fires);
@@ -42,7 +42,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
   });
 
   it('counts only fires: planning a fire holds no execution back', async () => {
-    const order = new FiresFirst(60_000);
+    const order = new FiresFirst({ maxDeferMs: 60_000 });
     const endPlan = await startFire(order.fireSlots(4), planInfo);
     expect(order.fires).toBe(0);
     expect(await settlesWithin(order.executionSlots(1).reserveSlot(reserve, new AbortController().signal), 50)).toBe(true);
@@ -50,7 +50,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
   });
 
   it('holds an execution back no longer than its bound, however long the fire takes', async () => {
-    const order = new FiresFirst(100);
+    const order = new FiresFirst({ maxDeferMs: 100 });
     const endFire = await startFire(order.fireSlots(1));
     const started = Date.now();
     await order.executionSlots(1).reserveSlot(reserve, new AbortController().signal);
@@ -74,7 +74,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
   });
 
   it('gives a reservation up when the worker aborts it, waiting for a slot or behind a fire, and frees what it took', async () => {
-    const order = new FiresFirst(60_000);
+    const order = new FiresFirst({ maxDeferMs: 60_000 });
     const executions = order.executionSlots(1);
     const held = await executions.reserveSlot(reserve, new AbortController().signal);
     const inLine = new AbortController();
@@ -93,6 +93,53 @@ describe('fires before executions (workers/fires-first.ts)', () => {
     expect(executions.tryReserveSlot(reserve)).not.toBeNull();
   });
 
+  describe('a burst: fires the store still owes', () => {
+    it('keeps executions and starts waiting in the gap between two fires while the store owes fires, and lets them go when it owes none', async () => {
+      let owed = 2;
+      let asked = 0;
+      const order = new FiresFirst({ maxDeferMs: 60_000, maxStartDeferMs: 60_000, owedFires: async () => (asked++, owed) });
+      const fires = order.fireSlots(4);
+      const endFire = await startFire(fires);
+      endFire();
+      // No fire in flight, but two still owed: the burst goes on.
+      const execution = order.executionSlots(1).reserveSlot(reserve, new AbortController().signal);
+      const made: number[] = [];
+      order.startLater.defer(async () => void made.push(Date.now()));
+      expect(await settlesWithin(execution, 300)).toBe(false);
+      expect(made).toEqual([]);
+      owed = 0;
+      expect(await settlesWithin(execution, 400)).toBe(true);
+      expect(made).toHaveLength(1);
+      // Asked every quarter second while fires were owed, and no more once none was.
+      const askedThen = asked;
+      expect(askedThen).toBeGreaterThanOrEqual(2);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(asked).toBe(askedThen);
+      expect(order.fires).toBe(0);
+    });
+
+    it('asks nothing before a fire, and counts only the fires in flight when asking fails', async () => {
+      let asked = 0;
+      const problems: string[] = [];
+      const order = new FiresFirst({
+        maxDeferMs: 60_000,
+        owedFires: async () => {
+          asked++;
+          throw new Error('the store is down');
+        },
+        onProbeError: (err) => problems.push(err.message),
+      });
+      expect(await settlesWithin(order.executionSlots(1).reserveSlot(reserve, new AbortController().signal), 30)).toBe(true);
+      expect(asked).toBe(0);
+      const endFire = await startFire(order.fireSlots(1));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(problems).toEqual(['the store is down']);
+      expect(order.fires).toBe(1);
+      endFire();
+      expect(await settlesWithin(order.executionSlots(1).reserveSlot(reserve, new AbortController().signal), 30)).toBe(true);
+    });
+  });
+
   describe("a fire's run start (startLater)", () => {
     /** A start that records when it was made, and finishes once `gate` settles. */
     function recordingStart(made: number[], gate?: Promise<void>): () => Promise<void> {
@@ -103,7 +150,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
     }
 
     it('is made once no fire is in flight, fires begun meanwhile included, and not in the fire itself', async () => {
-      const order = new FiresFirst(60_000, 60_000);
+      const order = new FiresFirst({ maxDeferMs: 60_000, maxStartDeferMs: 60_000 });
       const fires = order.fireSlots(4);
       const endFirst = await startFire(fires);
       const made: number[] = [];
@@ -120,7 +167,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
     });
 
     it('is made at once when no fire is in flight, and held no longer than its bound while fires go on', async () => {
-      const order = new FiresFirst(60_000, 100);
+      const order = new FiresFirst({ maxDeferMs: 60_000, maxStartDeferMs: 100 });
       const made: number[] = [];
       order.startLater.defer(recordingStart(made));
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -154,7 +201,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
     });
 
     it('is made at once when the server settles, with a fire still in flight, and a failed start leaves nothing pending', async () => {
-      const order = new FiresFirst(60_000, 60_000);
+      const order = new FiresFirst({ maxDeferMs: 60_000, maxStartDeferMs: 60_000 });
       const endFire = await startFire(order.fireSlots(1));
       const made: number[] = [];
       order.startLater.defer(recordingStart(made));
