@@ -99,11 +99,13 @@ const startingRuns: Variant = {
     const workflowStarted: number[] = [];
     const executed: number[] = [];
     const perMinute = minutes.map(() => 0);
+    const byMinute = minutes.map((): number[] => []);
     for (const row of rows) {
       const nominal = Date.parse(row.key.split('/')[2]);
       const i = minutes.indexOf(nominal);
       if (i < 0) continue;
       lateness.push(row.created_at.getTime() - nominal);
+      byMinute[i].push(row.created_at.getTime() - nominal);
       if (row.workflow_started_at) workflowStarted.push(row.workflow_started_at.getTime() - nominal);
       if (row.started_at) executed.push(row.started_at.getTime() - nominal);
       perMinute[i]++;
@@ -114,7 +116,8 @@ const startingRuns: Variant = {
       perMinute,
       note:
         `schedules: the fires' runs after their nominal time: workflow started ${seconds(workflowStarted)} (${workflowStarted.length}), ` +
-        `tool started ${seconds(executed)} (${executed.length}); both wait for the burst of fires (workers/fires-first.ts)`,
+        `tool started ${seconds(executed)} (${executed.length}); both wait for the burst of fires (workers/fires-first.ts); ` +
+        `lateness by minute: ${byMinute.map(seconds).join('; ')}`,
     };
   },
 };

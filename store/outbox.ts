@@ -51,6 +51,9 @@ export const OWN_GRACE_SECONDS = 3;
  */
 export type EffectOwner = boolean | number;
 
+/** Effects as the outbox's rows take them (an effect without a payload has an empty one). */
+const outboxRows = (effects: Effect[]) => effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
+
 /** When effects owed by `own` are due to dispatchers. */
 function dueAt(db: Db, own: EffectOwner) {
   return own === false ? db`now()` : db`now() + make_interval(secs => ${own === true ? OWN_GRACE_SECONDS : own})`;
@@ -59,7 +62,7 @@ function dueAt(db: Db, own: EffectOwner) {
 /** Adds effects owed from `db`'s transaction, carried out first by `own`. Answers the effects' ids in order. */
 export async function oweEffects(db: Db, effects: Effect[], own: EffectOwner = false): Promise<string[]> {
   if (effects.length === 0) return [];
-  const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
+  const rows = outboxRows(effects);
   const due = dueAt(db, own);
   const inserted = await db<{ id: string }[]>`
     INSERT INTO outbox (effect, subject, payload, due_at)
@@ -75,7 +78,7 @@ export async function oweEffects(db: Db, effects: Effect[], own: EffectOwner = f
  * only when it holds (a condition on the statement's other steps, such as whether a row was written).
  */
 export function oweEffectsStep(db: Db, effects: Effect[], own: EffectOwner, onlyIf?: postgres.Fragment) {
-  const rows = effects.map((e) => ({ effect: e.effect, subject: e.subject, payload: 'payload' in e ? e.payload : {} }));
+  const rows = outboxRows(effects);
   const due = dueAt(db, own);
   return db`owed_effects AS (
     INSERT INTO outbox (effect, subject, payload, due_at)
