@@ -29,6 +29,9 @@ const START_SLOTS = 8;
 /** How often fires still owed are counted while a burst goes on. */
 const OWED_POLL_MS = 250;
 
+/** How long a failed count of owed fires is not asked again (the store is likely down: one warning, not one a fire). */
+const PROBE_REST_MS = 5_000;
+
 /** How far back a fire still owed counts (a schedule stuck at a fire counts no longer than this). */
 export const OWED_WINDOW_SECONDS = 60;
 
@@ -70,6 +73,7 @@ export class FiresFirst {
   private readonly deferred = new Set<Promise<void>>();
   private readonly settling = new AbortController();
   private watching = false;
+  private probeRestsUntil = 0;
   private readonly maxDeferMs: number;
   private readonly maxStartDeferMs: number;
 
@@ -84,7 +88,7 @@ export class FiresFirst {
    */
   private async watchOwedFires(): Promise<void> {
     const probe = this.options.owedFires;
-    if (!probe || this.watching || this.settling.signal.aborted) return;
+    if (!probe || this.watching || this.settling.signal.aborted || Date.now() < this.probeRestsUntil) return;
     this.watching = true;
     let endOwed: (() => void) | undefined;
     try {
@@ -95,6 +99,7 @@ export class FiresFirst {
         await new Promise((resolve) => setTimeout(resolve, OWED_POLL_MS));
       }
     } catch (err) {
+      this.probeRestsUntil = Date.now() + PROBE_REST_MS;
       this.options.onProbeError?.(err as Error);
     } finally {
       endOwed?.();

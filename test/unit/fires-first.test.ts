@@ -118,7 +118,7 @@ describe('fires before executions (workers/fires-first.ts)', () => {
       expect(order.fires).toBe(0);
     });
 
-    it('asks nothing before a fire, and counts only the fires in flight when asking fails', async () => {
+    it('asks nothing before a fire, counts only the fires in flight when asking fails, and rests a while before asking again', async () => {
       let asked = 0;
       const problems: string[] = [];
       const order = new FiresFirst({
@@ -135,6 +135,11 @@ describe('fires before executions (workers/fires-first.ts)', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
       expect(problems).toEqual(['the store is down']);
       expect(order.fires).toBe(1);
+      // A second fire soon after asks nothing: one warning while the store is down, not one a fire.
+      const endSecond = await startFire(order.fireSlots(1));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(asked).toBe(1);
+      endSecond();
       endFire();
       expect(await settlesWithin(order.executionSlots(1).reserveSlot(reserve, new AbortController().signal), 30)).toBe(true);
     });
