@@ -94,7 +94,6 @@ const startingRuns: Variant = {
   async measure(sql, minutes) {
     const rows = await sql<{ key: string; created_at: Date; workflow_started_at: Date | null; started_at: Date | null }[]>`
       SELECT idempotency_key AS key, created_at, workflow_started_at, started_at FROM runs WHERE source_kind = 'schedule' AND parent_run_id IS NULL`;
-    const lateness: number[] = [];
     // When each fire's run had its workflow started and its tool started, against the same nominal time.
     const workflowStarted: number[] = [];
     const executed: number[] = [];
@@ -104,7 +103,6 @@ const startingRuns: Variant = {
       const nominal = Date.parse(row.key.split('/')[2]);
       const i = minutes.indexOf(nominal);
       if (i < 0) continue;
-      lateness.push(row.created_at.getTime() - nominal);
       byMinute[i].push(row.created_at.getTime() - nominal);
       if (row.workflow_started_at) workflowStarted.push(row.workflow_started_at.getTime() - nominal);
       if (row.started_at) executed.push(row.started_at.getTime() - nominal);
@@ -112,7 +110,7 @@ const startingRuns: Variant = {
     }
     const seconds = (values: number[]) => `p50 ${(percentile(values, 50) / 1000).toFixed(1)} s, p99 ${(percentile(values, 99) / 1000).toFixed(1)} s`;
     return {
-      lateness,
+      lateness: byMinute.flat(),
       perMinute,
       note:
         `schedules: the fires' runs after their nominal time: workflow started ${seconds(workflowStarted)} (${workflowStarted.length}), ` +

@@ -1,4 +1,4 @@
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Worker, type ActivitySlotInfo, type WorkerOptions, type WorkflowSlotInfo } from '@temporalio/worker';
 import type { ExtensionRegistry } from '../core/extensions';
 import os from 'node:os';
 import type { Logger } from 'pino';
@@ -92,6 +92,8 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
       }
     },
   });
+  // Slots of a kind `cairn serve`'s fires come before, or a fixed number of them.
+  const executionSlots = <SI extends ActivitySlotInfo | WorkflowSlotInfo>(size: number) => role.firesFirst?.executionSlots<SI>(size) ?? fixedSlots(size);
   let worker: Worker;
   try {
     worker = await Worker.create({
@@ -109,9 +111,9 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
         ...role.workflows?.activities,
       },
       tuner: {
-        activityTaskSlotSupplier: role.firesFirst ? role.firesFirst.executionSlots(options.poolSize) : fixedSlots(options.poolSize),
+        activityTaskSlotSupplier: executionSlots(options.poolSize),
         localActivityTaskSlotSupplier: fixedSlots(Math.max(options.poolSize, 16)),
-        workflowTaskSlotSupplier: role.firesFirst ? role.firesFirst.executionSlots(WORKFLOW_TASK_SLOTS) : fixedSlots(WORKFLOW_TASK_SLOTS),
+        workflowTaskSlotSupplier: executionSlots(WORKFLOW_TASK_SLOTS),
         nexusTaskSlotSupplier: fixedSlots(1),
       },
       // Cancels reach an activity through its heartbeat: throttle heartbeats to a second so a cancel lands fast.

@@ -53,7 +53,7 @@ export interface FiresFirstOptions {
 /**
  * Schedule fires before new executions, in a process that does both (`cairn serve`'s own pool).
  * A fire is the durable record of a run at its time, and its lateness is what a schedule promises;
- * the runs it starts (and every other) can wait a moment. So while this process makes a fire:
+ * the runs it starts (and every other) can wait a moment. So while a burst of fires goes on:
  *
  * - its pool takes no new execution, for at most MAX_EXECUTION_DEFER_MS; executions already going
  *   go on. Both are Temporal slot suppliers (the SDK's seam for how a worker hands out task
@@ -107,7 +107,7 @@ export class FiresFirst {
     }
   }
 
-  /** How the fires of this process start their runs: after the fires in flight, START_SLOTS at a time. */
+  /** How the fires of this process start their runs: once the burst has passed (at most MAX_START_DEFER_MS), START_SLOTS at a time. */
   readonly startLater: StartLater = {
     graceSeconds: START_GRACE_SECONDS,
     defer: (start) => {
@@ -153,7 +153,7 @@ export class FiresFirst {
     });
   }
 
-  /** The pool's slots of one kind: `slots` at once, and none newly given while a fire is in flight (for at most the deferral's bound). */
+  /** The pool's slots of one kind: `slots` at once, and none newly given while a burst of fires goes on (for at most the deferral's bound). */
   executionSlots<SI extends ActivitySlotInfo | WorkflowSlotInfo>(slots: number): CustomSlotSupplier<SI> {
     return slotSupplier<SI>(slots, { givesWayTo: this.firing, maxDeferMs: this.maxDeferMs });
   }

@@ -68,9 +68,9 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
     throw err;
   }
   let schedules: { stop(): Promise<void> } | undefined;
-  if (options.schedules && firesFirst) {
+  if (firing && firesFirst) {
     try {
-      schedules = await startScheduleWorker(options, bundle, options.schedules, firesFirst);
+      schedules = await startScheduleWorker(options, bundle, firing, firesFirst);
     } catch (err) {
       await pool.stop();
       deliveries.shutdown();
