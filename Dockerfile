@@ -38,12 +38,17 @@ RUN node bin/run-ts.js workers/build-bundle.ts
 # Only an embedded PostgreSQL would write here; the directory exists so that mode also works.
 RUN mkdir -p /var/lib/cairn && chown node:node /var/lib/cairn
 
-# Two malloc arenas rather than one per thread (Temporal's core and libuv's pool allocate from
-# their own threads): about 20 MiB less at rest and 45 MiB less at a log firehose's peak, measured
-# (docs/operations.md, Memory).
+# glibc's malloc, held to what it uses (docs/operations.md, Memory; bench section (l) runs its
+# server with these same MALLOC_ settings, read from here):
+# - two arenas rather than one per thread (Temporal's core and libuv's pool allocate from their
+#   own threads);
+# - blocks of 128 KiB and more mapped and unmapped on their own, at a fixed threshold: glibc
+#   otherwise raises the threshold as large blocks are freed, and a log firehose's buffers then
+#   stay in the arenas after the run.
 ENV CAIRN_LISTEN=0.0.0.0:8080 \
     CAIRN_DATA_DIR=/var/lib/cairn \
-    MALLOC_ARENA_MAX=2
+    MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=131072
 
 USER node
 EXPOSE 8080

@@ -181,6 +181,17 @@ export async function startWorkerProcess(env: BenchEnvironment, teardown: Teardo
   return { pid, stop };
 }
 
+/**
+ * The glibc malloc settings the image gives every Cairn process (the Dockerfile's `MALLOC_*`
+ * ENV): a server or worker the bench starts is measured as a production install runs it.
+ */
+export async function imageMallocSettings(): Promise<Record<string, string>> {
+  const dockerfile = await fs.readFile(path.join(__dirname, '..', 'Dockerfile'), 'utf8');
+  const settings = Object.fromEntries([...dockerfile.matchAll(/^\s*(?:ENV\s+)?(MALLOC_[A-Z_]+)=(\S+?)\s*\\?$/gm)].map((m) => [m[1], m[2]]));
+  if (Object.keys(settings).length === 0) throw new Error('the Dockerfile sets no MALLOC_ settings for the bench to run its processes with');
+  return settings;
+}
+
 async function startInstallProcess(
   env: BenchEnvironment,
   teardown: Teardown,
@@ -193,12 +204,13 @@ async function startInstallProcess(
 ): Promise<InstallProcess & { ready: RegExpMatchArray }> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-process-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
-  // Nothing of the caller's Cairn, database or Temporal settings leaks in.
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_|NODE_OPTIONS$)/.test(key)));
+  // Nothing of the caller's Cairn, database, Temporal or malloc settings leaks in.
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(CAIRN_|SERVICE_|DATABASE_URL$|TEMPORAL_|NODE_OPTIONS$|MALLOC_)/.test(key)));
   const settings = Object.fromEntries(Object.entries({ ...env.settings, ...extraEnv }).filter(([, value]) => value !== undefined));
   const child = spawn(process.execPath, args, {
     env: {
       ...inherited,
+      ...(await imageMallocSettings()),
       ...settings,
       CAIRN_DATA_DIR: dataDir,
       CAIRN_POOL_QUEUE: placement.poolQueue ?? `cairn-bench-serve-${randomBytes(6).toString('hex')}`,

@@ -8,6 +8,7 @@ import { hashBearerSecret } from '../core/credentials/secrets';
 import { randomBytes } from 'node:crypto';
 import { createStreamTicket } from '../store/tickets';
 import { expectStatus, type BenchClient } from './http';
+import { imageMallocSettings } from './environment';
 import type { Section } from './report';
 import { msSince, percentile, sleep } from './stats';
 
@@ -215,7 +216,7 @@ export async function firehoseBenchmark(client: BenchClient, sql: postgres.Sql, 
         { metric: 'firehose: tool launcher RSS peak', value: launcherPeak / 2 ** 20, baseline: launcherFirst / 2 ** 20, unit: 'MiB' },
       ],
       notes: [
-        `firehose: ${(floor.bytes / 2 ** 20).toFixed(0)} MiB in ${LINES} lines (\`${FIREHOSE.slice(0, 40)}... | head -n ${LINES}\`) through a \`cairn serve\` process of its own; run started to finished ${(ms / 1000).toFixed(1)} s, ` +
+        `firehose: ${(floor.bytes / 2 ** 20).toFixed(0)} MiB in ${LINES} lines (\`${FIREHOSE.slice(0, 40)}... | head -n ${LINES}\`) through a \`cairn serve\` process of its own (with the image's malloc settings, ${Object.entries(await imageMallocSettings()).map(([k, v]) => `${k}=${v}`).join(' ')}); run started to finished ${(ms / 1000).toFixed(1)} s, ` +
           `to a file ${(floor.ms / 1000).toFixed(1)} s; one SSE reader got ${(follower.bytes / 2 ** 20).toFixed(0)} MiB, its stream ended ${((follower.endedAt! - new Date(ended.finished_at).getTime()) / 1000).toFixed(1)} s after the run; ` +
           `server process CPU ${(cpu / (wall / 1000)).toFixed(2)} cores over ${(wall / 1000).toFixed(1)} s; its RSS before ${mib(rssBefore)} MiB (baseline column); ` +
           `stored as ${stored.chunks} chunks, ${(stored.now / 2 ** 20).toFixed(2)} MiB (deflated by Cairn); the same bytes as 1 MiB raw chunks compressed by PostgreSQL (pglz), as before schema 043: ${(stored.before / 2 ** 20).toFixed(2)} MiB`,

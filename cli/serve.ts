@@ -30,7 +30,7 @@ import { liveTokenCount, openCaller } from '../store/tokens';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
 import { startRelayDispatcher } from '../workers/relay-dispatch';
-import { installTemporalLogging } from '../workers/runtime';
+import { installTemporalRuntime } from '../workers/runtime';
 import { ConfigError, type Config } from '../core/config';
 import { connectTemporal, ensureNamespace, ensureSearchAttributes } from './temporal-connection';
 import { loadExtensions } from './plugins';
@@ -218,7 +218,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     }
     // One native (Rust) connection serves both the client and the worker: cheaper per call than
     // the JavaScript gRPC client, and one channel to Temporal per server.
-    installTemporalLogging(logger);
+    installTemporalRuntime(logger);
     const connection = await connectTemporal(temporalAddress, logger);
     stack.push(() => connection.close());
     await ensureNamespace(connection, config.temporalNamespace, logger);

@@ -14,7 +14,7 @@ import { executionTaskQueue } from '../workflows/ids';
 import { startPoolWorker, type PoolWorkerOptions } from '../workers/pool';
 import { startQueueWorker } from '../workers/queue';
 import { startRelayWorker } from '../workers/relay-worker';
-import { installTemporalLogging } from '../workers/runtime';
+import { installTemporalRuntime } from '../workers/runtime';
 import { buildSealer, createLogger, openDatabase, serverSecretsOf, type ServerHarness } from './serve';
 import { connectTemporal, ensureSearchAttributes } from './temporal-connection';
 
@@ -90,7 +90,7 @@ export async function startWorkerProcess(
     if (!tierAllows(tier, feature)) throw new ConfigError(featureRefusal(feature, tier));
     const loaded = await loadExtensions(config.pluginsDir, logger);
     stack.push(loaded.stop);
-    installTemporalLogging(logger);
+    installTemporalRuntime(logger);
     const connection = await connectTemporal(config.temporalAddress, logger);
     stack.push(() => connection.close());
     // A pool worker may start before any server has (its workflows set Cairn's search attributes).

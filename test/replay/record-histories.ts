@@ -18,7 +18,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../../cli/serve';
-import { installTemporalLogging } from '../../workers/runtime';
+import { installTemporalRuntime } from '../../workers/runtime';
 import globalSetup from '../support/global-setup';
 import globalTeardown from '../support/global-teardown';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
@@ -284,7 +284,7 @@ async function main(): Promise<void> {
   // After node, bin/run-ts.js and this script: the scenarios named, if any.
   const only = process.argv.slice(3);
   // One Temporal runtime per process: set up with the server's logging before the dev server's client makes its own.
-  installTemporalLogging(createLogger({ logLevel: 'warn' }));
+  installTemporalRuntime(createLogger({ logLevel: 'warn' }));
   await globalSetup();
   const wanted = (scenario: Scenario) => only.length === 0 || only.includes(scenario);
   let t: TestServer | undefined;

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../../cli/serve';
 import { workflowBundle } from '../../workers/bundle';
-import { installTemporalLogging } from '../../workers/runtime';
+import { installTemporalRuntime } from '../../workers/runtime';
 import { historyFromPlain } from './history-json';
 import { SCENARIOS, type HistoryFile } from './scenarios';
 
@@ -16,7 +16,7 @@ import { SCENARIOS, type HistoryFile } from './scenarios';
 const HISTORIES = path.join(__dirname, 'histories');
 
 beforeAll(() => {
-  installTemporalLogging(createLogger({ logLevel: 'silent' }));
+  installTemporalRuntime(createLogger({ logLevel: 'silent' }));
 });
 
 /** Every scenario's history, and any older ones kept beside them (the path before a `patched()` change). */

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import pino from 'pino';
-import { installTemporalLogging } from '../../workers/runtime';
+import { installTemporalRuntime } from '../../workers/runtime';
 import { DEV_SERVER_TUNING } from '../../embedded/temporal';
 import { goBuildInto, isExecutable, onPath } from '../../embedded/temporal-binary';
 import { machineCacheDir } from '../../embedded/machine-cache';
@@ -89,7 +89,7 @@ export async function startTimeSkippingTemporal(): Promise<TimeSkippingTemporal>
   const executable = await findTimeSkippingServer((line) => process.stderr.write(`${line}\n`));
   // The SDK's runtime is one per process and created by its first user: install Cairn's (as
   // `serve` does, which then finds it installed) before the launcher below would create a default one.
-  installTemporalLogging(pino({ level: process.env.CAIRN_TEST_LOG_LEVEL ?? 'silent' }));
+  installTemporalRuntime(pino({ level: process.env.CAIRN_TEST_LOG_LEVEL ?? 'silent' }));
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
       executable: { type: 'existing-path', path: executable },
