@@ -9,7 +9,8 @@ let installed = false;
  * The young generation of each workflow thread's heap, in MiB per semi-space. A workflow
  * activation allocates little and briefly, so V8's default (up to 16 MiB a semi-space, kept once
  * grown) only holds memory: with 1 MiB an idle `cairn serve`, whose three Temporal workers each run
- * workflows in a thread of their own, rests about 30 MiB lower (docs/operations.md, Memory).
+ * workflows in a thread of their own, rests about 15 MiB lower with glibc's malloc defaults and 15
+ * to 30 MiB lower with the image's (docs/operations.md, Memory).
  */
 const WORKFLOW_SEMI_SPACE_MB = 1;
 
