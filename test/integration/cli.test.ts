@@ -30,8 +30,10 @@ async function serveEmbedded(dataDir: string) {
   chmodSync(home, 0o700);
   const checkout = path.join(home, 'cairn');
   execFileSync('git', ['clone', '-q', ROOT, checkout]);
-  // What `npm install` lays out, taken as hard links of this checkout's packages rather than downloaded again.
+  // What `npm install` does: lays out the packages (taken as hard links of this checkout's rather
+  // than downloaded again), then runs the postinstall step, which compiles the server to dist/.
   execFileSync('cp', ['-al', path.join(ROOT, 'node_modules'), path.join(checkout, 'node_modules')]);
+  execFileSync(process.execPath, ['bin/setup.js'], { cwd: checkout, stdio: 'ignore' });
   const serve = startChild('npm', ['start', '--', '--listen', '127.0.0.1:0'], { ...bareEnvironment(), HOME: home }, { cwd: checkout, group: true });
   try {
     const [, url] = await serve.waitFor(/serving at (\S+)/, 180_000);
