@@ -1,6 +1,6 @@
 import type { ServerContext } from '../services/context';
 import type { StartLater } from '../services/runs/runs';
-import { fireOccurrence, planNextFire, type FireOutcome, type FirePlan } from '../services/schedules/schedules';
+import { fireAndPlan, planNextFire, type FireOutcome, type FirePlan } from '../services/schedules/schedules';
 
 /**
  * What a schedule's workflow does to the world, as local activities of the `cairn serve` that runs
@@ -12,10 +12,8 @@ import { fireOccurrence, planNextFire, type FireOutcome, type FirePlan } from '.
 export function createScheduleActivities(ctx: ServerContext, startLater?: StartLater) {
   return {
     planFire: (scheduleId: string, after: number | null): Promise<FirePlan | null> => planNextFire(ctx, scheduleId, after),
-    async fireSchedule(scheduleId: string, fireAt: number, revision: number, after: number | null): Promise<{ outcome: FireOutcome; next: FirePlan | null }> {
-      const outcome = await fireOccurrence(ctx, scheduleId, fireAt, revision, startLater);
-      return { outcome, next: await planNextFire(ctx, scheduleId, outcome === 'stale' ? after : fireAt) };
-    },
+    fireSchedule: (scheduleId: string, fireAt: number, revision: number, after: number | null): Promise<{ outcome: FireOutcome; next: FirePlan | null }> =>
+      fireAndPlan(ctx, scheduleId, fireAt, revision, after, startLater),
   };
 }
 

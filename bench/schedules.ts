@@ -4,6 +4,7 @@ import path from 'node:path';
 import type postgres from 'postgres';
 import { processTreeCpuSeconds } from '../embedded/process-cpu';
 import { readServiceState } from '../embedded/state';
+import { statementsSentSoFar } from '../store/db';
 import { mapLimit } from './concurrency';
 import { expectStatus, type BenchClient } from './http';
 import type { Row, Section } from './report';
@@ -126,7 +127,7 @@ async function measureSchedules(
   temporalPid: number | undefined,
   variant: Variant,
   snapshot?: (minute: number) => Promise<number[]>,
-): Promise<{ lateness: number[]; perMinute: number[]; note?: string; idle: Cpu; createSeconds: number }> {
+): Promise<{ lateness: number[]; perMinute: number[]; note?: string; idle: Cpu; createSeconds: number; statementsPerFire: number }> {
   const first = minuteAfter(90_000);
   const created = Date.now();
   const ids = await mapLimit(SCHEDULES, 16, async (i) =>
@@ -147,13 +148,18 @@ async function measureSchedules(
   const idle = await cpuOver(IDLE_S * 1000, temporalPid);
   const minutes = Array.from({ length: MINUTES }, (_, m) => first + m * MINUTE_MS);
   const snapshots: number[] = [];
+  // The server runs in this process: its statements to PostgreSQL over the minutes, less the
+  // benchmark's own snapshots (read after each minute's count).
+  let statements = 0;
   for (const minute of minutes) {
+    const before = statementsSentSoFar();
     await sleep(Math.max(0, minute + 55_000 - Date.now()));
+    statements += statementsSentSoFar() - before;
     if (snapshot) snapshots.push(...(await snapshot(minute)));
   }
   const measured = snapshot ? { lateness: snapshots, perMinute: [] } : await variant.measure(sql, minutes);
   await mapLimit(ids.length, 16, async (i) => expectStatus(await client.request('DELETE', `/v1/schedules/${ids[i]}`), 204, 'DELETE /v1/schedules'));
-  return { ...measured, idle, createSeconds };
+  return { ...measured, idle, createSeconds, statementsPerFire: statements / Math.max(1, measured.lateness.length) };
 }
 
 /**
@@ -206,6 +212,8 @@ export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, 
         `against its nominal time`,
       `schedules: fires made per minute: ${runs.perMinute.join(', ')} starting runs, ${perMinuteRefused.join(', ')} refused; ` +
         `baseline: ${SCHEDULES} bare Temporal timers at one instant on the same dev server (p50 / p99 of a local activity's start)`,
+      `schedules: PostgreSQL statements a fire, from each minute to 55 s after it: ${refused.statementsPerFire.toFixed(1)} refused (the scheduler alone: ` +
+        `fire and plan the next), ${runs.statementsPerFire.toFixed(1)} starting runs (the run's own statements included, as far as it got within the 55 s)`,
       `schedules: CPU is % of one core over ${IDLE_S} s with every schedule asleep (baseline: the same window with none); ` +
         `the Temporal dev server meanwhile ${pct(runs.idle.temporal)} (with none: ${pct(none.temporal)})`,
       ...(runs.note ? [runs.note] : []),

@@ -316,8 +316,18 @@ export interface FirePlan {
  * docs/architecture.md). None when the schedule is gone, disabled or its rule has run out.
  */
 export async function planNextFire(ctx: ServerContext, scheduleId: string, after: number | null): Promise<FirePlan | null> {
-  const schedule = await getSchedule(ctx.sql, scheduleId);
+  return planFireOf(ctx, await getSchedule(ctx.sql, scheduleId), after);
+}
+
+/**
+ * planNextFire from a schedule already read (a fire's own read, so a fire reads its schedule
+ * once). Safe when a save lands after that read: the plan carries the revision it was made
+ * under, the save signals the workflow to plan again, and a fire of an older revision is made
+ * only if the saved rule has that time.
+ */
+async function planFireOf(ctx: ServerContext, schedule: Schedule | undefined, after: number | null): Promise<FirePlan | null> {
   if (!schedule || !schedule.enabled) return null;
+  const scheduleId = schedule.id;
   let next: Date | undefined;
   try {
     [next] = storedCalendar(schedule).firesAfter(new Date(Math.max(after ?? 0, Date.now())), 1);
@@ -365,11 +375,28 @@ export const fireKey = (scheduleId: string, fireAt: Date) => `schedule/${schedul
  *    a credential not ready or no longer usable by the owner) is recorded on `last_error`. A
  *    failure of the server or its stores is thrown, and the fire is retried. With `startLater`,
  *    the run's workflow is started after the fire, not in it.
+ *
+ * Then the next fire is planned (planNextFire) from the same read of the schedule: a fire reads
+ * its schedule once. `after`: the last fire handled, which a stale fire plans from.
  */
-export async function fireOccurrence(ctx: ServerContext, scheduleId: string, fireAtMs: number, revision: number, startLater?: StartLater): Promise<FireOutcome> {
-  const fireAt = new Date(fireAtMs);
+export async function fireAndPlan(
+  ctx: ServerContext,
+  scheduleId: string,
+  fireAtMs: number,
+  revision: number,
+  after: number | null,
+  startLater?: StartLater,
+): Promise<{ outcome: FireOutcome; next: FirePlan | null }> {
   const schedule = await getSchedule(ctx.sql, scheduleId);
+  const outcome = await fireOccurrence(ctx, schedule, fireAtMs, revision, startLater);
+  return { outcome, next: await planFireOf(ctx, schedule, outcome === 'stale' ? after : fireAtMs) };
+}
+
+/** The fire itself (rules 0 to 3 above), of the schedule as read for it. */
+async function fireOccurrence(ctx: ServerContext, schedule: Schedule | undefined, fireAtMs: number, revision: number, startLater?: StartLater): Promise<FireOutcome> {
+  const fireAt = new Date(fireAtMs);
   if (!schedule || !schedule.enabled) return 'stale';
+  const scheduleId = schedule.id;
   // Saved since the fire was planned (and the workflow not told): made only if the rule as saved has it.
   if (schedule.revision !== revision && !isFireOf(schedule, fireAt)) return 'stale';
   if (schedule.last_fire_at && schedule.last_fire_at >= fireAt) return schedule.last_outcome ?? 'started';

@@ -218,11 +218,11 @@ const ROWS: Row[] = [
 /** Every table a call could write, and the audit chain's length. */
 const TABLES = ['accounts', 'tokens', 'runs', 'run_events', 'stream_tickets', 'rate_limit_windows', 'templates', 'policies', 'decision_records', 'teams', 'team_members', 'orgs', 'org_members', 'grants', 'schedules', 'triggers', 'credentials', 'credential_types'];
 
+/** Every table's row count, read in one statement (one snapshot), and the audit chain's length. */
 async function writes(): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const table of TABLES) counts[table] = (await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ${sql(table)}`)[0].n;
-  counts.audit = (await t.api.get('/v1/audit?limit=1')).body.total;
-  return counts;
+  const columns = TABLES.map((table) => `(SELECT count(*)::int FROM ${table}) AS ${table}`).join(', ');
+  const [counts] = await sql.unsafe<Record<string, number>[]>(`SELECT ${columns}`);
+  return { ...counts, audit: (await t.api.get('/v1/audit?limit=1')).body.total };
 }
 
 /** A refusal: a role or grant too low (403), an object the caller may not see (404, or 400 naming a body's `object` or `template_id`). */
