@@ -354,11 +354,13 @@ describe('firing, end to end on the real Temporal dev server', () => {
   });
 
   test('fires owed (what keeps runs behind a burst): enabled schedules whose planned fire came in the window given and is not made yet', async () => {
-    const [due, stuck, coming] = [await createSchedule({ name: 'owed', cron: '0 9 * * *', run: aRun }), await createSchedule({ name: 'stuck', cron: '0 9 * * *', run: aRun }), await createSchedule({ name: 'coming', cron: '0 9 * * *', run: aRun })];
+    // Saved disabled, so no workflow plans them and overwrites the times set here; enabled below in the same statements.
+    const saved = (name: string) => createSchedule({ name, cron: '0 9 * * *', run: aRun, enabled: false });
+    const [due, stuck, coming] = [await saved('owed'), await saved('stuck'), await saved('coming')];
     const before = await countOwedFires(sql, 60);
-    await sql`UPDATE schedules SET next_fire_at = now() - interval '5 seconds' WHERE id = ${due.id}`;
-    await sql`UPDATE schedules SET next_fire_at = now() - interval '2 minutes' WHERE id = ${stuck.id}`;
-    await sql`UPDATE schedules SET next_fire_at = now() + interval '5 seconds' WHERE id = ${coming.id}`;
+    await sql`UPDATE schedules SET enabled = true, next_fire_at = now() - interval '5 seconds' WHERE id = ${due.id}`;
+    await sql`UPDATE schedules SET enabled = true, next_fire_at = now() - interval '2 minutes' WHERE id = ${stuck.id}`;
+    await sql`UPDATE schedules SET enabled = true, next_fire_at = now() + interval '5 seconds' WHERE id = ${coming.id}`;
     expect(await countOwedFires(sql, 60)).toBe(before + 1);
     expect(await countOwedFires(sql, 180)).toBe(before + 2);
     await sql`UPDATE schedules SET enabled = false WHERE id IN ${sql([due.id, stuck.id])}`;
