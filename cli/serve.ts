@@ -145,6 +145,8 @@ export interface ServerHarness {
   notificationRetryBaseMs?: number;
   /** How often the sweeper runs (every 2 s in production), so a test waiting on a sweep need not wait seconds. */
   sweepIntervalMs?: number;
+  /** Workflow code on the main thread rather than in worker threads (workers/pool.ts), so a test server starts in a third of the CPU. */
+  workflowsOnMainThread?: boolean;
 }
 
 /** `cairn serve`: the API and the pool worker, with embedded PostgreSQL and Temporal when none is configured. */
@@ -284,6 +286,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
       delivery: config.delivery,
       projects: config,
       schedules: context,
+      workflowsOnMainThread: harness.workflowsOnMainThread,
     });
     stack.push(() => worker.stop());
     const outbox = await startOutboxDispatcher(context);

@@ -58,7 +58,7 @@ export interface WorkerRole {
   queue: string;
   taskQueue: string;
   /** Workflow code and the local activities it calls; only the pool worker runs workflows. */
-  workflows?: Pick<WorkerOptions, 'workflowBundle' | 'activities'>;
+  workflows?: Pick<WorkerOptions, 'workflowBundle' | 'debugMode' | 'activities'>;
   /** `cairn serve`'s pool: its executions wait behind the schedule fires this process makes. */
   firesFirst?: FiresFirst;
 }
@@ -104,6 +104,7 @@ export async function startExecutionWorker(options: ExecutionWorkerOptions, role
       // that executed the attempt, by the pid and host its `workers` row shows.
       identity: `${process.pid}@${os.hostname()}`,
       workflowBundle: role.workflows?.workflowBundle,
+      debugMode: role.workflows?.debugMode,
       activities: {
         ...activities,
         updateProject: projects.updateProject,

@@ -16,6 +16,13 @@ export interface PoolWorkerOptions extends ExecutionWorkerOptions {
   delivery: DeliverySettings;
   /** `cairn serve` only: the server's context, whose schedules this process fires (workers/schedules.ts). */
   schedules?: ServerContext;
+  /**
+   * Runs workflow code on this process's main thread (the SDK's debugMode, which its replayer uses)
+   * instead of a worker thread for each of the three workers here. An in-process test server's
+   * choice only (cli/serve.ts ServerHarness): each thread loads the SDK and the bundle afresh, about
+   * two thirds of a CPU-second, and a main-thread workflow has no deadlock timeout.
+   */
+  workflowsOnMainThread?: boolean;
 }
 
 /** Delivery attempts this process makes at once, across every target (each target at most four). */
@@ -29,16 +36,19 @@ const DELIVERY_SLOTS = 64;
  * run or a graph needs.
  */
 export async function startPoolWorker(options: PoolWorkerOptions): Promise<RunningWorker> {
-  const bundle = await workflowBundle({
-    info: (line) => options.logger.info(line),
-    warn: (line) => options.logger.warn(line),
-  });
+  const workflowCode = {
+    workflowBundle: await workflowBundle({
+      info: (line) => options.logger.info(line),
+      warn: (line) => options.logger.warn(line),
+    }),
+    debugMode: options.workflowsOnMainThread === true,
+  };
   const deliveries = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: notifyTaskQueue(options.poolQueue),
     identity: `${process.pid}@${os.hostname()}`,
-    workflowBundle: bundle,
+    ...workflowCode,
     activities: createNotifyActivities({ sql: options.sql, logger: options.logger, sealer: options.sealer, delivery: options.delivery }),
     maxConcurrentLocalActivityExecutions: DELIVERY_SLOTS,
     maxConcurrentActivityTaskExecutions: 1,
@@ -59,7 +69,7 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
     pool = await startExecutionWorker(options, {
       queue: '',
       taskQueue: options.poolQueue,
-      workflows: { workflowBundle: bundle, activities: createGraphActivities({ sql: options.sql }) },
+      workflows: { ...workflowCode, activities: createGraphActivities({ sql: options.sql }) },
       firesFirst,
     });
   } catch (err) {
@@ -70,7 +80,7 @@ export async function startPoolWorker(options: PoolWorkerOptions): Promise<Runni
   let schedules: { stop(): Promise<void> } | undefined;
   if (firing && firesFirst) {
     try {
-      schedules = await startScheduleWorker(options, bundle, firing, firesFirst);
+      schedules = await startScheduleWorker(options, workflowCode, firing, firesFirst);
     } catch (err) {
       await pool.stop();
       deliveries.shutdown();

@@ -25,7 +25,7 @@ const ACTIVITY_SLOTS = 100;
  */
 export async function startScheduleWorker(
   options: { connection: WorkerOptions['connection']; namespace: string; logger: Logger },
-  workflowBundle: NonNullable<WorkerOptions['workflowBundle']>,
+  workflowCode: Required<Pick<WorkerOptions, 'workflowBundle' | 'debugMode'>>,
   ctx: ServerContext,
   firesFirst: FiresFirst,
 ): Promise<{ stop(): Promise<void> }> {
@@ -34,7 +34,7 @@ export async function startScheduleWorker(
     namespace: options.namespace,
     taskQueue: scheduleTaskQueue(ctx.config.poolQueue),
     identity: `${process.pid}@${os.hostname()}`,
-    workflowBundle,
+    ...workflowCode,
     activities: { ...createScheduleActivities(ctx, firesFirst.startLater), ...createFederationActivities(ctx), ...createReviewActivities(ctx) },
     tuner: {
       localActivityTaskSlotSupplier: firesFirst.fireSlots(FIRE_SLOTS),

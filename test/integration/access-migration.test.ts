@@ -1,9 +1,9 @@
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
-import { testSettings } from '../support/server';
+import { startServerInProcess, testSettings } from '../support/server';
 
 /** Templates saved before owners existed are owned by the account that created them. */
 
@@ -22,7 +22,7 @@ test('a template saved before owners existed is managed by the account that crea
     await sql`INSERT INTO templates (id, name, kind, tool, command, created_by) VALUES ('tpl_legacyghost', 'ghosts', 'job', 'bash', 'true', 'ghost')`;
 
     const config = loadConfig({}, testSettings(database.url));
-    const server = await startServer(config, createLogger(config));
+    const server = await startServerInProcess(config, createLogger(config));
     try {
       const admin = apiClient(server.url, server.adminToken);
       const tokenOf = async (username: string) => apiClient(server.url, (await admin.post('/v1/tokens', { name: 'legacy', username })).body.token);

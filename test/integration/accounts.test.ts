@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { hashPassword } from '../../core/credentials/secrets';
 import { usernameKey } from '../../core/access/username';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn } from '../support/processes';
-import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -459,7 +459,7 @@ describe('an install whose usernames collide under the new rule', () => {
         await sql`INSERT INTO accounts (id, username, role, password_hash) VALUES (${id}, ${username}, 'operator', ${hash})`;
       }
       const config = loadConfig({}, testSettings(database.url));
-      const server = await startServer(config, createLogger(config));
+      const server = await startServerInProcess(config, createLogger(config));
       try {
         const anyone = apiClient(server.url);
         for (const [, username] of legacy) {

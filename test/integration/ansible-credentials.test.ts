@@ -3,13 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { runAccountDir } from '../../runtime/sandbox-setup';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { expectNoSecrets, runReads } from '../support/leaks';
-import { testSettings, waitForRunEnd } from '../support/server';
+import { startServerInProcess, testSettings, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 import { git } from '../support/git';
 
@@ -118,7 +118,7 @@ beforeAll(async () => {
       SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
     }),
   );
-  running = await startServer(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
+  running = await startServerInProcess(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
   api = apiClient(running.url, running.adminToken!);
   workRoot = await runAccountDir(config, 'runs', () => undefined);
 }, 60_000);

@@ -1,10 +1,10 @@
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { opensCommitment } from '../../core/audit/reason-commitment';
 import { Faults } from '../../services/context';
 import { connectDatabase, type Sql } from '../../store/db';
 import { apiClient, type ApiClient } from '../support/http';
-import { startTestServer, testSettings, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
 let sql: Sql;
@@ -117,7 +117,7 @@ test('a canceled held run is settled: a later approve answers 409 and records no
 test('two servers approving the same runs at once record exactly one decision each', async () => {
   let second: RunningServer | undefined;
   try {
-    second = await startServer(loadConfig({}, testSettings(t.databaseUrl)), createLogger({ logLevel: 'silent' }));
+    second = await startServerInProcess(loadConfig({}, testSettings(t.databaseUrl)), createLogger({ logLevel: 'silent' }));
     const other = apiClient(second.url, t.adminToken);
     for (let i = 0; i < 5; i++) {
       const run = await heldRun(operator);

@@ -7,9 +7,9 @@ import { grant, person, type Person } from '../support/access';
 import { testLicense } from '../support/license';
 import { ok } from '../support/notifications';
 import { startReceiver, type Receiver } from '../support/receivers';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
-import { startTestServer, testSettings, waitForRun, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRun, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
 
 /**
@@ -256,7 +256,7 @@ test('a second server on the same database alerts nothing already alerted, and a
   const config = loadConfig({}, testSettings(t.databaseUrl, { ...serverEnv, CAIRN_POOL_QUEUE: t.config.poolQueue }));
   let other: RunningServer | undefined;
   try {
-    other = await startServer(config, createLogger(config), { licenseKeys, sweepIntervalMs: SWEEP_MS });
+    other = await startServerInProcess(config, createLogger(config), { licenseKeys, sweepIntervalMs: SWEEP_MS });
     made.secondHeld = await launch(made.heldTemplate);
     await receiver.waitFor(() => alertsFor(made.secondHeld.id).length >= 1, 20_000, 'the new held run alert');
     // Sweeps of both servers, racing, find it alerted already.

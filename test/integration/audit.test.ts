@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { verifyBundle, verifyReceipt } from '../../core/audit/audit-offline';
 import { takeAnchor } from '../../services/audit/audit-anchors';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
-import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
 let db: Sql;
@@ -403,7 +403,7 @@ describe('tampering', () => {
 test('a server anchors on its interval and once more when it stops gracefully', async () => {
   const database = await createTestDatabase();
   const config = loadConfig({}, testSettings(database.url, { CAIRN_AUDIT_ANCHOR_INTERVAL: '1s' }));
-  const server = await startServer(config, createLogger(config));
+  const server = await startServerInProcess(config, createLogger(config));
   const own = connectDatabase(database.url, { max: 1 });
   let stopped = false;
   try {

@@ -1,11 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { expectNoSecrets, runReads } from '../support/leaks';
-import { testSettings, waitForRunEnd } from '../support/server';
+import { startServerInProcess, testSettings, waitForRunEnd } from '../support/server';
 
 /**
  * Credentials reach runs (spec part A 2.9, part B 5.3): a real bash and python run given machine,
@@ -42,7 +42,7 @@ beforeAll(async () => {
       SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
     }),
   );
-  running = await startServer(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
+  running = await startServerInProcess(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
   api = apiClient(running.url, running.adminToken!);
 }, 60_000);
 

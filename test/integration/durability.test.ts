@@ -1,11 +1,10 @@
 import { loadConfig } from '../../core/config';
 import { waitFor } from '../../embedded/state';
-import { startServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
 import { isChildOfThisProcess, processesMatching, startCairn, startTsScript } from '../support/processes';
 import { Faults } from '../../services/context';
-import { startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRun, waitForRunEnd } from '../support/server';
 import { tempDir } from '../support/temp';
 
 test('kill -9 of the server while a run sleeps: a new server on the same data ends the run exactly once', async () => {
@@ -119,7 +118,7 @@ test('readyz answers 503 while PostgreSQL is stopped and 200 again once it is ba
   let pg = startTsScript('test/support/postgres-process.ts', [dir]);
   const [, url] = await pg.waitFor(/postgres url: (\S+)/, 120_000);
   const config = loadConfig({}, testSettings(url));
-  const server = await startServer(config);
+  const server = await startServerInProcess(config);
   const api = apiClient(server.url, server.adminToken);
   try {
     expect((await api.get('/readyz')).status).toBe(200);

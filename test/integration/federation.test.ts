@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { loadJose } from '../../core/jose';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { person } from '../support/access';
 import { expectNoSecrets, runReads } from '../support/leaks';
-import { testSettings, waitForRunEnd } from '../support/server';
+import { startServerInProcess, testSettings, waitForRunEnd } from '../support/server';
 
 /**
  * Cairn as an OpenID issuer for runs (spec part A 1.1, 2.14, 3.4, 4.10; part B 5.4), against a
@@ -91,7 +91,7 @@ beforeAll(async () => {
       SERVICE_ENCRYPTION_SALT: randomBytes(18).toString('base64url'),
     }),
   );
-  running = await startServer(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
+  running = await startServerInProcess(config, createLogger(config, { write: (line: string) => void lines.push(line) }));
   api = apiClient(running.url, running.adminToken!);
 }, 60_000);
 

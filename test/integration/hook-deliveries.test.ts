@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { Faults } from '../../services/context';
 import { sweepHookDeliveries } from '../../services/schedules/hook-deliveries';
@@ -8,7 +8,7 @@ import { createTestDatabase } from '../support/database';
 import { forgeHeaders, PUSH_PAYLOADS, SAMPLE_PUSH_VARS, type SignOptions } from '../support/forge-deliveries';
 import { apiClient, type ApiClient, type ApiResponse } from '../support/http';
 import { waitUntil } from '../support/schedules';
-import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 import { holdAuditHead } from '../support/audit-hold';
 
 /**
@@ -211,7 +211,7 @@ test('a push recorded by a server that stopped before launching it is launched o
   let second: RunningServer | undefined;
   try {
     // Its launch just after the commit fails, as it would in a server that died right then.
-    first = await startServer(config, createLogger(config), { faults: new Faults(['hook-launch-once']) });
+    first = await startServerInProcess(config, createLogger(config), { faults: new Faults(['hook-launch-once']) });
     const adminToken = first.adminToken!;
     const api = apiClient(first.url, adminToken);
     const made = await makeTrigger(api);
@@ -224,7 +224,7 @@ test('a push recorded by a server that stopped before launching it is launched o
     expect(owed.state).toBe('pending');
     expect(await runsOf(sql, made.id)).toEqual([]);
 
-    second = await startServer(loadConfig({}, settings), createLogger(config));
+    second = await startServerInProcess(loadConfig({}, settings), createLogger(config));
     const api2 = apiClient(second.url, adminToken);
     const record = await settled(api2, answer.headers.get('location')!);
     expect(record.state).toBe('launched');

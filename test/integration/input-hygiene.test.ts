@@ -2,11 +2,11 @@ import net from 'node:net';
 import http from 'node:http';
 import type { Logger } from 'pino';
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
-import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -536,7 +536,7 @@ describe('the server log holds no data sent in a request, even when PostgreSQL q
     database = await createTestDatabase();
     const config = loadConfig({}, testSettings(database.url, { CAIRN_LOG_LEVEL: 'debug' }));
     logger = createLogger(config, destination);
-    running = await startServer(config, logger);
+    running = await startServerInProcess(config, logger);
     sql = connectDatabase(database.url, { max: 1 });
   });
   afterAll(async () => {

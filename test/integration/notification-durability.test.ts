@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { createTestDatabase } from '../support/database';
 import { apiClient, type ApiClient } from '../support/http';
 import { freshReceiverEachTest, ok, settledDeliveries as settled } from '../support/notifications';
 import { startCairn, type ChildHandle } from '../support/processes';
 import { startReceiver, type Receiver } from '../support/receivers';
-import { startTestServer, testSettings, waitForRunEnd } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd } from '../support/server';
 
 const keys = () => ({
   SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
@@ -179,7 +179,7 @@ test('two servers on one database and one Temporal: every delivery is sent once'
   let other: RunningServer | undefined;
   try {
     const config = loadConfig({}, testSettings(one.databaseUrl, { ...extra, CAIRN_POOL_QUEUE: one.config.poolQueue }));
-    other = await startServer(config, createLogger(config));
+    other = await startServerInProcess(config, createLogger(config));
     const api = one.api;
     const api2 = apiClient(other.url, one.adminToken);
     const tpl = await ok(await api.post('/v1/templates', { name: 'two servers', tool: 'bash', command: 'true' }));

@@ -1,8 +1,8 @@
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer, type RunningServer } from '../../cli/serve';
+import { createLogger, type RunningServer } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
-import { testSettings } from '../support/server';
+import { startServerInProcess, testSettings } from '../support/server';
 
 /**
  * An install running open (spec part B 5.1): chosen at start with --open, only while the install
@@ -23,7 +23,7 @@ afterAll(async () => {
 test('open: no token minted, token-less requests act as the admin, the doctor says so, the first token ends it, and --open then refuses to start', async () => {
   const config = loadConfig({}, testSettings(database.url, { CAIRN_OPEN: 'true' }));
   expect(config.open).toBe(true);
-  server = await startServer(config, createLogger(config));
+  server = await startServerInProcess(config, createLogger(config));
   expect(server.adminToken).toBeUndefined();
   const anyone = apiClient(server.url);
 
@@ -50,7 +50,7 @@ test('open: no token minted, token-less requests act as the admin, the doctor sa
   await server.stop();
   server = undefined;
   const again = loadConfig({}, testSettings(database.url, { CAIRN_OPEN: 'true' }));
-  await expect(startServer(again, createLogger(again))).rejects.toThrow(/--open \(CAIRN_OPEN\): this install holds 1 live token/);
+  await expect(startServerInProcess(again, createLogger(again))).rejects.toThrow(/--open \(CAIRN_OPEN\): this install holds 1 live token/);
 });
 
 test('--open is off unless chosen', () => {

@@ -2,12 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { generateSigningKey, signDocument, type SigningKey } from '../../core/audit/signing';
 import { connectDatabase } from '../../store/db';
 import { insertPolicy, type PolicyFields } from '../../store/policies';
 import { createTestDatabase } from '../support/database';
-import { startTestServer, testSettings, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
 
 const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
@@ -443,7 +443,7 @@ describe('license refusal at start', () => {
     const database = await createTestDatabase();
     try {
       const config = loadConfig({}, testSettings(database.url, extra));
-      const server = await startServer(config, createLogger(config), { licenseKeys });
+      const server = await startServerInProcess(config, createLogger(config), { licenseKeys });
       await server.stop();
       return undefined;
     } catch (err) {

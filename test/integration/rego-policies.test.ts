@@ -1,13 +1,13 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { processTable } from '../../embedded/process-cpu';
 import { processAlive } from '../../embedded/state';
 import { connectDatabase } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { startCairn } from '../support/processes';
-import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
 import type { PolicyFileSet } from '../../services/runs/policy-file';
 
@@ -170,7 +170,7 @@ test('a run no policy matches goes through; a noting policy records its warning 
 test('a bad policy file stops the start, naming the file and what is wrong', async () => {
   const start = async (file: string) => {
     const config = loadConfig({}, testSettings(t.databaseUrl, { CAIRN_POLICY_FILE: file }));
-    const server = await startServer(config, createLogger(config));
+    const server = await startServerInProcess(config, createLogger(config));
     await server.stop();
   };
   const unknown = write('unknown.yaml', 'policies:\n  - name: a\n    modules: [hold.rego]\n    effect: deny\n');

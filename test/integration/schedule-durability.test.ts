@@ -1,4 +1,4 @@
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { loadConfig } from '../../core/config';
 import { Faults } from '../../services/context';
 import { connectDatabase, type Sql } from '../../store/db';
@@ -6,7 +6,7 @@ import { createTestDatabase, schemaBefore } from '../support/database';
 import { apiClient } from '../support/http';
 import { startCairn } from '../support/processes';
 import { soonRule, waitUntil } from '../support/schedules';
-import { testSettings } from '../support/server';
+import { startServerInProcess, testSettings } from '../support/server';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -80,8 +80,8 @@ test('two servers on one database: a hand-off both sweepers race to repair still
   const config = loadConfig({}, settings);
   // Both sweep every 250 ms rather than every 2 s: the repair comes soon after the save's grace,
   // well before the first fire, and the two sweepers race for it more often.
-  const a = await startServer(config, createLogger(config), { faults: new Faults(['schedule-handoff-once']), sweepIntervalMs: 250 });
-  const b = await startServer(loadConfig({}, { ...settings, CAIRN_DATA_DIR: `${settings.CAIRN_DATA_DIR}-b` }), createLogger(config), { sweepIntervalMs: 250 });
+  const a = await startServerInProcess(config, createLogger(config), { faults: new Faults(['schedule-handoff-once']), sweepIntervalMs: 250 });
+  const b = await startServerInProcess(loadConfig({}, { ...settings, CAIRN_DATA_DIR: `${settings.CAIRN_DATA_DIR}-b` }), createLogger(config), { sweepIntervalMs: 250 });
   try {
     const api = apiClient(a.url, a.adminToken!);
     const { rrule } = soonRule('FREQ=SECONDLY;INTERVAL=3;COUNT=3', 6);
@@ -113,7 +113,7 @@ test('a schedule stored without a zone by an earlier release is read in UTC, and
               ${sql.json({ kind: 'run', body: { tool: 'bash', command: 'true' }, request: { tool: 'bash', spec: { command: 'true', extra_vars: {} }, queue: '' } })},
               'usr_nobody', 'user', 'someone', 'someone')`;
     const config = loadConfig({}, testSettings(database.url));
-    const server = await startServer(config, createLogger(config));
+    const server = await startServerInProcess(config, createLogger(config));
     try {
       const api = apiClient(server.url, server.adminToken!);
       expect((await api.get('/v1/schedules/sch_from_an_earlier_release')).body.timezone).toBe('UTC');

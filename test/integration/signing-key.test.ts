@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { createTestDatabase } from '../support/database';
-import { testSettings } from '../support/server';
+import { startServerInProcess, testSettings } from '../support/server';
 
 const keys = {
   SERVICE_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
@@ -12,7 +12,7 @@ const keys = {
 
 async function serveOn(databaseUrl: string, extra: Record<string, string> = {}) {
   const config = loadConfig({}, testSettings(databaseUrl, extra));
-  return startServer(config, createLogger(config));
+  return startServerInProcess(config, createLogger(config));
 }
 
 async function storedIdentity(databaseUrl: string): Promise<Record<string, unknown>> {

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
-import { createLogger, startServer } from '../../cli/serve';
+import { createLogger } from '../../cli/serve';
 import { connectDatabase, type Sql } from '../../store/db';
 import { apiClient, type ApiResponse } from '../support/http';
-import { startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
+import { startServerInProcess, startTestServer, testSettings, waitForRunEnd, type TestServer } from '../support/server';
 
 // Sign-in is limited to 5 failures an account and 20 an address in 5 minutes; stream tickets to 60
 // an account a minute. The counters live in PostgreSQL, so they hold across servers.
@@ -121,7 +121,7 @@ describe('sign-in throttling for an account', () => {
   test('the count holds across two servers sharing one database', async () => {
     const user = await createUser();
     const config = loadConfig({}, testSettings(t.databaseUrl));
-    const second = await startServer(config, createLogger(config));
+    const second = await startServerInProcess(config, createLogger(config));
     try {
       for (let i = 0; i < 5; i++) expect((await login(user.username, `guess ${i}`, i % 2 ? second.url : t.url)).status).toBe(401);
       expect((await login(user.username, PASSWORD, second.url)).status).toBe(429);

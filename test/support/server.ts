@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../core/config';
+import type { Logger } from 'pino';
 import { createLogger, startServer, type RunningServer, type ServerHarness } from '../../cli/serve';
 import { createTestDatabase } from './database';
 import { apiClient, type ApiClient } from './http';
@@ -38,6 +39,16 @@ export function testSettings(databaseUrl: string, extra: Record<string, string> 
 }
 
 /**
+ * `cairn serve` started in this process, as every in-process test starts it: as in production but
+ * with workflow code on the main thread, as the SDK's replayer runs it (ServerHarness
+ * .workflowsOnMainThread), since its three worker threads would cost each start two CPU-seconds.
+ * The threaded path is what every test that spawns `cairn serve` or `cairn worker` runs.
+ */
+export function startServerInProcess(config: Config, logger: Logger = createLogger(config), harness: ServerHarness = {}): Promise<RunningServer> {
+  return startServer(config, logger, { workflowsOnMainThread: true, ...harness });
+}
+
+/**
  * A real Cairn server in this process: real HTTP, real Temporal, real PostgreSQL, real tool
  * processes. `harness` arms faults or trusts a test license key, which only this in-process
  * start can do.
@@ -45,7 +56,7 @@ export function testSettings(databaseUrl: string, extra: Record<string, string> 
 export async function startTestServer(extra: Record<string, string> = {}, harness: ServerHarness = {}): Promise<TestServer> {
   const database = await createTestDatabase();
   const config = loadConfig({}, testSettings(database.url, extra));
-  const server = await startServer(config, createLogger(config), harness);
+  const server = await startServerInProcess(config, createLogger(config), harness);
   if (!server.adminToken) throw new Error('a fresh test install should mint an admin token');
   const adminToken = server.adminToken;
   return {
