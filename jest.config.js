@@ -53,9 +53,9 @@ module.exports = {
   // a launcher per attempt wait on what happened, not on how long it took, so a busy machine only
   // slows them.
   maxWorkers: Math.min(8, os.availableParallelism() + 1),
-  // A worker keeps some 30 to 40 MB of each integration file it ran (module registries the SDK's
-  // native runtime and others still reach), so over a run it grows past 2 GB and spends its time
-  // collecting garbage; past this much after a file, jest starts it afresh.
+  // A worker keeps some 30 to 40 MB of heap for each integration file it ran (measured with a file
+  // that starts a server, runs one run and stops it), so over a run it grows past 2 GB; past this
+  // much after a file, jest starts it afresh (losing only its code cache).
   workerIdleMemoryLimit: '1GB',
   testSequencer: '<rootDir>/test/support/sequencer.js',
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
