@@ -145,7 +145,7 @@ export interface ServerHarness {
   notificationRetryBaseMs?: number;
   /** How often the sweeper runs (every 2 s in production), so a test waiting on a sweep need not wait seconds. */
   sweepIntervalMs?: number;
-  /** Workflow code on the main thread rather than in worker threads (workers/pool.ts), so a test server starts in a third of the CPU. */
+  /** Workflow code on the main thread rather than in worker threads (workers/pool.ts): a test server's repeat start takes about a third of the CPU. */
   workflowsOnMainThread?: boolean;
 }
 
