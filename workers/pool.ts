@@ -20,7 +20,9 @@ export interface PoolWorkerOptions extends ExecutionWorkerOptions {
    * Runs workflow code on this process's main thread (the SDK's debugMode, which its replayer uses)
    * instead of a worker thread for each of the three workers here. An in-process test server's
    * choice only (cli/serve.ts ServerHarness): each thread loads the SDK and the bundle afresh, about
-   * two thirds of a CPU-second, and a main-thread workflow has no deadlock timeout.
+   * two thirds of a CPU-second, and a main-thread workflow has no deadlock timeout. The SDK's
+   * promise hook for workflow stack traces then sees every promise of the process; the test
+   * harness takes it out (test/support/workflow-hooks.ts).
    */
   workflowsOnMainThread?: boolean;
 }

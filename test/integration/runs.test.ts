@@ -325,3 +325,20 @@ test('a run says what started it: the API, or the run it reruns', async () => {
   const again = await t.api.post(`/v1/runs/${first.id}/rerun`);
   expect(again.body.source).toEqual({ kind: 'rerun', id: first.id });
 });
+
+test('a test server leaves no workflow promise hook behind: promises outside workflows are not inspected', async () => {
+  // The SDK's stack-trace hook asks every new promise's constructor which workflow made it
+  // (test/support/workflow-hooks.ts); this promise counts being asked.
+  let asked = 0;
+  class Watched<T> extends Promise<T> {}
+  Object.defineProperty(Watched, 'constructor', {
+    value: () => {
+      asked++;
+      return () => undefined;
+    },
+  });
+  const { body: run } = await submit({ tool: 'bash', command: 'true' });
+  expect((await waitForRunEnd(t.api, run.id)).status).toBe('succeeded');
+  await new Watched<number>((resolve) => resolve(1));
+  expect(asked).toBe(0);
+});

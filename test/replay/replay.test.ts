@@ -6,6 +6,7 @@ import { workflowBundle } from '../../workers/bundle';
 import { installTemporalRuntime } from '../../workers/runtime';
 import { historyFromPlain } from './history-json';
 import { SCENARIOS, type HistoryFile } from './scenarios';
+import { removeWorkflowPromiseHooks } from '../support/workflow-hooks';
 
 /**
  * Workflows in flight when a new release starts are continued by its code, which replays their
@@ -18,6 +19,8 @@ const HISTORIES = path.join(__dirname, 'histories');
 beforeAll(() => {
   installTemporalRuntime(createLogger({ logLevel: 'silent' }));
 });
+// The replayer runs workflow code on this thread; its promise hook must not outlive the file.
+afterAll(removeWorkflowPromiseHooks);
 
 /** Every scenario's history, and any older ones kept beside them (the path before a `patched()` change). */
 const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json')).sort();

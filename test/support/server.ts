@@ -5,6 +5,7 @@ import { createLogger, startServer, type RunningServer, type ServerHarness } fro
 import { createTestDatabase } from './database';
 import { apiClient, type ApiClient } from './http';
 import { tempDir } from './temp';
+import { removeWorkflowPromiseHooks } from './workflow-hooks';
 
 export interface TestServer {
   server: RunningServer;
@@ -44,8 +45,12 @@ export function testSettings(databaseUrl: string, extra: Record<string, string> 
  * .workflowsOnMainThread), since its three worker threads would cost each start two CPU-seconds.
  * The threaded path is what every test that spawns `cairn serve` or `cairn worker` runs.
  */
-export function startServerInProcess(config: Config, logger: Logger = createLogger(config), harness: ServerHarness = {}): Promise<RunningServer> {
-  return startServer(config, logger, { workflowsOnMainThread: true, ...harness });
+export async function startServerInProcess(config: Config, logger: Logger = createLogger(config), harness: ServerHarness = {}): Promise<RunningServer> {
+  try {
+    return await startServer(config, logger, { workflowsOnMainThread: true, ...harness });
+  } finally {
+    removeWorkflowPromiseHooks();
+  }
 }
 
 /**
