@@ -4,6 +4,7 @@ import type postgres from 'postgres';
 import { machineCpuTicks, processTable, processTreeCpuSeconds } from '../embedded/process-cpu';
 import { readServiceState } from '../embedded/state';
 import { mapLimit } from './concurrency';
+import { sampleWaits } from './pg-waits';
 import { startServerProcess, startWorkerProcess, type BenchEnvironment, type InstallProcess, type Teardown } from './environment';
 import { benchClient, type BenchClient } from './http';
 import type { Section } from './report';
@@ -89,6 +90,8 @@ interface Batch {
   machineBusy: number;
   /** Bytes the install's database grew by, per run. */
   bytesPerRun: number;
+  /** What PostgreSQL's sessions were doing over the batch. */
+  waits: string;
 }
 
 /** `count` trivial runs, IN_FLIGHT submissions at once spread over the shape's servers, timed from the first POST until every one has ended. */
@@ -96,6 +99,7 @@ async function batch(shape: Shape, watched: Watched, sql: postgres.Sql, count: n
   const [{ size: sizeBefore }] = await sql<{ size: string }[]>`SELECT pg_database_size(current_database())::text AS size`;
   const cpuBefore = cpuNow(shape, watched);
   const ticksBefore = machineCpuTicks();
+  const sampler = sampleWaits(sql);
   const start = process.hrtime.bigint();
   const ids = await mapLimit(count, IN_FLIGHT, async (i) => (await submitTrue(shape.clients[i % shape.clients.length])).id);
   // The end is read from the database, not the API, so finding it costs the servers nothing.
@@ -106,13 +110,14 @@ async function batch(shape: Shape, watched: Watched, sql: postgres.Sql, count: n
     await sleep(200);
   }
   const seconds = msSince(start) / 1000;
+  const waits = await sampler.stop();
   const cpu = minus(cpuNow(shape, watched), cpuBefore);
   const ticksAfter = machineCpuTicks();
   const failed = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM runs WHERE id IN ${sql(ids)} AND status <> 'succeeded'`;
   if (failed[0].n > 0) throw new Error(`capacity: ${failed[0].n} of ${count} runs did not succeed`);
   const [{ size: sizeAfter }] = await sql<{ size: string }[]>`SELECT pg_database_size(current_database())::text AS size`;
   const machineBusy = ticksBefore && ticksAfter ? (ticksAfter.busy - ticksBefore.busy) / (ticksAfter.total - ticksBefore.total) : Number.NaN;
-  return { rate: count / seconds, seconds, cpu, machineBusy, bytesPerRun: (Number(sizeAfter) - Number(sizeBefore)) / count };
+  return { rate: count / seconds, seconds, cpu, machineBusy, bytesPerRun: (Number(sizeAfter) - Number(sizeBefore)) / count, waits };
 }
 
 /** A shape measured: its idle cost, one batch, and the CPU each component spent per run beyond idling. */
@@ -208,6 +213,8 @@ export async function capacityBenchmark(env: BenchEnvironment, teardown: Teardow
         `runs/s per core: ${DEPLOYED.map((c) => `${c} ${(1 / perRun[c]).toFixed(0)}`).join(', ')}. ` +
         deployment.join('; ') +
         `. ${STORED_RUNS.toLocaleString('en')} stored runs of this kind: ${((one.bytesPerRun * STORED_RUNS) / 2 ** 30).toFixed(1)} GiB of database, plus their logs.`,
+      `capacity: PostgreSQL over the batch, one of each: ${one.waits}`,
+      `capacity: PostgreSQL over the batch, two of each: ${two.waits}`,
     ],
   };
 }
