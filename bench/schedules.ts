@@ -81,6 +81,17 @@ async function timerFloor(temporalAddress: string, namespace: string): Promise<n
   }
 }
 
+/** Waits until no run is left unended; the seconds it took. */
+async function runsEnded(sql: postgres.Sql): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const [{ open }] = await sql<{ open: number }[]>`SELECT count(*)::int AS open FROM runs WHERE finished_at IS NULL`;
+    if (open === 0) return (Date.now() - started) / 1000;
+    if (Date.now() - started > 30 * MINUTE_MS) throw new Error(`schedules: ${open} runs the fires started had not ended after 30 minutes`);
+    await sleep(1000);
+  }
+}
+
 interface Variant {
   name: string;
   /** What each schedule fires. */
@@ -128,7 +139,7 @@ async function measureSchedules(
   temporalPid: number | undefined,
   variant: Variant,
   snapshot?: (minute: number) => Promise<number[]>,
-): Promise<{ lateness: number[]; perMinute: number[]; note?: string; idle: Cpu; createSeconds: number; statementsPerFire: number; waits: string }> {
+): Promise<{ lateness: number[]; perMinute: number[]; note?: string; idle: Cpu; createSeconds: number; planSeconds: number; statementsPerFire: number; waits: string }> {
   const first = minuteAfter(90_000);
   const created = Date.now();
   const ids = await mapLimit(SCHEDULES, 16, async (i) =>
@@ -149,6 +160,7 @@ async function measureSchedules(
     }
     await sleep(200);
   }
+  const planSeconds = (Date.now() - created) / 1000 - createSeconds;
   // Loaded and asleep: every schedule's workflow waits on its timer to the first fire.
   await sleep(Math.max(0, first - (IDLE_S + 5) * 1000 - Date.now()));
   const idle = await cpuOver(IDLE_S * 1000, temporalPid);
@@ -167,7 +179,7 @@ async function measureSchedules(
   const waits = await sampler.stop();
   const measured = snapshot ? { lateness: snapshots, perMinute: [] } : await variant.measure(sql, minutes);
   await mapLimit(ids.length, 16, async (i) => expectStatus(await client.request('DELETE', `/v1/schedules/${ids[i]}`), 204, 'DELETE /v1/schedules'));
-  return { ...measured, idle, createSeconds, statementsPerFire: statements / Math.max(1, measured.lateness.length), waits };
+  return { ...measured, idle, createSeconds, statementsPerFire: statements / Math.max(1, measured.lateness.length), waits, planSeconds };
 }
 
 /**
@@ -184,6 +196,9 @@ export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, 
   const floor = await timerFloor(server.temporalAddress, server.namespace);
 
   const runs = await measureSchedules(client, sql, temporalPid, startingRuns);
+  // The refused fires are the scheduler alone: not beside the runs the first minutes started and
+  // two cores may still be executing.
+  const drainSeconds = await runsEnded(sql);
   const template = expectStatus(
     await client.request<{ id: string }>('POST', '/v1/templates', {
       name: 'bench unanswerable',
@@ -216,6 +231,8 @@ export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, 
     ],
     notes: [
       `schedules: ${SCHEDULES} schedules firing every minute, created in ${runs.createSeconds.toFixed(1)} s (and ${refused.createSeconds.toFixed(1)} s), ` +
+        `every first fire planned ${runs.planSeconds.toFixed(1)} s (and ${refused.planSeconds.toFixed(1)} s) after; ` +
+        `the fires' runs ended ${drainSeconds.toFixed(0)} s after the minutes measured, before the refused fires were set up; ` +
         `${MINUTES} minutes measured (BENCH_SCHEDULE_MINUTES); lateness is when the fire was recorded (the run's created_at, or last_error_at) ` +
         `against its nominal time`,
       `schedules: fires made per minute: ${runs.perMinute.join(', ')} starting runs, ${perMinuteRefused.join(', ')} refused; ` +

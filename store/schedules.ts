@@ -1,6 +1,8 @@
 import type { SpringForward } from '../core/schedules/schedule-calendar';
 import type { Run } from '../core/runs/run';
+import type { AuditEntryFields } from '../core/audit/audit-chain';
 import { followerReadableBy } from './access';
+import { auditAppendSteps } from './audit';
 import { type Db, type Page, type PageRequest, readPage } from './db';
 
 /** What a schedule fires besides a template: a run or split (`run`) or a pipeline, as sent and as submitted. */
@@ -129,19 +131,24 @@ export async function setNextFire(db: Db, id: string, revision: number, at: Date
   await db`UPDATE schedules SET next_fire_at = ${at} WHERE id = ${id} AND revision = ${revision}`;
 }
 
+export type FireRecord =
+  | { kind: 'started'; runId: string }
+  | { kind: 'did_not_run'; error: string }
+  | { kind: 'skipped'; skip: ScheduleSkip };
+
 /**
  * Records what a fire did, once: only a fire newer than the latest one recorded is written, so a
  * fire retried after a crash (or a late record of an older one) leaves the record as it is.
- * Returns whether this call wrote it.
+ * With `audit`, the record's chain entry is appended by the same statement, only if the record is
+ * written: the chain's head is then locked from the append to the commit within one statement, not
+ * across a round trip to a server busy with a burst of fires. Returns whether this call wrote it.
  */
 export async function recordFire(
   db: Db,
   id: string,
   fireAt: Date,
-  outcome:
-    | { kind: 'started'; runId: string }
-    | { kind: 'did_not_run'; error: string }
-    | { kind: 'skipped'; skip: ScheduleSkip },
+  outcome: FireRecord,
+  audit?: AuditEntryFields & { run_id?: string | null },
 ): Promise<boolean> {
   const changes =
     outcome.kind === 'started'
@@ -149,25 +156,15 @@ export async function recordFire(
       : outcome.kind === 'did_not_run'
         ? db`last_outcome = 'did_not_run', last_error = ${outcome.error}, last_error_at = now()`
         : db`last_outcome = 'skipped', last_skipped = ${db.json(outcome.skip as never)}`;
+  const chained = audit ? db`, ${auditAppendSteps(db, audit, 'recorded')}` : db``;
   const rows = await db`
-    UPDATE schedules SET last_fire_at = ${fireAt}, ${changes}
-    WHERE id = ${id} AND (last_fire_at IS NULL OR last_fire_at < ${fireAt})
-    RETURNING id`;
+    WITH recorded AS (
+      UPDATE schedules SET last_fire_at = ${fireAt}, ${changes}
+      WHERE id = ${id} AND (last_fire_at IS NULL OR last_fire_at < ${fireAt})
+      RETURNING id
+    ) ${chained}
+    SELECT id FROM recorded`;
   return rows.length > 0;
-}
-
-/** The workflow has been handed this revision (started or signalled). */
-export async function markDelivered(db: Db, id: string, revision: number): Promise<void> {
-  await db`UPDATE schedules SET delivered_revision = ${revision}
-           WHERE id = ${id} AND (delivered_revision IS NULL OR delivered_revision < ${revision})`;
-}
-
-/** Schedules whose workflow was never handed their latest revision (a server died, or Temporal refused). */
-export async function findUndeliveredSchedules(db: Db, olderThanSeconds: number, limit: number): Promise<Schedule[]> {
-  return db<Schedule[]>`
-    SELECT * FROM schedules
-    WHERE delivered_revision IS DISTINCT FROM revision AND updated_at < now() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY updated_at LIMIT ${limit}`;
 }
 
 /** Writes UTC onto schedules stored without a zone by an earlier release (spec part A 9.4); their ids. */

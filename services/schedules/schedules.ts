@@ -26,7 +26,7 @@ import { requireRunnableTool } from '../../tools/registry';
 import { scheduleTaskQueue } from '../../workflows/ids';
 import { SCHEDULE_WORKFLOW, scheduleChanged, scheduleWorkflowId, type ScheduleWorkflowInput } from '../../workflows/definitions';
 import { requireAccess, requireFollowerAccess, requireQueueUse } from '../access/access';
-import { recordMutation, serviceOrigin, unchanged, type AuditOrigin } from '../audit/audit';
+import { entryFields, recordMutation, serviceOrigin, type AuditOrigin } from '../audit/audit';
 import type { ServerContext } from '../context';
 import { requireCredentialsUsable } from '../credentials';
 import { carryOut } from '../effects';
@@ -528,10 +528,14 @@ async function recordDidNotRun(ctx: ServerContext, schedule: Schedule, fireAt: D
     return;
   }
   const origin = serviceOrigin('SCHEDULE', `/schedules/${schedule.id}/refused/survey/${err.questions.join(',')}`);
-  await recordMutation(ctx.sql, origin, statusOf(err.code), async (tx, entry) => {
-    if (!(await recordFire(tx, schedule.id, fireAt, { kind: 'did_not_run', error: err.message }))) return unchanged(undefined);
-    entry.body = { kind: 'schedule.refused', schedule_id: schedule.id, template_id: schedule.template_id, questions: err.questions, fire_at: fireAt.toISOString() };
-  });
+  // The record and its chain entry in one statement (store/schedules.ts recordFire): a burst of
+  // refused fires holds the chain's head no longer than each commit.
+  const entry = {
+    id: newId('aud'),
+    body: { kind: 'schedule.refused', schedule_id: schedule.id, template_id: schedule.template_id, questions: err.questions, fire_at: fireAt.toISOString() },
+    run_id: null,
+  };
+  await recordFire(ctx.sql, schedule.id, fireAt, { kind: 'did_not_run', error: err.message }, entryFields(origin, statusOf(err.code), entry));
 }
 
 /** A schedule as the API shows it. */
