@@ -313,7 +313,8 @@ export interface FirePlan {
 /**
  * Plans a schedule's next fire: the first after both the last fire handled (`after`) and now, so a
  * workflow that wakes late never fires the times it slept through (the catch-up rule in
- * docs/architecture.md). None when the schedule is gone, disabled or its rule has run out.
+ * docs/architecture.md); before any fire, the first after the save (planFrom). None when the
+ * schedule is gone, disabled or its rule has run out.
  */
 export async function planNextFire(ctx: ServerContext, scheduleId: string, after: number | null): Promise<FirePlan | null> {
   return planFireOf(ctx, await getSchedule(ctx.sql, scheduleId), after);
@@ -330,7 +331,7 @@ async function planFireOf(ctx: ServerContext, schedule: Schedule | undefined, af
   const scheduleId = schedule.id;
   let next: Date | undefined;
   try {
-    [next] = storedCalendar(schedule).firesAfter(new Date(Math.max(after ?? 0, Date.now())), 1);
+    [next] = storedCalendar(schedule).firesAfter(new Date(planFrom(schedule, after)), 1);
   } catch (err) {
     // A rule saved by an earlier release that this one cannot read (or a zone the runtime no longer knows).
     if (!(err instanceof CalendarError)) throw err;
@@ -338,6 +339,18 @@ async function planFireOf(ctx: ServerContext, schedule: Schedule | undefined, af
   }
   await setNextFire(ctx.sql, scheduleId, schedule.revision, next ?? null);
   return next ? { fireAt: next.getTime(), revision: schedule.revision } : null;
+}
+
+/**
+ * Where a plan starts: after the last fire handled and now, so a workflow that wakes late never
+ * fires the times it slept through. A workflow that has handled no fire yet (a new schedule, or
+ * one enabled again) plans from the save instead: when a busy Temporal or a failed hand-off
+ * delays its first plan past the first time after the save, that time is fired once, late, as a
+ * timer due while no server ran is, rather than dropped.
+ */
+function planFrom(schedule: Schedule, after: number | null): number {
+  if (after !== null) return Math.max(after, Date.now());
+  return Math.max(schedule.updated_at.getTime(), schedule.last_fire_at?.getTime() ?? 0);
 }
 
 /** Whether the schedule's rule, as stored now, fires at this time. */

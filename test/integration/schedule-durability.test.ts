@@ -114,6 +114,33 @@ test('two servers on one database: a hand-off both sweepers race to repair still
   }
 });
 
+test('a first fire due before its schedule was handed to its workflow is made once, late, not dropped', async () => {
+  const database = await createTestDatabase();
+  const sql = connectDatabase(database.url, { max: 1 });
+  const config = loadConfig({}, testSettings(database.url));
+  // The hand-off after the save fails: the outbox dispatcher makes it after the save's grace,
+  // by when the schedule's only time has passed.
+  const server = await startServerInProcess(config, createLogger(config), { faults: new Faults(['schedule-handoff-once']), sweepIntervalMs: 250 });
+  try {
+    const api = apiClient(server.url, server.adminToken!);
+    const { rrule, start } = soonRule('FREQ=SECONDLY;COUNT=1', 1);
+    const created = await api.post('/v1/schedules', { name: 'handed late', rrule, run: { tool: 'bash', command: 'true' } });
+    expect(created.status).toBe(201);
+    const [fire] = await waitUntil('the late fire', async () => {
+      const fires = await firesOf(sql, created.body.id);
+      return fires.length > 0 && fires;
+    });
+    expect(fire.fireAt).toEqual(start);
+    const workflow = server.context.temporal.workflow.getHandle(created.body.id);
+    await waitUntil('the schedule’s workflow to end', async () => (await workflow.describe().catch(() => undefined))?.status.name === 'COMPLETED');
+    expect(await firesOf(sql, created.body.id)).toHaveLength(1);
+  } finally {
+    await server.stop();
+    await sql.end();
+    await database.drop();
+  }
+});
+
 test('a schedule stored without a zone by an earlier release is read in UTC, and the first server writes UTC onto it', async () => {
   const database = await createTestDatabase({ empty: true });
   const sql = connectDatabase(database.url, { max: 1 });
