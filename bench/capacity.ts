@@ -8,7 +8,7 @@ import { sampleWaits } from './pg-waits';
 import { startServerProcess, startWorkerProcess, type BenchEnvironment, type InstallProcess, type Teardown } from './environment';
 import { benchClient, type BenchClient } from './http';
 import type { Section } from './report';
-import { submitTrue } from './run-client';
+import { submitTrue, untilRunsEnded } from './run-client';
 import { msSince, sleep } from './stats';
 
 const RUNS = Number(process.env.CAIRN_BENCH_CAPACITY_RUNS ?? 300);
@@ -101,14 +101,9 @@ async function batch(shape: Shape, watched: Watched, sql: postgres.Sql, count: n
   const ticksBefore = machineCpuTicks();
   const sampler = sampleWaits(sql);
   const start = process.hrtime.bigint();
+  const since = Date.now();
   const ids = await mapLimit(count, IN_FLIGHT, async (i) => (await submitTrue(shape.clients[i % shape.clients.length])).id);
-  // The end is read from the database, not the API, so finding it costs the servers nothing.
-  for (;;) {
-    const [{ open }] = await sql<{ open: number }[]>`SELECT count(*)::int AS open FROM runs WHERE id IN ${sql(ids)} AND finished_at IS NULL`;
-    if (open === 0) break;
-    if (msSince(start) > TIMEOUT_MS) throw new Error(`capacity: ${open} of ${count} runs had not ended after ${TIMEOUT_MS / 1000} s`);
-    await sleep(200);
-  }
+  await untilRunsEnded(sql, 'capacity', { ids, since, timeoutMs: TIMEOUT_MS });
   const seconds = msSince(start) / 1000;
   const waits = await sampler.stop();
   const cpu = minus(cpuNow(shape, watched), cpuBefore);

@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import { expectStatus, type BenchClient } from './http';
 import { sleep } from './stats';
 
@@ -35,4 +36,20 @@ export async function countWithStatus(client: BenchClient, status: string): Prom
     `GET /v1/runs?status=${status}`,
   );
   return body.total;
+}
+
+/**
+ * Waits until the runs named (every run of the install when none are) have ended, read from the
+ * database so that finding the end costs the servers nothing; fails, naming `what` and how many
+ * had not ended, once `timeoutMs` have passed since `since` (epoch ms).
+ */
+export async function untilRunsEnded(sql: postgres.Sql, what: string, options: { ids?: string[]; since: number; timeoutMs: number }): Promise<void> {
+  const { ids, since, timeoutMs } = options;
+  for (;;) {
+    const [{ open }] = await sql<{ open: number }[]>`
+      SELECT count(*)::int AS open FROM runs WHERE finished_at IS NULL ${ids ? sql`AND id IN ${sql(ids)}` : sql``}`;
+    if (open === 0) return;
+    if (Date.now() - since > timeoutMs) throw new Error(`${what}: ${open} ${ids ? `of ${ids.length} ` : ''}runs had not ended after ${timeoutMs / 1000} s`);
+    await sleep(200);
+  }
 }

@@ -9,6 +9,7 @@ import { mapLimit } from './concurrency';
 import { expectStatus, type BenchClient } from './http';
 import { sampleWaits } from './pg-waits';
 import type { Row, Section } from './report';
+import { untilRunsEnded } from './run-client';
 import { percentile, sleep } from './stats';
 
 const SCHEDULES = 1000;
@@ -78,17 +79,6 @@ async function timerFloor(temporalAddress: string, namespace: string): Promise<n
     worker.shutdown();
     await running;
     await connection.close();
-  }
-}
-
-/** Waits until no run is left unended; the seconds it took. */
-async function runsEnded(sql: postgres.Sql): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    const [{ open }] = await sql<{ open: number }[]>`SELECT count(*)::int AS open FROM runs WHERE finished_at IS NULL`;
-    if (open === 0) return (Date.now() - started) / 1000;
-    if (Date.now() - started > 30 * MINUTE_MS) throw new Error(`schedules: ${open} runs the fires started had not ended after 30 minutes`);
-    await sleep(1000);
   }
 }
 
@@ -198,7 +188,9 @@ export async function scheduleBenchmark(client: BenchClient, sql: postgres.Sql, 
   const runs = await measureSchedules(client, sql, temporalPid, startingRuns);
   // The refused fires are the scheduler alone: not beside the runs the first minutes started and
   // two cores may still be executing.
-  const drainSeconds = await runsEnded(sql);
+  const drainStarted = Date.now();
+  await untilRunsEnded(sql, 'schedules: the runs the fires started', { since: drainStarted, timeoutMs: 30 * MINUTE_MS });
+  const drainSeconds = (Date.now() - drainStarted) / 1000;
   const template = expectStatus(
     await client.request<{ id: string }>('POST', '/v1/templates', {
       name: 'bench unanswerable',
