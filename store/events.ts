@@ -21,10 +21,13 @@ export async function appendEvent(db: Db, runId: string, kind: string, body: Rec
   return seq;
 }
 
+/** The query of a run's next `limit` events after `after`, as rows `seq, kind, body, at`, for a statement of its own or a branch of a larger one. */
+export function eventsAfterQuery(db: Db, runId: string, after: number, limit: number) {
+  return db`SELECT seq, kind, body, at FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`;
+}
+
 export async function listEvents(db: Db, runId: string, after: number, limit: number): Promise<RunEvent[]> {
-  return db<RunEvent[]>`
-    SELECT seq, kind, body, at FROM run_events
-    WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`;
+  return db<RunEvent[]>`${eventsAfterQuery(db, runId, after, limit)}`;
 }
 
 const EVENT_PAGE = 500;

@@ -32,17 +32,23 @@ export async function appendLog(db: Db, runId: string, data: Buffer): Promise<vo
     SELECT pg_notify(${RUN_ACTIVITY_CHANNEL}, run_id) FROM (SELECT DISTINCT run_id FROM stored) AS appended`;
 }
 
+/** A stored chunk of a log as a read returns it: its start, its encoding, its (cut, when raw) bytes as base64. */
+export interface LogChunkRow {
+  start: number;
+  encoding: number;
+  data: string;
+}
+
 /**
- * The stored log bytes from byte `from` on, at most `maxBytes` of them (fewer at the end of what
- * is stored so far). The chunk holding `from` is found through the primary key; a raw chunk (all
- * of those stored before schema 043) is cut in the database, so only the wanted part of it leaves,
- * and a compressed one is inflated here and cut the same way.
+ * The query of the chunks holding the log bytes [from, until), as rows `start, encoding, data`
+ * ({@link LogChunkRow}), for a statement of its own or a branch of a larger one. The chunk holding
+ * `from` is found through the primary key; a raw chunk (all of those stored before schema 043) is
+ * cut in the database, so only the wanted part of it leaves. Data goes as base64 text, like
+ * appendLog's: a third shorter than bytea's hex (the line breaks PostgreSQL puts in it are skipped
+ * by Buffer.from).
  */
-export async function readLogBytes(db: Db, runId: string, from: number, maxBytes = LOG_READ_BYTES): Promise<Buffer> {
-  const until = from + maxBytes;
-  // As base64 text, like appendLog's: a third shorter than bytea's hex (the line breaks PostgreSQL
-  // puts in it are skipped by Buffer.from).
-  const rows = await db<{ start: number; encoding: number; data: string }[]>`
+export function logChunksQuery(db: Db, runId: string, from: number, until: number) {
+  return db`
     SELECT start_offset AS start, encoding,
            encode(CASE WHEN encoding = ${LOG_ENCODING.raw}
                        THEN substring(data FROM (greatest(${from}::bigint - start_offset, 0) + 1)::int
@@ -54,6 +60,10 @@ export async function readLogBytes(db: Db, runId: string, from: number, maxBytes
         (SELECT max(start_offset) FROM run_log_chunks WHERE run_id = ${runId} AND start_offset <= ${from}::bigint), 0)
       AND start_offset < ${until}::bigint
     ORDER BY start_offset LIMIT ${LOG_READ_ROWS}`;
+}
+
+/** The log bytes [from, until) of the rows {@link logChunksQuery} returned, in order: compressed ones inflated here and cut like raw ones. */
+export async function logBytesOfChunks(rows: readonly LogChunkRow[], from: number, until: number): Promise<Buffer> {
   const parts = await Promise.all(
     rows.map(async (row) => {
       const stored = Buffer.from(row.data, 'base64');
@@ -64,6 +74,12 @@ export async function readLogBytes(db: Db, runId: string, from: number, maxBytes
     }),
   );
   return parts.length === 1 ? parts[0] : Buffer.concat(parts);
+}
+
+/** The stored log bytes from byte `from` on, at most `maxBytes` of them (fewer at the end of what is stored so far). */
+export async function readLogBytes(db: Db, runId: string, from: number, maxBytes = LOG_READ_BYTES): Promise<Buffer> {
+  const until = from + maxBytes;
+  return logBytesOfChunks(await db<LogChunkRow[]>`${logChunksQuery(db, runId, from, until)}`, from, until);
 }
 
 /** The log bytes in [from, to), a bounded read at a time; a failed read throws. */

@@ -1,8 +1,6 @@
 import type { RunEvent } from '../../core/runs/run';
 import type { Sql } from '../../store/db';
-import { listEvents } from '../../store/events';
-import { readLogBytes } from '../../store/logs';
-import { getRun } from '../../store/runs';
+import { readRunActivity, type RunActivitySnapshot } from '../../store/run-activity';
 import type { RunActivityHub } from './run-activity-hub';
 
 /** Events one read of a run's activity takes at a time. */
@@ -37,16 +35,8 @@ export interface StreamPosition {
   log_offset: number;
 }
 
-/** One read of a run's activity from a position: the run as it was first, then its next events and log bytes. */
-export interface ActivityRead {
-  status: string;
-  error: string | null;
-  finished: boolean;
-  log_bytes: number;
-  events: RunEvent[];
-  /** Log bytes from the position on, cut at a character boundary unless they are the log's last. */
-  log: Buffer;
-}
+/** One read of a run's activity from a position; its log is cut at a character boundary unless it holds the log's last bytes. */
+export type ActivityRead = RunActivitySnapshot;
 
 /** How many of these bytes end on a character boundary: a UTF-8 sequence cut short at the end waits for the next read. */
 export function wholeCharacters(bytes: Buffer): number {
@@ -76,20 +66,13 @@ export function logPieces(log: Buffer): Buffer[] {
   return pieces;
 }
 
-/**
- * The run row, then its events and a piece of its log after the position. The row is read first,
- * so a run that had finished then has nothing more to come than what the other two reads return.
- */
+/** The run row, its next events and a piece of its log after the position, as one snapshot saw them (store/run-activity.ts). */
 export async function readActivity(sql: Sql, runId: string, at: StreamPosition): Promise<ActivityRead | undefined> {
-  const run = await getRun(sql, runId);
-  if (!run) return undefined;
-  const events = await listEvents(sql, runId, at.after, STREAM_EVENT_PAGE);
-  const bytes = await readLogBytes(sql, runId, at.log_offset, STREAM_LOG_READ_BYTES);
-  const finished = run.finished_at !== null;
+  const read = await readRunActivity(sql, runId, { after: at.after, logOffset: at.log_offset }, { events: STREAM_EVENT_PAGE, logBytes: STREAM_LOG_READ_BYTES });
+  if (!read) return undefined;
   // Text is sent in whole characters, so offsets name character boundaries; the log's last bytes go as they are.
-  const final = finished && at.log_offset + bytes.length >= run.log_bytes;
-  const log = final ? bytes : bytes.subarray(0, wholeCharacters(bytes));
-  return { status: run.status, error: run.error, finished, log_bytes: run.log_bytes, events, log };
+  const final = read.finished && at.log_offset + read.log.length >= read.log_bytes;
+  return final ? read : { ...read, log: read.log.subarray(0, wholeCharacters(read.log)) };
 }
 
 /** A thing a feed read: an event, or a piece of log starting at `before.log_offset`. */
