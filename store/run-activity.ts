@@ -20,8 +20,8 @@ type ActivityRow =
   | ({ part: 2 } & LogChunkRow);
 
 /**
- * The run's row, its next `eventLimit` events after `after` and up to `logBytes` of its log from
- * `logOffset`, in one statement: one round trip instead of three, and one snapshot, so a run
+ * The run's row, its next `limits.events` events after `at.after` and up to `limits.logBytes` of
+ * its log from `at.logOffset`, in one statement: one round trip instead of three, and one snapshot, so a run
  * finished in it has nothing more to come than the events and log read with it. Undefined when
  * there is no such run.
  */
