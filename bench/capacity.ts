@@ -132,12 +132,19 @@ async function measureShape(shape: Shape, watched: Watched, sql: postgres.Sql): 
   return { idle, batch: measured, perRun };
 }
 
+/** The embedded Temporal dev server's pid, on record in the data dir. */
+export async function temporalPid(env: BenchEnvironment): Promise<number> {
+  const pid = (await readServiceState(env.server.context.config.dataDir, 'temporal'))?.pid;
+  if (!pid) throw new Error("the embedded Temporal dev server's pid is not on record");
+  return pid;
+}
+
 /**
  * The postmaster's pid: the embedded cluster's, on record in the data dir; otherwise the first
  * line of postmaster.pid in the cluster's data directory (read by PostgreSQL, which needs a
  * superuser connection, as BENCH_DATABASE_URL's usually is on a bench machine).
  */
-async function postmasterPid(env: BenchEnvironment): Promise<number> {
+export async function postmasterPid(env: BenchEnvironment): Promise<number> {
   const embedded = (await readServiceState(env.server.context.config.dataDir, 'postgres'))?.pid;
   if (embedded) return embedded;
   const [{ pid }] = await env.sql<{ pid: string }[]>`SELECT pg_read_file('postmaster.pid', 0, 16) AS pid`;
@@ -156,9 +163,7 @@ async function postmasterPid(env: BenchEnvironment): Promise<number> {
  * size for 10 million stored runs (docs/operations.md, "Capacity model").
  */
 export async function capacityBenchmark(env: BenchEnvironment, teardown: Teardown): Promise<Section> {
-  const temporalPid = (await readServiceState(env.server.context.config.dataDir, 'temporal'))?.pid;
-  if (!temporalPid) throw new Error('capacity: the embedded Temporal dev server\'s pid is not on record');
-  const watched: Watched = { postgresPid: await postmasterPid(env), temporalPid };
+  const watched: Watched = { postgresPid: await postmasterPid(env), temporalPid: await temporalPid(env) };
   const placement = { poolQueue: `cairn-bench-capacity-${randomBytes(4).toString('hex')}` };
   const addServer = async (shape: Shape) => {
     const server = await startServerProcess(env, teardown, { ...placement, poolSize: SERVER_SLOTS });

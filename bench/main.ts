@@ -20,7 +20,7 @@ import { structuredEventsBenchmark } from './structured-events';
 import { webhookBenchmark } from './webhooks';
 import { planGateBenchmark } from './iac-plan-gate';
 import { relayBenchmark } from './relay';
-import { capacityBenchmark } from './capacity';
+import { capacityBenchmark, postmasterPid, temporalPid } from './capacity';
 import { randomBytes } from 'node:crypto';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -62,7 +62,6 @@ async function main(): Promise<void> {
     const [admin] = await env.sql<{ accountId: string; tokenId: string }[]>`
       SELECT a.id AS "accountId", t.id AS "tokenId" FROM accounts a JOIN tokens t ON t.account_id = a.id
       WHERE a.role = 'admin' ORDER BY t.created_at LIMIT 1`;
-    const temporal = { temporalAddress: env.server.temporalAddress, namespace: env.server.context.config.temporalNamespace, poolSize: env.server.context.config.poolSize };
 
     if (wanted('a')) {
       log('(a) run latency...');
@@ -74,6 +73,13 @@ async function main(): Promise<void> {
     }
     if (wanted('k')) {
       log('(k) cost over Temporal: 500 runs, 50 in flight, beside a bare workflow + activity...');
+      const temporal = {
+        temporalAddress: env.server.temporalAddress,
+        namespace: env.server.context.config.temporalNamespace,
+        poolSize: env.server.context.config.poolSize,
+        temporalPid: await temporalPid(env),
+        postgresPid: await postmasterPid(env),
+      };
       sections.push(await temporalCostBenchmark(client, env.sql, temporal));
     }
     // The log, stream and webhook sections measure a `cairn serve` process of their own, apart from

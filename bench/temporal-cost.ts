@@ -9,6 +9,7 @@ import type { Section } from './report';
 import { countWithStatus, submitTrue } from './run-client';
 import { describeActions, historyCost, processesStarted, transactionsCommitted, type HistoryCost } from './run-cost';
 import { startStatementTally, statementsSentSoFar, statementTally } from '../store/db';
+import { machineCpuTicks, processTable, processTreeCpuSeconds, TICKS_PER_SECOND } from '../embedded/process-cpu';
 import { spawnTrue } from './spawn-baseline';
 import { msSince, percentile, sleep } from './stats';
 
@@ -27,6 +28,32 @@ export interface TemporalTarget {
   namespace: string;
   /** The Cairn worker's settings, copied onto the bare worker. */
   poolSize: number;
+  /** The Temporal dev server's and PostgreSQL's process trees, whose CPU each batch is charged. */
+  temporalPid: number;
+  postgresPid: number;
+}
+
+/** CPU seconds so far: the machine's (every core), the Temporal dev server's and PostgreSQL's. */
+interface CpuSoFar {
+  machine: number;
+  temporal: number;
+  postgres: number;
+}
+
+function cpuSoFar(target: TemporalTarget): CpuSoFar {
+  const table = processTable();
+  const ticks = machineCpuTicks();
+  return {
+    machine: ticks ? ticks.busy / TICKS_PER_SECOND : Number.NaN,
+    temporal: processTreeCpuSeconds(target.temporalPid, table),
+    postgres: processTreeCpuSeconds(target.postgresPid, table),
+  };
+}
+
+/** A batch's CPU per run, in milliseconds. */
+function cpuPerRun(before: CpuSoFar, after: CpuSoFar, runs: number): CpuSoFar {
+  const ms = (key: keyof CpuSoFar) => ((after[key] - before[key]) * 1000) / runs;
+  return { machine: ms('machine'), temporal: ms('temporal'), postgres: ms('postgres') };
 }
 
 /**
@@ -44,10 +71,12 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
   await waitIdle(client, process.hrtime.bigint());
   const before = { statements: statementsSentSoFar(), transactions: await transactionsCommitted(sql), processes: processesStarted() };
   startStatementTally();
+  const cpuBefore = cpuSoFar(target);
   const start = process.hrtime.bigint();
   const ids = await mapLimit(RUNS, IN_FLIGHT, async () => (await submitTrue(client)).id);
   const polls = await waitIdle(client, start);
   const elapsed = msSince(start);
+  const cpu = cpuPerRun(cpuBefore, cpuSoFar(target), RUNS);
   const tally = statementTally();
   const after = { statements: statementsSentSoFar(), transactions: await transactionsCommitted(sql), processes: processesStarted() };
   // The batch's end is found by polling the API: what those polls cost is measured and taken off.
@@ -77,10 +106,14 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
       { metric: 'per run: Temporal history events', value: cairnHistory.events, baseline: bare.history.events, unit: '' },
       { metric: 'per run: Temporal billable actions', value: cairnHistory.actions, baseline: bare.history.actions, unit: '' },
       { metric: 'per run: processes started', value: perRun.processes, baseline: bare.processesPerRun, unit: '' },
+      { metric: 'per run: CPU of the machine (every process)', value: cpu.machine, baseline: bare.cpu.machine, unit: 'ms' },
+      { metric: 'per run: CPU of the Temporal dev server', value: cpu.temporal, baseline: bare.cpu.temporal, unit: 'ms' },
+      { metric: 'per run: CPU of PostgreSQL', value: cpu.postgres, baseline: bare.cpu.postgres, unit: 'ms' },
     ],
     notes: [
       `per-run cost: PostgreSQL counts are the batch's less the API polls that found its end (${pollCost.statements.toFixed(1)} statements each), over ${RUNS} runs; ` +
-        `history counts over ${HISTORY_SAMPLE} histories each side; actions as Temporal Cloud bills them, heartbeats aside (they never reach a history): ` +
+        `history counts over ${HISTORY_SAMPLE} histories each side; CPU is each batch's over its runs, the API polls and whatever else the machine did in the while included; ` +
+        `actions as Temporal Cloud bills them, heartbeats aside (they never reach a history): ` +
         `Cairn ${describeActions(cairnHistory)}; bare ${describeActions(bare.history)}; processes are the machine's forks over the batch (Temporal's and PostgreSQL's included)`,
       `cost: ${RUNS} runs after ${WARMUP} warm-up each side, ${IN_FLIGHT} submissions in flight; the bare side is one workflow + one activity spawning bash -c true ` +
         `on the same Temporal dev server, task queue of its own, maxConcurrentActivityTaskExecutions ${target.poolSize} like Cairn's pool; ` +
@@ -132,6 +165,7 @@ interface BareBatch {
   latency: number[];
   processesPerRun: number;
   history: HistoryCost;
+  cpu: CpuSoFar;
 }
 
 async function bareBatch(target: TemporalTarget): Promise<BareBatch> {
@@ -159,16 +193,18 @@ async function bareBatch(target: TemporalTarget): Promise<BareBatch> {
     const tag = randomBytes(4).toString('hex');
     await batch(WARMUP, `bench-bare-warmup-${tag}`);
     const processes = processesStarted();
+    const cpuBefore = cpuSoFar(target);
     const start = process.hrtime.bigint();
     const handles = await batch(RUNS, `bench-bare-${tag}`);
     const elapsed = msSince(start);
+    const cpu = cpuPerRun(cpuBefore, cpuSoFar(target), RUNS);
     const processesPerRun = (processesStarted() - processes) / RUNS;
     const history = await historyCost(client, handles.slice(0, HISTORY_SAMPLE).map((h) => h.workflowId));
     const latency = await mapLimit(handles.length, 20, async (i) => {
       const d = await handles[i].describe();
       return d.closeTime!.getTime() - d.startTime.getTime();
     });
-    return { rate: RUNS / (elapsed / 1000), elapsed, latency, processesPerRun, history };
+    return { rate: RUNS / (elapsed / 1000), elapsed, latency, processesPerRun, history, cpu };
   } finally {
     worker.shutdown();
     await running;

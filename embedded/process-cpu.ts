@@ -5,7 +5,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 // reading is undefined (or 0 for a tree), never an error.
 
 /** Clock ticks per second in /proc (USER_HZ, 100 on Linux). */
-const TICKS_PER_SECOND = 100;
+export const TICKS_PER_SECOND = 100;
 
 /** One process as /proc shows it: its parent, its command name and its CPU seconds (utime, stime, cutime, cstime). */
 export interface ProcessEntry {
