@@ -28,10 +28,12 @@ export function statementTally(): [string, number][] {
 }
 
 const STATEMENT_KIND_CHARS = 60;
+/** How much of a statement's text is looked at for its kind: its first words, past any indentation, not the whole (often kilobytes). */
+const STATEMENT_HEAD_CHARS = 400;
 function countStatement(text: string): void {
   statementsSent++;
   if (!tally) return;
-  const kind = text.replace(/\s+/g, ' ').trim().slice(0, STATEMENT_KIND_CHARS);
+  const kind = text.slice(0, STATEMENT_HEAD_CHARS).replace(/\s+/g, ' ').trim().slice(0, STATEMENT_KIND_CHARS);
   tally.set(kind, (tally.get(kind) ?? 0) + 1);
 }
 
