@@ -280,6 +280,20 @@ function owningScopes(db: Db, templateId: postgres.Fragment, projectId: postgres
 }
 
 /**
+ * `FROM` and `WHERE` of the attachments through which a target may hear the events of the run
+ * named `r` (OwedEvents.hearing says which).
+ */
+function attachmentsOfRun(db: Db) {
+  const { projects, orgs } = owningScopes(db, db`r.template_id`, db`r.spec #>> '{project,id}'`);
+  return db`
+    FROM notification_attachments a
+    WHERE (a.object_kind = 'template' AND a.object_id = r.template_id)
+      OR (a.object_kind = 'schedule' AND r.source_kind = 'schedule' AND a.object_id = r.source_id)
+      OR (a.object_kind = 'project' AND a.object_id IN (${projects}))
+      OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))`;
+}
+
+/**
  * A run's events still owed up to `seq`, in event order, and in the same round trip the run event
  * each announces, the run, and the attachments that hear it. Undefined when none is owed. Nothing
  * is locked: `settleOwedEvents` writes what the recorder decided only if these are still the
@@ -287,7 +301,6 @@ function owningScopes(db: Db, templateId: postgres.Fragment, projectId: postgres
  */
 export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEvents | undefined> {
   type Row = Run & { owed_seq: number; owed_event: string; run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null; owed_template_exists: boolean; owed_hearing: HearingAttachment[] };
-  const { projects, orgs } = owningScopes(db, db`r.template_id`, db`r.spec #>> '{project,id}'`);
   const rows = await db<Row[]>`
     WITH owed AS (
       SELECT subject_id, seq, event FROM notification_events
@@ -295,12 +308,7 @@ export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Pr
     )
     SELECT r.*, o.seq AS owed_seq, o.event AS owed_event, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at,
       (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates WHERE id = r.template_id)) AS owed_template_exists,
-      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb)
-       FROM notification_attachments a
-       WHERE (a.object_kind = 'template' AND a.object_id = r.template_id)
-         OR (a.object_kind = 'schedule' AND r.source_kind = 'schedule' AND a.object_id = r.source_id)
-         OR (a.object_kind = 'project' AND a.object_id IN (${projects}))
-         OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))) AS owed_hearing
+      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb) ${attachmentsOfRun(db)}) AS owed_hearing
     FROM owed o
     LEFT JOIN run_events e ON e.run_id = o.subject_id AND e.seq = o.seq
     LEFT JOIN runs r ON r.id = o.subject_id
@@ -314,6 +322,39 @@ export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Pr
   // Every row carries the same run; the owed event's own columns are not the run's.
   const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, ...run } = rows[0];
   return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing };
+}
+
+/**
+ * Records every event a run owes up to `upTo` as told to no one, in one statement, when nothing
+ * stored can hear any of them: the run and its template (if it names one) exist and have no
+ * notifications of their own, no attachment is on its template, schedule, project or
+ * organization, and each owed event's run event exists. That is what reading and settling them
+ * (readOwedEventsUpTo, settleOwedEvents) writes for such a run: each recorded, no delivery. The
+ * owed events are locked in event order, as settling locks them, so a recorder of an earlier one
+ * is waited for. True when it recorded them all; false when it wrote nothing (something may hear
+ * them, or none is owed), and the caller reads and decides them.
+ */
+export async function recordOwedEventsHeardByNone(db: Db, runId: string, upTo: number): Promise<boolean> {
+  const [row] = await db<{ recorded: boolean }[]>`
+    WITH unheard AS (
+      SELECT 1 FROM runs r
+      WHERE r.id = ${runId} AND r.notifications = '[]'::jsonb
+        AND (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates t WHERE t.id = r.template_id AND t.notifications = '[]'::jsonb))
+        AND NOT EXISTS (SELECT 1 ${attachmentsOfRun(db)})
+    ), still_owed AS MATERIALIZED (
+      SELECT n.seq, EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = n.subject_id AND e.seq = n.seq) AS announces
+      FROM notification_events n
+      WHERE n.subject_id = ${runId} AND n.seq <= ${upTo} AND n.state = 'owed' AND EXISTS (SELECT 1 FROM unheard)
+      ORDER BY n.seq FOR UPDATE OF n
+    ), recordable AS (
+      SELECT count(*) > 0 AND bool_and(announces) AS all_of_them FROM still_owed
+    ), recorded AS (
+      UPDATE notification_events n SET state = 'recorded', reason = NULL, recorded_at = now()
+      FROM still_owed s
+      WHERE n.subject_id = ${runId} AND n.seq = s.seq AND (SELECT all_of_them FROM recordable)
+    )
+    SELECT coalesce((SELECT all_of_them FROM recordable), false) AS recorded`;
+  return row.recorded;
 }
 
 /** How the recorder settled one owed event. */

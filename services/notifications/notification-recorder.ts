@@ -12,7 +12,7 @@ import {
 } from '../../core/notifications/notification-kinds';
 import { announcementOf } from '../../core/notifications/notification-messages';
 import type { Run } from '../../core/runs/run';
-import { getTargets, readOwedEventsUpTo, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
+import { getTargets, readOwedEventsUpTo, recordOwedEventsHeardByNone, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
 import { oweEffects, type Effect } from '../../store/outbox';
 import type { Db } from '../../store/db';
 import { getRun } from '../../store/runs';
@@ -85,6 +85,9 @@ const RECORD_READS = 10;
  * never owed again). With `late`, an event the run has moved past is recorded skipped instead.
  */
 export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
+  // Most runs are heard by nothing: their events are recorded in one statement, unread. A late
+  // event may be one the run moved past (recorded skipped, with why), so it is read and decided.
+  if (!late && !tellsEveryRun(ctx) && (await withRetries(() => recordOwedEventsHeardByNone(ctx.sql, runId, seq)))) return;
   const recorded = await withRetries(async () => {
     for (let read = 1; read <= RECORD_READS; read++) {
       const owed = await readOwedEventsUpTo(ctx.sql, runId, seq);
@@ -103,6 +106,14 @@ export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: n
     announceDirect(ctx, recorded.run, event, runEvent).catch((err) => ctx.logger.warn({ runId, err: (err as Error).message }, 'direct notifications could not be sent'));
     if (event === 'run.finished') void notifyExtensions(ctx, recorded.run);
   }
+}
+
+/**
+ * Whether this server tells something of runs whatever they are attached to: a server-wide
+ * `--notify-<kind>` channel, or an extension's notifier. It tells them as it records their events.
+ */
+function tellsEveryRun(ctx: ServerContext): boolean {
+  return ctx.config.delivery.channels.length > 0 || (ctx.extensions?.notifiers?.names().length ?? 0) > 0;
 }
 
 /**
