@@ -298,17 +298,54 @@ function attachmentsOfRun(db: Db) {
  * each announces, the run, and the attachments that hear it. Undefined when none is owed. Nothing
  * is locked: `settleOwedEvents` writes what the recorder decided only if these are still the
  * events owed.
+ *
+ * With `recordIfHeardByNone`, the same statement also records them when nothing stored can hear
+ * any of them: the run and its template (if it names one) exist and have no notifications of their
+ * own, no attachment is on its template, schedule, project or organization, and each owed event's
+ * run event exists. It writes what deciding and settling them would (each recorded, no delivery),
+ * locking them in event order first as settling does, so a recorder of an earlier one is waited
+ * for; `recorded` then says so, and there is nothing left to decide. Otherwise nothing is locked
+ * or written.
  */
-export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEvents | undefined> {
-  type Row = Run & { owed_seq: number; owed_event: string; run_event_kind: string | null; run_event_body: Record<string, unknown> | null; run_event_at: Date | null; owed_template_exists: boolean; owed_hearing: HearingAttachment[] };
+export async function readOwedEventsUpTo(db: Db, runId: string, seq: number, recordIfHeardByNone = false): Promise<(OwedEvents & { recorded: boolean }) | undefined> {
+  type Row = Run & {
+    owed_seq: number;
+    owed_event: string;
+    run_event_kind: string | null;
+    run_event_body: Record<string, unknown> | null;
+    run_event_at: Date | null;
+    owed_template_exists: boolean;
+    owed_hearing: HearingAttachment[];
+    owed_recorded: boolean;
+  };
+  const heardByNone = recordIfHeardByNone
+    ? db`, unheard AS (
+        SELECT 1 FROM runs r
+        WHERE r.id = ${runId} AND r.notifications = '[]'::jsonb
+          AND (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates t WHERE t.id = r.template_id AND t.notifications = '[]'::jsonb))
+          AND NOT EXISTS (SELECT 1 ${attachmentsOfRun(db)})
+      ), still_owed AS MATERIALIZED (
+        SELECT n.seq, EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = n.subject_id AND e.seq = n.seq) AS announces
+        FROM notification_events n
+        WHERE n.subject_id = ${runId} AND n.seq <= ${seq} AND n.state = 'owed' AND EXISTS (SELECT 1 FROM unheard)
+        ORDER BY n.seq FOR UPDATE OF n
+      ), recordable AS (
+        SELECT count(*) > 0 AND bool_and(announces) AS all_of_them FROM still_owed
+      ), recorded AS (
+        UPDATE notification_events n SET state = 'recorded', reason = NULL, recorded_at = now()
+        FROM still_owed s
+        WHERE n.subject_id = ${runId} AND n.seq = s.seq AND (SELECT all_of_them FROM recordable)
+      )`
+    : db``;
   const rows = await db<Row[]>`
     WITH owed AS (
       SELECT subject_id, seq, event FROM notification_events
       WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed'
-    )
+    ) ${heardByNone}
     SELECT r.*, o.seq AS owed_seq, o.event AS owed_event, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at,
       (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates WHERE id = r.template_id)) AS owed_template_exists,
-      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb) ${attachmentsOfRun(db)}) AS owed_hearing
+      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb) ${attachmentsOfRun(db)}) AS owed_hearing,
+      ${recordIfHeardByNone ? db`coalesce((SELECT all_of_them FROM recordable), false)` : db`false`} AS owed_recorded
     FROM owed o
     LEFT JOIN run_events e ON e.run_id = o.subject_id AND e.seq = o.seq
     LEFT JOIN runs r ON r.id = o.subject_id
@@ -320,41 +357,8 @@ export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Pr
     run_event: kind !== null && body !== null && at !== null ? { kind, body, at } : null,
   }));
   // Every row carries the same run; the owed event's own columns are not the run's.
-  const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, ...run } = rows[0];
-  return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing };
-}
-
-/**
- * Records every event a run owes up to `upTo` as told to no one, in one statement, when nothing
- * stored can hear any of them: the run and its template (if it names one) exist and have no
- * notifications of their own, no attachment is on its template, schedule, project or
- * organization, and each owed event's run event exists. That is what reading and settling them
- * (readOwedEventsUpTo, settleOwedEvents) writes for such a run: each recorded, no delivery. The
- * owed events are locked in event order, as settling locks them, so a recorder of an earlier one
- * is waited for. True when it recorded them all; false when it wrote nothing (something may hear
- * them, or none is owed), and the caller reads and decides them.
- */
-export async function recordOwedEventsHeardByNone(db: Db, runId: string, upTo: number): Promise<boolean> {
-  const [row] = await db<{ recorded: boolean }[]>`
-    WITH unheard AS (
-      SELECT 1 FROM runs r
-      WHERE r.id = ${runId} AND r.notifications = '[]'::jsonb
-        AND (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates t WHERE t.id = r.template_id AND t.notifications = '[]'::jsonb))
-        AND NOT EXISTS (SELECT 1 ${attachmentsOfRun(db)})
-    ), still_owed AS MATERIALIZED (
-      SELECT n.seq, EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = n.subject_id AND e.seq = n.seq) AS announces
-      FROM notification_events n
-      WHERE n.subject_id = ${runId} AND n.seq <= ${upTo} AND n.state = 'owed' AND EXISTS (SELECT 1 FROM unheard)
-      ORDER BY n.seq FOR UPDATE OF n
-    ), recordable AS (
-      SELECT count(*) > 0 AND bool_and(announces) AS all_of_them FROM still_owed
-    ), recorded AS (
-      UPDATE notification_events n SET state = 'recorded', reason = NULL, recorded_at = now()
-      FROM still_owed s
-      WHERE n.subject_id = ${runId} AND n.seq = s.seq AND (SELECT all_of_them FROM recordable)
-    )
-    SELECT coalesce((SELECT all_of_them FROM recordable), false) AS recorded`;
-  return row.recorded;
+  const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, owed_recorded, ...run } = rows[0];
+  return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing, recorded: owed_recorded };
 }
 
 /** How the recorder settled one owed event. */

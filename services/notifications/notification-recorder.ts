@@ -12,7 +12,7 @@ import {
 } from '../../core/notifications/notification-kinds';
 import { announcementOf } from '../../core/notifications/notification-messages';
 import type { Run } from '../../core/runs/run';
-import { getTargets, readOwedEventsUpTo, recordOwedEventsHeardByNone, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
+import { getTargets, readOwedEventsUpTo, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
 import { oweEffects, type Effect } from '../../store/outbox';
 import type { Db } from '../../store/db';
 import { getRun } from '../../store/runs';
@@ -85,13 +85,13 @@ const RECORD_READS = 10;
  * never owed again). With `late`, an event the run has moved past is recorded skipped instead.
  */
 export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
-  // Most runs are heard by nothing: their events are recorded in one statement, unread. A late
-  // event may be one the run moved past (recorded skipped, with why), so it is read and decided.
-  if (!late && !tellsEveryRun(ctx) && (await withRetries(() => recordOwedEventsHeardByNone(ctx.sql, runId, seq)))) return;
+  // Most runs are heard by nothing: the first read records their events, and nothing is left to
+  // decide. A late event may be one the run moved past (recorded skipped, with why), so it is decided.
+  const recordIfHeardByNone = !late && !tellsEveryRun(ctx);
   const recorded = await withRetries(async () => {
     for (let read = 1; read <= RECORD_READS; read++) {
-      const owed = await readOwedEventsUpTo(ctx.sql, runId, seq);
-      if (!owed) return undefined;
+      const owed = await readOwedEventsUpTo(ctx.sql, runId, seq, recordIfHeardByNone);
+      if (!owed || owed.recorded) return undefined;
       const decided = await decide(ctx, runId, owed, late);
       const handOffs = await settleOwedEvents(ctx.sql, runId, seq, decided.settled, decided.deliveries, deliveryHandOffs(decided.targets, runId));
       if (handOffs) return { run: owed.run!, events: decided.events, targets: decided.targets, handOffs };

@@ -7,9 +7,9 @@ import { startTestServer, waitForRunEnd, type TestServer } from '../support/serv
 
 // A run's start and end are owed to whatever hears them (store/runs.ts updateRunIf). When nothing
 // can (no attachment, no notifications of the run's or its template's, and no server-wide channel
-// or extension notifier on the server recording them), each is recorded in one statement without
-// being read first (store/notifications.ts recordOwedEventsHeardByNone); otherwise it is read,
-// decided and settled. Both end the same way on the run's notifications.
+// or extension notifier on the server recording them), the read of each records it, in one
+// statement (store/notifications.ts readOwedEventsUpTo); otherwise it is read, decided and
+// settled, two. Both end the same way on the run's notifications.
 
 let t: TestServer;
 let receiver: Receiver;
@@ -42,14 +42,14 @@ function sentStarting(tally: [string, number][], head: string): number {
   return tally.filter(([kind]) => kind.startsWith(head)).reduce((n, [, count]) => n + count, 0);
 }
 
-test('a run nothing hears has its start and end recorded without a read of what hears them', async () => {
+test('a run nothing hears has its start and end recorded by their reads, with no settling statement', async () => {
   startStatementTally();
   const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
   await waitForRunEnd(t.api, run.id);
   expect(await recordedEvents(run.id)).toEqual(['run.started:recorded:0', 'run.finished:recorded:0']);
   const tally = statementTally();
-  expect(sentStarting(tally, 'WITH unheard AS')).toBeGreaterThanOrEqual(2);
-  expect(sentStarting(tally, 'WITH owed AS')).toBe(0);
+  expect(sentStarting(tally, 'WITH owed AS')).toBeGreaterThanOrEqual(1);
+  expect(sentStarting(tally, 'WITH still_owed AS')).toBe(0);
 });
 
 test('a run a target hears is read and decided, and its target is told', async () => {
@@ -62,7 +62,7 @@ test('a run a target hears is read and decided, and its target is told', async (
   const [delivery] = await settledDeliveries(t.api, run.id, 1);
   expect(delivery).toMatchObject({ target_id: hook.id, status: 'arrived' });
   expect(await recordedEvents(run.id)).toEqual(['run.started:recorded:0', 'run.finished:recorded:1']);
-  expect(sentStarting(statementTally(), 'WITH owed AS')).toBeGreaterThanOrEqual(2);
+  expect(sentStarting(statementTally(), 'WITH still_owed AS')).toBeGreaterThanOrEqual(1);
   expect(receiver.received.some((r) => r.path === '/heard')).toBe(true);
 });
 
@@ -71,6 +71,6 @@ test('a run with notifications of its own is read and decided too', async () => 
   const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true', notifications: [{ kind: 'webhook', url: `${receiver.url}/own` }] }));
   await waitForRunEnd(t.api, run.id);
   expect(await recordedEvents(run.id)).toEqual(['run.started:recorded:0', 'run.finished:recorded:0']);
-  expect(sentStarting(statementTally(), 'WITH owed AS')).toBeGreaterThanOrEqual(2);
+  expect(sentStarting(statementTally(), 'WITH still_owed AS')).toBeGreaterThanOrEqual(1);
   await waitUntil('the run\'s own webhook', async () => receiver.received.some((r) => r.path === '/own'), 10_000);
 });
