@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { machineCpuTicks, processTreeCpuSeconds } from '../../embedded/process-cpu';
+import { machineCpuTicks, processTable, processTreeCpuSeconds } from '../../embedded/process-cpu';
 
 // The test summary and the capacity benchmark charge a process tree with its CPU, reaped children
 // included: a child that burns CPU and exits must show in its parent's tree and not in another's.
@@ -33,4 +33,20 @@ test('a tree holds the trees below it, and a gone process reads as nothing', asy
   expect(parentTree).toBeGreaterThanOrEqual(processTreeCpuSeconds(process.pid));
   // pid 2^22 + 1 is above Linux's pid_max: no such process.
   expect(processTreeCpuSeconds(4_194_305)).toBe(0);
+});
+
+test('a subtree left out is not charged to the tree above it', async () => {
+  // A living child spinning: its CPU is its own (not yet reaped into this process's counters).
+  const child = spawn(process.execPath, ['-e', 'const end = Date.now() + 5000; while (Date.now() < end);'], { stdio: 'ignore' });
+  try {
+    await new Promise((r) => setTimeout(r, 700));
+    const table = processTable();
+    const childCpu = processTreeCpuSeconds(child.pid!, table);
+    expect(childCpu).toBeGreaterThan(0.1);
+    const whole = processTreeCpuSeconds(process.pid, table);
+    const without = processTreeCpuSeconds(process.pid, table, [child.pid!]);
+    expect(whole - without).toBeCloseTo(childCpu, 5);
+  } finally {
+    child.kill('SIGKILL');
+  }
 });
