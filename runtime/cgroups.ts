@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, promises as fs } from 'node:fs';
+import { constants as fsConstants, promises as fs, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { processAlive } from '../embedded/state';
 
@@ -74,13 +74,27 @@ function directoryOf(mount: Mount, cgroupPath: string): string | undefined {
   return path.resolve(mount.mountPoint, `.${cgroupPath.slice(root.length)}`);
 }
 
-const write = (file: string, value: string) => fs.writeFile(file, value);
+// A cgroup's limits and counters are small files the kernel answers at once: they are written and
+// read synchronously, which costs a run's start a fraction of what the four thread-pool round trips
+// of an asynchronous open, write or read, and close do. Moving a process in (`cgroup.procs`) can
+// take a v1 hierarchy milliseconds, so `join` writes asynchronously, as does removing a cgroup.
+const write = (file: string, value: string) => writeFileSync(file, value);
 /** Writes a cgroup file the kernel may not have (ENOENT then): it is never created. */
-const writeIfPresent = (file: string, value: string) =>
-  fs.writeFile(file, value, { flag: 'r+' }).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'ENOENT') throw err;
-  });
-const readText = (file: string) => fs.readFile(file, 'utf8').catch(() => '');
+const writeIfPresent = (file: string, value: string) => {
+  try {
+    writeFileSync(file, value, { flag: 'r+' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+};
+/** A cgroup file's text; empty when it cannot be read (the cgroup is gone). */
+const readText = (file: string) => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+};
 
 /**
  * Finds and prepares the `cairn` parents this server's runs' cgroups go in: cgroup v2 when it
@@ -109,7 +123,7 @@ export async function prepareCgroups(proc = '/proc/self'): Promise<{ plan: Cgrou
       await fs.mkdir(parent, { recursive: true });
       // Made by another account before (root), it may still not be this server's to write in.
       await fs.access(parent, fsConstants.W_OK);
-      if (controller === 'cpu') await write(path.join(parent, 'cpu.shares'), String(RUNS_CPU_SHARES));
+      if (controller === 'cpu') write(path.join(parent, 'cpu.shares'), String(RUNS_CPU_SHARES));
       parents[controller] = parent;
     } catch (err) {
       reasons.push(`cgroup v1 ${controller}: ${(err as Error).message}`);
@@ -125,17 +139,17 @@ async function prepareV2(mount: Mount, ownPath: string): Promise<{ plan: CgroupP
   const own = directoryOf(mount, ownPath);
   if (!own) return { reason: 'cgroup v2: this process is outside the mounted hierarchy' };
   const delegated = own === mount.mountPoint ? own : path.dirname(own);
-  const offered = (await readText(path.join(delegated, 'cgroup.controllers'))).trim().split(/\s+/);
+  const offered = readText(path.join(delegated, 'cgroup.controllers')).trim().split(/\s+/);
   if (!offered.includes('memory') || !offered.includes('pids')) return { reason: `cgroup v2: ${delegated} does not offer the memory and pids controllers` };
   const controllers = CONTROLLERS.filter((c) => offered.includes(c));
   const enable = controllers.map((c) => `+${c}`).join(' ');
   const parent = path.join(delegated, 'cairn');
   try {
-    await write(path.join(delegated, 'cgroup.subtree_control'), enable);
+    write(path.join(delegated, 'cgroup.subtree_control'), enable);
     await fs.mkdir(parent, { recursive: true });
     await fs.access(parent, fsConstants.W_OK);
-    await write(path.join(parent, 'cgroup.subtree_control'), enable);
-    if (controllers.includes('cpu')) await write(path.join(parent, 'cpu.weight'), String(RUNS_CPU_WEIGHT));
+    write(path.join(parent, 'cgroup.subtree_control'), enable);
+    if (controllers.includes('cpu')) write(path.join(parent, 'cpu.weight'), String(RUNS_CPU_WEIGHT));
   } catch (err) {
     return { reason: `cgroup v2: ${delegated} is not delegated to this server (${(err as Error).message})` };
   }
@@ -181,7 +195,7 @@ export class RunCgroup {
     const cgroup = new RunCgroup(plan, dirs);
     try {
       for (const dir of cgroup.distinctDirs()) await fs.mkdir(dir);
-      await cgroup.setLimits(limits);
+      cgroup.setLimits(limits);
     } catch (err) {
       await cgroup.remove();
       throw new Error(`the run's cgroup could not be made: ${(err as Error).message}`);
@@ -193,28 +207,28 @@ export class RunCgroup {
     return [...new Set(Object.values(this.dirs))];
   }
 
-  private async setLimits(limits: CgroupLimits): Promise<void> {
+  private setLimits(limits: CgroupLimits): void {
     const { memory, pids, cpu } = this.dirs;
     const quota = String(Math.max(1000, Math.round(limits.cpu * CPU_PERIOD_US)));
     if (this.plan.version === 'v2') {
       if (memory) {
-        await write(path.join(memory, 'memory.max'), String(limits.memoryBytes));
+        write(path.join(memory, 'memory.max'), String(limits.memoryBytes));
         // Swap would let a run hold more than its bound; absent without swap accounting.
-        await writeIfPresent(path.join(memory, 'memory.swap.max'), '0');
+        writeIfPresent(path.join(memory, 'memory.swap.max'), '0');
       }
-      if (pids) await write(path.join(pids, 'pids.max'), String(limits.pids));
-      if (cpu) await write(path.join(cpu, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
+      if (pids) write(path.join(pids, 'pids.max'), String(limits.pids));
+      if (cpu) write(path.join(cpu, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
       return;
     }
     if (memory) {
-      await write(path.join(memory, 'memory.limit_in_bytes'), String(limits.memoryBytes));
+      write(path.join(memory, 'memory.limit_in_bytes'), String(limits.memoryBytes));
       // Memory plus swap held to the same bound; absent without swap accounting.
-      await writeIfPresent(path.join(memory, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
+      writeIfPresent(path.join(memory, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
     }
-    if (pids) await write(path.join(pids, 'pids.max'), String(limits.pids));
+    if (pids) write(path.join(pids, 'pids.max'), String(limits.pids));
     if (cpu) {
-      await write(path.join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
-      await write(path.join(cpu, 'cpu.cfs_quota_us'), quota);
+      write(path.join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
+      write(path.join(cpu, 'cpu.cfs_quota_us'), quota);
     }
   }
 
@@ -225,7 +239,7 @@ export class RunCgroup {
 
   /** Moves a process into the cgroup (every controller's); its children are born in it. */
   async join(pid: number): Promise<void> {
-    for (const dir of this.distinctDirs()) await write(path.join(dir, 'cgroup.procs'), String(pid));
+    for (const dir of this.distinctDirs()) await fs.writeFile(path.join(dir, 'cgroup.procs'), String(pid));
   }
 
   /** The bound the cgroup's processes crossed so far: the OOM killer killed one, or a fork was refused at the process bound. */
@@ -234,9 +248,9 @@ export class RunCgroup {
     const count = (text: string, key: string) => Number(new RegExp(`^${key} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
     if (memory) {
       const file = this.plan.version === 'v2' ? 'memory.events' : 'memory.oom_control';
-      if (count(await readText(path.join(memory, file)), 'oom_kill') > 0) return 'memory';
+      if (count(readText(path.join(memory, file)), 'oom_kill') > 0) return 'memory';
     }
-    if (pids && count(await readText(path.join(pids, 'pids.events')), 'max') > 0) return 'process';
+    if (pids && count(readText(path.join(pids, 'pids.events')), 'max') > 0) return 'process';
     return undefined;
   }
 
@@ -249,9 +263,13 @@ export class RunCgroup {
 /** Kills every process in a cgroup and removes it, retrying while the last ones exit; best effort (a sweep takes what stays). */
 async function removeCgroup(dir: string): Promise<void> {
   // cgroup v2 kills a whole cgroup at once where the kernel has cgroup.kill (5.14).
-  await writeIfPresent(path.join(dir, 'cgroup.kill'), '1').catch(() => undefined);
+  try {
+    writeIfPresent(path.join(dir, 'cgroup.kill'), '1');
+  } catch {
+    /* removed already, or not ours to write: the kills below still go */
+  }
   for (let attempt = 0; attempt < 50; attempt++) {
-    const procs = await readText(path.join(dir, 'cgroup.procs'));
+    const procs = readText(path.join(dir, 'cgroup.procs'));
     for (const pid of procs.split('\n').filter(Boolean)) {
       try {
         process.kill(Number(pid), 'SIGKILL');

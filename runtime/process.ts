@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, promises as fs, readdirSync, readlinkSync } from 'node:fs';
+import { closeSync, openSync, promises as fs, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import type { ExceededBound, ExecutionOutcome } from '../core/runs/run-outcome';
 import { SandboxBounds } from './run-bounds';
@@ -189,7 +189,8 @@ async function loopbackReady(sandboxPid: number, exited: Promise<ProcessExit>): 
   const deadline = Date.now() + NETWORK_READY_MS;
   while (!ended && Date.now() < deadline) {
     try {
-      if ((await fs.readFile(`/proc/${sandboxPid}/net/fib_trie`, 'utf8')).includes('127.0.0.1')) return;
+      // Read at once, not through the thread pool: a small procfs file, polled every 2 ms.
+      if (readFileSync(`/proc/${sandboxPid}/net/fib_trie`, 'utf8').includes('127.0.0.1')) return;
     } catch {
       /* not there yet, or already gone */
     }
