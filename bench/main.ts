@@ -5,6 +5,7 @@ import { auditBenchmark, auditServerBenchmark } from './audit';
 import { firehoseBenchmark, sseBenchmark } from './firehose';
 import { millionBenchmark } from './million';
 import { temporalCostBenchmark } from './temporal-cost';
+import { sandboxStartBenchmark } from './sandbox-start';
 import { startBenchEnvironment, startServerProcess, Teardown, type ServerProcess } from './environment';
 import { benchClient, type BenchClient } from './http';
 import { latencyBenchmark } from './latency';
@@ -63,6 +64,9 @@ async function main(): Promise<void> {
       SELECT a.id AS "accountId", t.id AS "tokenId" FROM accounts a JOIN tokens t ON t.account_id = a.id
       WHERE a.role = 'admin' ORDER BY t.created_at LIMIT 1`;
 
+    // The install's Temporal dev server and PostgreSQL, whose CPU the sections that split a run's cost charge apart.
+    const installPids = async () => ({ temporalPid: await temporalPid(env), postgresPid: await postmasterPid(env) });
+
     if (wanted('a')) {
       log('(a) run latency...');
       sections.push(await latencyBenchmark(client));
@@ -77,10 +81,13 @@ async function main(): Promise<void> {
         temporalAddress: env.server.temporalAddress,
         namespace: env.server.context.config.temporalNamespace,
         poolSize: env.server.context.config.poolSize,
-        temporalPid: await temporalPid(env),
-        postgresPid: await postmasterPid(env),
+        ...(await installPids()),
       };
       sections.push(await temporalCostBenchmark(client, env.sql, temporal));
+    }
+    if (wanted('t')) {
+      log("(t) sandbox start: a run's sandbox started and ended 300 times, by run network, beside the launcher starting the tool unsandboxed...");
+      sections.push(await sandboxStartBenchmark(env.server.context.config, await installPids()));
     }
     // The log, stream and webhook sections measure a `cairn serve` process of their own, apart from
     // this one (which also runs the benchmark's clients): started once, for the first that needs it.

@@ -41,17 +41,19 @@ export interface TemporalTarget {
  * the sandboxes it started and their tools). What is left of the machine's is the rest: processes
  * reaped by others (a sandbox whose parent ended first goes to init) and the kernel's own threads.
  */
-interface CpuSoFar {
+export interface CpuSoFar {
   machine: number;
   temporal: number;
   postgres: number;
   process: number;
   children: number;
+  /** Not the machine's: what the hypervisor gave other guests while this one wanted to run. */
+  steal: number;
 }
 
-const CPU_PARTS = ['machine', 'temporal', 'postgres', 'process', 'children'] as const;
+const CPU_PARTS = ['machine', 'temporal', 'postgres', 'process', 'children', 'steal'] as const;
 
-function cpuSoFar(target: TemporalTarget): CpuSoFar {
+export function cpuSoFar(target: Pick<TemporalTarget, 'temporalPid' | 'postgresPid'>): CpuSoFar {
   const table = processTable();
   const ticks = machineCpuTicks();
   const own = table.get(process.pid)?.cpu ?? Number.NaN;
@@ -61,6 +63,7 @@ function cpuSoFar(target: TemporalTarget): CpuSoFar {
     postgres: processTreeCpuSeconds(target.postgresPid, table),
     process: own,
     children: processTreeCpuSeconds(process.pid, table, [target.temporalPid, target.postgresPid]) - own,
+    steal: ticks ? ticks.steal / TICKS_PER_SECOND : Number.NaN,
   };
 }
 
@@ -139,7 +142,8 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
       `per-run cost: PostgreSQL counts are the batch's less the API polls that found its end (${pollCost.statements.toFixed(1)} statements each), over ${RUNS} runs; ` +
         `history counts over ${HISTORY_SAMPLE} histories each side; CPU is each batch's over its runs, the API polls and whatever else the machine did in the while included ` +
         `(the server runs in this process, so its CPU includes the benchmark's HTTP client, as the worker's includes the bare client; ` +
-        `the rest is processes reaped by others, such as sandboxes whose parent ended first, and the kernel's threads); ` +
+        `the rest is processes reaped by others, such as sandboxes whose parent ended first, and the kernel's threads; ` +
+        `the hypervisor's steal is counted in none of them: ${cpu.steal.toFixed(1)} ms a run beside Cairn's, ${bare.cpu.steal.toFixed(1)} beside the bare workflow's); ` +
         `actions as Temporal Cloud bills them, heartbeats aside (they never reach a history): ` +
         `Cairn ${describeActions(cairnHistory)}; bare ${describeActions(bare.history)}; processes are the machine's forks over the batch (Temporal's and PostgreSQL's included)`,
       `cost: ${RUNS} runs after ${WARMUP} warm-up each side, ${IN_FLIGHT} submissions in flight; the bare side is one workflow + one activity spawning bash -c true ` +

@@ -65,13 +65,19 @@ export function processTreeCpuSeconds(rootPid: number, table = processTable(), e
   return total;
 }
 
-/** The machine's busy and total CPU ticks since boot, over all cores (the `cpu` line of /proc/stat). */
-export function machineCpuTicks(): { busy: number; total: number } | undefined {
+/**
+ * The machine's busy and total CPU ticks since boot, over all cores (the `cpu` line of /proc/stat),
+ * and the ticks the hypervisor gave to other guests while this one wanted to run (steal). Steal is
+ * neither busy nor in the total: it is no work of this machine's, and on a shared host it comes
+ * and goes with the neighbours.
+ */
+export function machineCpuTicks(): { busy: number; total: number; steal: number } | undefined {
   try {
     const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
-    const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0);
-    // idle and iowait are the fourth and fifth fields.
-    return { busy: total - ticks[3] - ticks[4], total };
+    // user nice system idle iowait irq softirq steal: idle and iowait are the fourth and fifth.
+    const steal = ticks[7] ?? 0;
+    const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0) - steal;
+    return { busy: total - ticks[3] - ticks[4], total, steal };
   } catch {
     return undefined;
   }

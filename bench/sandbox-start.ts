@@ -1,0 +1,82 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { ToolLauncher } from '../runtime/launcher';
+import { prepareSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
+import type { RunNetwork } from '../runtime/sandbox';
+import { mapLimit } from './concurrency';
+import type { Section } from './report';
+import { msSince } from './stats';
+import { cpuSoFar, type TemporalTarget } from './temporal-cost';
+
+const STARTS = 300;
+const WARMUP = 20;
+const AT_ONCE = 8;
+
+/** The process trees a start's CPU is not charged to: the install's Temporal dev server and PostgreSQL. */
+export type SandboxStartTarget = Pick<TemporalTarget, 'temporalPid' | 'postgresPid'>;
+
+interface StartCost {
+  /** Starts a second, AT_ONCE in flight. */
+  rate: number;
+  /** CPU per start of the tool launcher and everything it started and reaped (bwrap, slirp4netns, the tool), in ms. */
+  launcher: number;
+  /** CPU per start of the whole machine, in ms: also what the kernel and others spent on it (a sandbox's init is reaped by the host's init). */
+  machine: number;
+}
+
+/**
+ * (t) What a run's sandbox costs to start and end: `bash -c true` started 300 times (8 at once)
+ * through a tool launcher of its own, as a worker starts a run's tool, in the sandbox of each run
+ * network, beside the same launcher starting it unsandboxed (`--run-isolation none`). Charged to
+ * each start: the CPU of this process's children (the launcher and what it started; the server's
+ * own launcher sits idle meanwhile) and of the whole machine, less nothing.
+ */
+export async function sandboxStartBenchmark(settings: RunIsolationSettings, target: SandboxStartTarget): Promise<Section> {
+  const unsandboxed = await startCost({ ...settings, runIsolation: 'none' }, target);
+  const networks: RunNetwork[] = ['isolated', 'none', 'host'];
+  const sandboxed: [RunNetwork, StartCost][] = [];
+  for (const network of networks) sandboxed.push([network, await startCost({ ...settings, runIsolation: 'sandbox', runNetwork: network }, target)]);
+  return {
+    rows: sandboxed.flatMap(([network, cost]) => [
+      { metric: `sandbox start, network ${network}: launcher CPU per start`, value: cost.launcher, baseline: unsandboxed.launcher, unit: 'ms' },
+      { metric: `sandbox start, network ${network}: machine CPU per start`, value: cost.machine, baseline: unsandboxed.machine, unit: 'ms' },
+    ]),
+    notes: [
+      `sandbox start: ${STARTS} starts of bash -c true after ${WARMUP} warm-up, ${AT_ONCE} at once, through a tool launcher of its own; baseline the same launcher unsandboxed ` +
+        `(${unsandboxed.rate.toFixed(0)} starts/s); sandboxed ${sandboxed.map(([network, cost]) => `${network} ${cost.rate.toFixed(0)}/s`).join(', ')}; ` +
+        `the machine's CPU includes each sandbox's init, which ends after bwrap has reported the tool's exit and is reaped by the host's init, and the kernel's namespace cleanup`,
+    ],
+  };
+}
+
+async function startCost(settings: RunIsolationSettings, target: SandboxStartTarget): Promise<StartCost> {
+  const { sandbox, workRoot } = await prepareSandbox(settings, () => undefined);
+  const launcher = new ToolLauncher(sandbox);
+  let made = 0;
+  const start = async () => {
+    const workDir = await fs.mkdtemp(path.join(workRoot, `bench-start-${made++}-`));
+    try {
+      if (sandbox?.user) await fs.chown(workDir, sandbox.user.uid, sandbox.user.gid);
+      const tool = await launcher.launch(['bash', '-c', 'true'], { cwd: workDir, env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' }, onOutput: () => undefined });
+      const exit = await tool.exited;
+      if (exit.exitCode !== 0) throw new Error(`sandbox start: bash -c true exited ${exit.exitCode ?? exit.signal}`);
+    } finally {
+      await fs.rm(workDir, { recursive: true, force: true });
+    }
+  };
+  try {
+    await mapLimit(WARMUP, AT_ONCE, start);
+    const before = cpuSoFar(target);
+    const began = process.hrtime.bigint();
+    await mapLimit(STARTS, AT_ONCE, start);
+    const elapsed = msSince(began);
+    const after = cpuSoFar(target);
+    return {
+      rate: STARTS / (elapsed / 1000),
+      launcher: ((after.children - before.children) * 1000) / STARTS,
+      machine: ((after.machine - before.machine) * 1000) / STARTS,
+    };
+  } finally {
+    await launcher.stop();
+  }
+}
