@@ -50,6 +50,8 @@ export async function sandboxStartBenchmark(settings: RunIsolationSettings, targ
 }
 
 async function startCost(settings: RunIsolationSettings, target: SandboxStartTarget): Promise<StartCost> {
+  // Preparing a sandbox also sets this process's tool search path; the last one prepared (a
+  // sandbox, as the in-process server's own) leaves it as the server set it.
   const { sandbox, workRoot } = await prepareSandbox(settings, () => undefined);
   const launcher = new ToolLauncher(sandbox);
   let made = 0;
