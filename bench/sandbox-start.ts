@@ -29,7 +29,8 @@ interface StartCost {
  * through a tool launcher of its own, as a worker starts a run's tool, in the sandbox of each run
  * network, beside the same launcher starting it unsandboxed (`--run-isolation none`). Charged to
  * each start: the CPU of this process's children (the launcher and what it started; the server's
- * own launcher sits idle meanwhile) and of the whole machine, less nothing.
+ * own launcher sits idle meanwhile), and the whole machine's, which also holds what the kernel and
+ * the host's init spent on the sandbox.
  */
 export async function sandboxStartBenchmark(settings: RunIsolationSettings, target: SandboxStartTarget): Promise<Section> {
   const unsandboxed = await startCost({ ...settings, runIsolation: 'none' }, target);

@@ -67,9 +67,12 @@ export function cpuSoFar(target: Pick<TemporalTarget, 'temporalPid' | 'postgresP
   };
 }
 
+/** Each part of a CPU reading, worked out by `part`. */
+const eachPart = (part: (key: (typeof CPU_PARTS)[number]) => number) => Object.fromEntries(CPU_PARTS.map((key) => [key, part(key)])) as unknown as CpuSoFar;
+
 /** A batch's CPU per run, in milliseconds. */
 function cpuPerRun(before: CpuSoFar, after: CpuSoFar, runs: number): CpuSoFar {
-  return Object.fromEntries(CPU_PARTS.map((key) => [key, ((after[key] - before[key]) * 1000) / runs])) as unknown as CpuSoFar;
+  return eachPart((key) => ((after[key] - before[key]) * 1000) / runs);
 }
 
 /** The rest of the machine's CPU: what none of the measured parts account for. */
@@ -209,7 +212,7 @@ function bothBatches(a: BareBatch, b: BareBatch): BareBatch {
     latency: [...a.latency, ...b.latency],
     processesPerRun: mean(a.processesPerRun, b.processesPerRun),
     history: a.history,
-    cpu: Object.fromEntries(CPU_PARTS.map((key) => [key, mean(a.cpu[key], b.cpu[key])])) as unknown as CpuSoFar,
+    cpu: eachPart((key) => mean(a.cpu[key], b.cpu[key])),
   };
 }
 

@@ -75,8 +75,8 @@ function directoryOf(mount: Mount, cgroupPath: string): string | undefined {
 }
 
 // A cgroup's limits and counters are small files the kernel answers at once: they are written and
-// read synchronously, which costs a run's start a fraction of what the four thread-pool round trips
-// of an asynchronous open, write or read, and close do. Moving a process in (`cgroup.procs`) can
+// read synchronously, which costs a run's start a fraction of what the three or four thread-pool
+// round trips of an asynchronous open, stat, read or write, and close do. Moving a process in (`cgroup.procs`) can
 // take a v1 hierarchy milliseconds, so `join` writes asynchronously, as does removing a cgroup.
 const write = (file: string, value: string) => writeFileSync(file, value);
 /** Writes a cgroup file the kernel may not have (ENOENT then): it is never created. */

@@ -6,12 +6,16 @@
 const { existsSync, readFileSync, rmSync } = require('node:fs');
 const os = require('node:os');
 
-/** The machine's busy and total CPU ticks so far (/proc/stat), or undefined without /proc. */
+/**
+ * The machine's busy and total CPU ticks so far (/proc/stat), or undefined without /proc; the
+ * hypervisor's steal in neither, as embedded/process-cpu.ts machineCpuTicks reads them (this plain
+ * JS reporter cannot load that TypeScript module).
+ */
 function machineTicks() {
   try {
     const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
     const idle = ticks[3] + (ticks[4] ?? 0);
-    const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0);
+    const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0) - (ticks[7] ?? 0);
     return { busy: total - idle, total };
   } catch {
     return undefined;
