@@ -41,6 +41,16 @@ export function loadLine(): string {
   return `load average ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}`;
 }
 
+/**
+ * The value over its baseline; `-` where the baseline is zero or less (the bare side's share of a
+ * part it does not have, a residual a tick's rounding took below zero), where no ratio means anything.
+ */
+function ratioText(row: Row): string {
+  if (!(row.baseline > 0)) return '-';
+  const ratio = row.value / row.baseline;
+  return `x${ratio.toFixed(ratio >= 10 ? 0 : 2)}`;
+}
+
 /** The table every run ends with: figure, its same-run baseline, the ratio, and the budget verdict. */
 export function renderTable(rows: Row[]): string {
   const header = ['metric', 'value', 'baseline', 'ratio', 'budget', 'verdict'];
@@ -48,7 +58,7 @@ export function renderTable(rows: Row[]): string {
     row.metric,
     fmt(row.value, row.unit),
     fmt(row.baseline, row.unit),
-    `x${(row.value / row.baseline).toFixed(row.value / row.baseline >= 10 ? 0 : 2)}`,
+    ratioText(row),
     budgetText(row),
     verdict(row),
   ]);
