@@ -1,5 +1,5 @@
 import { CanonicalText, canonicalJson, sha256Hex } from './canonical';
-import { MerkleAccumulator, leafOfStoredHashBinary } from './merkle';
+import { MerkleAccumulator, leafOfHexHashBinary, leafOfStoredHashBinary } from './merkle';
 
 /**
  * The tamper-evident audit chain (spec part A 4.15, part B 6.5 and 7.4). Every mutation appends an
@@ -256,6 +256,7 @@ export class ChainVerifier {
   push(entry: unknown): void {
     this.position++;
     const stored = storedHash(entry);
+    let linked = false;
     if (this.broken === undefined) {
       const detail = this.check(entry);
       if (detail !== undefined) {
@@ -263,12 +264,14 @@ export class ChainVerifier {
       } else {
         this.lastSeq = (entry as AuditEntry).seq;
         this.lastHash = stored;
+        linked = true;
       }
     }
     this.lastStoredHash = stored;
     // Built from the hashes as stored, also past a break, so anchors are judged on what is there;
-    // a hash that is not hex still makes a leaf (of its text), which no honest anchor covers.
-    this.tree.push(leafOfStoredHashBinary(stored));
+    // a hash that is not hex still makes a leaf (of its text), which no honest anchor covers. A
+    // linked entry's hash equals the SHA-256 hex `check` computed, so its digits need no look.
+    this.tree.push(linked ? leafOfHexHashBinary(stored) : leafOfStoredHashBinary(stored));
     while (this.nextAnchor < this.anchors.length && this.anchors[this.nextAnchor].size === this.position) {
       this.checkAnchor(this.anchors[this.nextAnchor++]);
     }

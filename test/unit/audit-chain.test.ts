@@ -20,7 +20,7 @@ import {
   type AuditEntryFields,
 } from '../../core/audit/audit-chain';
 import { CanonicalJsonError, CanonicalText, canonicalJson, findLoneSurrogate, sha256Hex } from '../../core/audit/canonical';
-import { EMPTY_ROOT, leafHash, rootFromLeafHashes } from '../../core/audit/merkle';
+import { EMPTY_ROOT, leafHash, leafOfStoredHash, rootFromLeafHashes } from '../../core/audit/merkle';
 
 const repoRoot = path.resolve(__dirname, '../..');
 
@@ -663,6 +663,19 @@ describe('anchors', () => {
         { size: 10, problem: 'root_mismatch' },
       ],
     });
+  });
+
+  test('an entry that does not link still takes its place in the tree by its stored hash as it is: an uppercased hash is a leaf of its text', () => {
+    const entries = clone(chain50).slice(0, 12);
+    entries[6].hash = entries[6].hash.toUpperCase();
+    const leaves = entries.map((entry) => leafOfStoredHash(entry.hash));
+    const root = rootFromLeafHashes(leaves).toString('hex');
+    expect(leaves[6]).toEqual(leafHash(Buffer.from(entries[6].hash, 'utf8')));
+    expect(verifyChain(entries)).toMatchObject({ ok: false, reason: 'chain_break', broke_at: 7 });
+    // The anchor over the intact chain no longer holds, and the root found is the one of the stored hashes.
+    expect(checkAnchors(entries, [refAnchor(chain50, 12)])).toEqual([
+      { size: 12, problem: 'root_mismatch', expected: refAnchor(chain50, 12).merkle_root, actual: root },
+    ]);
   });
 
   test('a chain break takes precedence over anchor problems', () => {

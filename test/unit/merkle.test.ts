@@ -11,6 +11,7 @@ import {
   leafHash,
   leafOfStoredHash,
   leafOfStoredHashBinary,
+  leafOfHexHashBinary,
   nodeHash,
   nodeHashBinary,
   rootFromLeafHashes,
@@ -128,6 +129,7 @@ describe('hashing', () => {
     const [a, b] = [randomBytes(32), randomBytes(32)];
     expect(leafOfStoredHash(a.toString('hex'))).toEqual(leafHash(a));
     expect(Buffer.from(leafOfStoredHashBinary(a.toString('hex')), 'latin1')).toEqual(leafHash(a));
+    expect(Buffer.from(leafOfHexHashBinary(a.toString('hex')), 'latin1')).toEqual(leafHash(a));
     // A stored hash that is not 64 hex digits is a leaf of its text.
     expect(leafOfStoredHash('not a hash')).toEqual(leafHash(Buffer.from('not a hash', 'utf8')));
     expect(leafOfStoredHash(a.toString('hex').toUpperCase())).toEqual(leafHash(Buffer.from(a.toString('hex').toUpperCase(), 'utf8')));
