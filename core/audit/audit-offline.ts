@@ -1,6 +1,6 @@
 import { GENESIS_HASH, checkAnchors, entryHash, type AuditAnchor } from './audit-chain';
 import { BUNDLE_TYPE, readBundleDocument, type BundleDocumentV2 } from './audit-bundle';
-import { leafHash, rootFromLeafHashes, verifyConsistency, verifyInclusion } from './merkle';
+import { MerkleAccumulator, leafHash, leafOfHexHashBinary, verifyConsistency, verifyInclusion } from './merkle';
 import { opensCommitment } from './reason-commitment';
 import { SignatureError, documentKeyId, jwkThumbprint, verifyDocument } from './signing';
 
@@ -314,14 +314,10 @@ async function checkBundle(p: Payload, carried: unknown, key: Record<string, unk
   const full = after === 0 && size !== undefined && entries.length === size;
 
   if (full && root && head) {
-    const leaves = entries.map((entry) => leafFor(entry));
-    if (leaves.every((leaf): leaf is Buffer => leaf !== undefined)) {
-      const recomputed = rootFromLeafHashes(leaves).toString('hex');
-      if (recomputed === p.merkle_root) f.ok(`merkle root: recomputed over all ${size} entries, equals the signed ${recomputed}`);
-      else f.fail('payload.merkle_root', `the signed root is ${p.merkle_root as string}, the entries recompute to ${recomputed}`);
-    } else {
-      f.fail('payload.merkle_root', 'the root cannot be recomputed: an entry has no 64-hex hash');
-    }
+    const recomputed = rootOfHexHashes(entries);
+    if (recomputed === undefined) f.fail('payload.merkle_root', 'the root cannot be recomputed: an entry has no 64-hex hash');
+    else if (recomputed === p.merkle_root) f.ok(`merkle root: recomputed over all ${size} entries, equals the signed ${recomputed}`);
+    else f.fail('payload.merkle_root', `the signed root is ${p.merkle_root as string}, the entries recompute to ${recomputed}`);
   }
   if (size !== undefined && head) {
     if (entries.length > 0 && after + entries.length === size) {
@@ -651,6 +647,21 @@ function checkDecisions(decisions: unknown, entries: Record<string, unknown>[], 
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * The Merkle root (hex) over the entries' hashes, each a leaf of its 32 bytes; undefined when one
+ * is not 64 lowercase hex digits. Built as the chain's verifier builds it (binary strings, one
+ * pass), the same root `rootFromLeafHashes` gives over the leaves.
+ */
+function rootOfHexHashes(entries: unknown[]): string | undefined {
+  const tree = new MerkleAccumulator();
+  for (const entry of entries) {
+    const hash = isRecord(entry) ? entry.hash : undefined;
+    if (typeof hash !== 'string' || !HEX64.test(hash)) return undefined;
+    tree.push(leafOfHexHashBinary(hash));
+  }
+  return tree.root().toString('hex');
+}
 
 function leafFor(entry: unknown): Buffer | undefined {
   const hash = isRecord(entry) ? entry.hash : undefined;

@@ -146,6 +146,19 @@ describe('bundles', () => {
     expect(wheres(report)).toContain('payload.last_inclusion');
   });
 
+  test("a full bundle's root is recomputed over the hashes it carries: another hash names the root it makes, one that is not hex says the root cannot be made", async () => {
+    const entries = buildChain(9);
+    const other = 'ab'.repeat(32);
+    const swapped = await bundleOf(entries, { tamper: (p) => (p.entries[8].hash = other) });
+    const expected = rootOf(entries.map((e, i) => (i === 8 ? { ...e, hash: other } : e)));
+    let problem = (await verifyBundle(swapped, seal)).problems.find((p) => p.where === 'payload.merkle_root');
+    expect(problem?.detail).toBe(`the signed root is ${rootOf(entries)}, the entries recompute to ${expected}`);
+
+    const mangled = await bundleOf(entries, { tamper: (p) => (p.entries[3].hash = other.toUpperCase()) });
+    problem = (await verifyBundle(mangled, seal)).problems.find((p) => p.where === 'payload.merkle_root');
+    expect(problem?.detail).toBe('the root cannot be recomputed: an entry has no 64-hex hash');
+  });
+
   test('a window links from prev_hash, proves its last entry, and checks the anchors it covers', async () => {
     const entries = buildChain(20);
     const anchors = [await anchorJws(entries, 3), await anchorJws(entries, 6), await anchorJws(entries, 15)];
