@@ -643,6 +643,9 @@ class RruleSource implements NominalSource {
     let read = 0;
     let width = Duration.fromObject({ minutes: 1 }).toMillis();
     for (let low = from; low < until && read < WALK_TIMES; ) {
+      // Checked before each window, the first included: a rule with no time after `low` (30
+      // February) ends the walk at once instead of after windows widening across the centuries.
+      if (extra.every((t) => t <= low) && rules.every((rule) => ended(rule, low))) return;
       const high = Math.min(until, low + width);
       const gathered = rules.map((rule) => ({ rule, times: timesIn(rule, low, high) }));
       const found = gathered.flatMap(({ rule, times }) => times.filter((time) => rule.keeps(time)));
@@ -655,7 +658,6 @@ class RruleSource implements NominalSource {
       read += count;
       if (count < WINDOW_TIMES) width *= 2;
       low = high;
-      if (extra.every((t) => t <= low) && rules.every((rule) => ended(rule, low))) return;
     }
   }
 }
