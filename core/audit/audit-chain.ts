@@ -233,7 +233,8 @@ export class ChainVerifier {
   /**
    * A verifier that judges only the anchors: each entry takes its place in the tree by its stored
    * hash and is not checked for linking, which anchors do not depend on (a break changes no
-   * anchor problem). Its report says nothing of the entries: read `anchorProblems`.
+   * anchor problem). It has no report of the entries (`report` refuses, `checkpoint` is
+   * undefined): read `anchorProblems`.
    */
   static judgingAnchorsOnly(anchors: readonly AuditAnchor[]): ChainVerifier {
     const verifier = new ChainVerifier(anchors);
@@ -243,7 +244,7 @@ export class ChainVerifier {
 
   /** Where the chain checked so far ends, to resume from later; undefined while it is empty or broken. */
   checkpoint(): ChainCheckpoint | undefined {
-    if (this.broken !== undefined || this.position === 0) return undefined;
+    if (!this.checksLinks || this.broken !== undefined || this.position === 0) return undefined;
     return { size: this.position, head_hash: this.lastHash, frontier: this.tree.frontier() };
   }
 
@@ -303,6 +304,7 @@ export class ChainVerifier {
 
   /** The first break, else any anchor problems, else the intact chain's head and root. */
   report(): AuditReport {
+    if (!this.checksLinks) throw new AuditChainError('a verifier judging anchors only did not check the entries: read anchorProblems', {});
     if (this.broken !== undefined) return { ...this.broken, count: this.position };
     const anchorProblems = this.anchorProblems();
     if (anchorProblems.length > 0) {

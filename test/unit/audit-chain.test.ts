@@ -678,6 +678,16 @@ describe('anchors', () => {
     ]);
   });
 
+  test('a verifier judging anchors only gives no report of entries it did not check', () => {
+    const verifier = ChainVerifier.judgingAnchorsOnly([refAnchor(chain50, 10)]);
+    const entries = clone(chain50).slice(0, 10);
+    entries[2].path = '/v1/forged';
+    for (const entry of entries) verifier.push(entry);
+    expect(verifier.anchorProblems()).toEqual([]);
+    expect(() => verifier.report()).toThrow(/judging anchors only/);
+    expect(verifier.checkpoint()).toBeUndefined();
+  });
+
   test('a chain break takes precedence over anchor problems', () => {
     const anchors = [anchorOf(chain50, 50)];
     const entries = clone(chain50).slice(0, 45);
