@@ -143,6 +143,9 @@ describe('canonical JSON (RFC 8785)', () => {
     ['a function', { f: () => 1 }, 'f'],
     ['a symbol', [Symbol('s')], '[0]'],
     ['a lone high surrogate', { s: 'ab\ud800' }, 's'],
+    // Arrays of strings, numbers, booleans and null are written in one call; these must still be refused, and where.
+    ['a lone surrogate among strings', { hashes: ['ab', 'cd', '\udc00'] }, 'hashes[2]'],
+    ['Infinity among numbers', [[1, 2, Infinity]], '[0][2]'],
     ['a lone low surrogate in a key', { ['\udc00k']: 1 }, '\udc00k'],
     ['a Map', { m: new Map([[1, 2]]) }, 'm'],
     ['a Set', { s: new Set([1]) }, 's'],
