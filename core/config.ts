@@ -44,6 +44,11 @@ export const SETTINGS = {
     env: 'CAIRN_HOOK_DELIVERY_RETENTION',
     help: 'how long a settled webhook push delivery stays readable at /v1/triggers/{id}/deliveries (default 30d)',
   },
+  temporalRunStatus: {
+    flag: '--temporal-run-status',
+    env: 'CAIRN_TEMPORAL_RUN_STATUS',
+    help: "tracked (default: a run's CairnRunStatus search attribute follows it, one more Temporal action a run) or off (no CairnRunStatus)",
+  },
   streamStallTimeout: { flag: '--stream-stall-timeout', env: 'CAIRN_STREAM_STALL_TIMEOUT', help: 'a live stream whose client takes nothing this long is closed with where to resume (default 30s)' },
   runIsolation: { flag: '--run-isolation', env: 'CAIRN_RUN_ISOLATION', help: 'sandbox (default: every tool in a bubblewrap sandbox) or none (unsafe: tools run as the server)' },
   runNetwork: { flag: '--run-network', env: 'CAIRN_RUN_NETWORK', help: "a run's network: isolated (default: outbound only, no host loopback), host, or none" },
@@ -198,6 +203,7 @@ const configSchema = z.object({
     }
     return ms;
   }),
+  temporalRunStatus: z.enum(['tracked', 'off'], { message: 'expected tracked or off' }).default('tracked'),
   runIsolation: z.enum(['sandbox', 'none'], { message: 'expected sandbox or none' }).default('sandbox'),
   runNetwork: z.enum(['isolated', 'host', 'none'], { message: 'expected isolated, host or none' }).default('isolated'),
   runUser: z

@@ -47,6 +47,12 @@ export interface RunWorkflowInput {
    * routed: their activity runs on the workflow's own task queue, as it always did.
    */
   executionQueue?: string;
+  /**
+   * False when the server that started the run was set `--temporal-run-status off`: the workflow
+   * upserts no `CairnRunStatus` (a billable action on Temporal Cloud). Absent: tracked, as in
+   * every workflow started before the setting.
+   */
+  tracksRunStatus?: false;
 }
 
 export interface GraphWorkflowInput {
@@ -56,6 +62,8 @@ export interface GraphWorkflowInput {
   leaseSeconds: number;
   /** Every step's and shard's execution task queue (the parent's queue); see RunWorkflowInput. */
   executionQueue?: string;
+  /** For the parent and every step; see RunWorkflowInput. */
+  tracksRunStatus?: false;
 }
 
 /**

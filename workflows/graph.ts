@@ -34,7 +34,7 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
   setHandler(stepDecided, (stepRunId) => void decided.add(stepRunId));
 
   // `CairnRunStatus` (set at start) follows the parent's recorded end; see workflows/run.ts.
-  const tracksStatus = patched(SEARCH_ATTRIBUTES_PATCH);
+  const tracksStatus = input.tracksRunStatus !== false && patched(SEARCH_ATTRIBUTES_PATCH);
   // A graph recorded before this patch started its steps as runWorkflow, and replays so.
   const stepWorkflow = patched(STEPS_V2_PATCH) ? runWorkflowV2 : runWorkflow;
   const publishStatus = async () => {
@@ -69,6 +69,7 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
             timeoutSeconds: input.stepTimeoutSeconds,
             leaseSeconds: input.leaseSeconds,
             executionQueue: input.executionQueue,
+            ...(input.tracksRunStatus === false && { tracksRunStatus: false as const }),
           },
         ],
       });

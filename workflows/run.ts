@@ -124,7 +124,8 @@ async function runToItsEnd(input: RunWorkflowInput, hasPatch: (patchId: string) 
   // The ops window (the Temporal UI and CLI for execution insight): `CairnRunStatus`, set at the
   // workflow's start, follows the run's recorded status when the workflow sees it change (held at
   // the plan gate, ended), read from the store, which alone decides it. Workflows recorded before the attribute existed replay without these steps.
-  const tracksStatus = current || hasPatch(SEARCH_ATTRIBUTES_PATCH);
+  // Input first: a workflow started with tracking off checks no patch for it.
+  const tracksStatus = input.tracksRunStatus !== false && (current || hasPatch(SEARCH_ATTRIBUTES_PATCH));
   const publishStatus = async (known?: string) => {
     if (!tracksStatus) return;
     const status = known ?? (await runStatus(input.runId));

@@ -438,16 +438,16 @@ export async function startOwedRun(ctx: ServerContext, runId: string, completing
 /**
  * What the Temporal UI and CLI show of a run (docs/operations.md, "Finding runs in Temporal"): its
  * search attributes (status, tool, requester, template, queue, source; the workflow keeps the
- * status current) and a memo naming the command's digest (`sha256:` + hex SHA-256 of the command
+ * status current, unless `tracksStatus` is false: `--temporal-run-status off`, no status) and a memo naming the command's digest (`sha256:` + hex SHA-256 of the command
  * as submitted, so the command itself, which may name anything, stays out of Temporal) and the
  * template.
  */
-export function opsWindow(run: Run): { typedSearchAttributes: SearchAttributePair[]; memo: Record<string, string | null> } {
+export function opsWindow(run: Run, tracksStatus = true): { typedSearchAttributes: SearchAttributePair[]; memo: Record<string, string | null> } {
   const keyword = (key: SearchAttributePair['key'], value: string | null): SearchAttributePair[] =>
     value ? [{ key, value } as SearchAttributePair] : [];
   return {
     typedSearchAttributes: [
-      ...keyword(SEARCH_ATTRIBUTES.runStatus, run.status),
+      ...keyword(SEARCH_ATTRIBUTES.runStatus, tracksStatus ? run.status : null),
       ...keyword(SEARCH_ATTRIBUTES.tool, run.tool),
       ...keyword(SEARCH_ATTRIBUTES.requester, run.requested_by),
       ...keyword(SEARCH_ATTRIBUTES.template, run.template_id),
@@ -471,25 +471,28 @@ export function opsWindow(run: Run): { typedSearchAttributes: SearchAttributePai
  */
 export async function startRunWorkflow(ctx: ServerContext, run: Run, completing: string[] = []): Promise<'completed'> {
   if (ctx.faults.fire('workflow-start-once')) throw new Error('injected fault: workflow start failed');
+  const tracksStatus = ctx.config.temporalRunStatus === 'tracked';
   const once = {
     workflowId: runWorkflowId(run.id),
     taskQueue: ctx.config.poolQueue,
     workflowIdReusePolicy: 'REJECT_DUPLICATE',
     workflowIdConflictPolicy: 'USE_EXISTING',
-    ...opsWindow(run),
+    ...opsWindow(run, tracksStatus),
   } as const;
   const executionQueue = executionTaskQueue(ctx.config.poolQueue, run.queue);
+  // Only when off, so a run's input is what it always was by default.
+  const statusTracking = tracksStatus ? {} : { tracksRunStatus: false as const };
   try {
     if (PARENT_KINDS.includes(run.kind)) {
       // A parent runs its children; each child carries the parent's timeout and queue as its own.
       await ctx.temporal.workflow.start<(input: GraphWorkflowInput) => Promise<void>>(GRAPH_WORKFLOW, {
         ...once,
-        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue }],
+        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue, ...statusTracking }],
       });
     } else {
       await ctx.temporal.workflow.start<(input: RunWorkflowInput) => Promise<void>>(RUN_WORKFLOW, {
         ...once,
-        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue }],
+        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue, ...statusTracking }],
       });
     }
   } catch (err) {

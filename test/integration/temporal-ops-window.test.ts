@@ -62,6 +62,45 @@ test('the server registers the attributes, and a failed run is found by CairnRun
   expect(attributes.CairnQueue).toBeUndefined();
   expect(await listUntil(`CairnQueue IS NULL AND ${ours}`, [failedId, passedId])).toEqual([failedId, passedId].sort());
   expect(typeof attributes.CairnRequester).toBe('string');
+  // The status followed the run by one upsert, at its end.
+  expect(await statusUpsertsIn(failedId)).toBe(1);
+});
+
+/**
+ * How many times a workflow upserted `CairnRunStatus` (each upsert a billable action on Temporal
+ * Cloud; a graph's `patched()` also upserts Temporal's own `TemporalChangeVersion`, not counted).
+ */
+async function statusUpsertsIn(workflowId: string): Promise<number> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  return (history.events ?? []).filter((event) => event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.CairnRunStatus).length;
+}
+
+test('with --temporal-run-status off, runs and pipeline steps carry no CairnRunStatus and never upsert it; the other attributes stay', async () => {
+  const untracked = await startTestServer({ CAIRN_TEMPORAL_RUN_STATUS: 'off' });
+  try {
+    const run = await untracked.api.post('/v1/runs', { tool: 'bash', command: 'exit 3' });
+    const pipeline = await untracked.api.post('/v1/pipelines', { steps: [{ name: 'one', tool: 'bash', command: 'echo one' }] });
+    expect(run.status).toBe(201);
+    expect(pipeline.status).toBe(201);
+    expect((await waitForRunEnd(untracked.api, run.body.id)).status).toBe('failed');
+    expect((await waitForRunEnd(untracked.api, pipeline.body.id)).status).toBe('succeeded');
+    const [step] = (await untracked.api.get(`/v1/runs/${pipeline.body.id}/steps`)).body.steps as { id: string; status: string }[];
+    expect(step.status).toBe('succeeded');
+
+    for (const id of [run.body.id, pipeline.body.id, step.id]) {
+      const workflowId = runWorkflowId(id);
+      expect(await statusUpsertsIn(workflowId)).toBe(0);
+      const described = await client.workflow.getHandle(workflowId).describe();
+      const attributes = Object.fromEntries(described.typedSearchAttributes.getAll().map((pair) => [pair.key.name, pair.value]));
+      expect(attributes.CairnRunStatus).toBeUndefined();
+    }
+    const described = await client.workflow.getHandle(runWorkflowId(run.body.id)).describe();
+    const attributes = Object.fromEntries(described.typedSearchAttributes.getAll().map((pair) => [pair.key.name, pair.value]));
+    expect(attributes).toMatchObject({ CairnTool: 'bash', CairnSource: 'api' });
+    expect(described.memo).toEqual({ command_digest: `sha256:${createHash('sha256').update('exit 3').digest('hex')}`, template_id: null });
+  } finally {
+    await untracked.stop();
+  }
 });
 
 test('a failed pipeline and its failed step are both found by CairnRunStatus', async () => {

@@ -21,6 +21,13 @@ test('a bad value is refused naming the flag and its variable', () => {
   expect(() => parseFlags(['--data-dir'])).toThrow('--data-dir needs a value');
 });
 
+test('--temporal-run-status is tracked unless set off; anything else is refused', () => {
+  expect(loadConfig({}, {}).temporalRunStatus).toBe('tracked');
+  expect(loadConfig({}, { CAIRN_TEMPORAL_RUN_STATUS: 'off' }).temporalRunStatus).toBe('off');
+  expect(loadConfig(parseFlags(['--temporal-run-status=tracked']).values, { CAIRN_TEMPORAL_RUN_STATUS: 'off' }).temporalRunStatus).toBe('tracked');
+  expect(() => loadConfig({ temporalRunStatus: 'false' }, {})).toThrow('--temporal-run-status (CAIRN_TEMPORAL_RUN_STATUS): expected tracked or off');
+});
+
 test('the run bounds default to 2 GiB of memory, 512 processes, 4 GiB of disk and one core', () => {
   expect(loadConfig({}, {})).toMatchObject({ runMemory: 2 * 1024 ** 3, runPids: 512, runDisk: 4 * 1024 ** 3, runCpu: 1 });
 });
