@@ -438,9 +438,9 @@ export async function startOwedRun(ctx: ServerContext, runId: string, completing
 /**
  * What the Temporal UI and CLI show of a run (docs/operations.md, "Finding runs in Temporal"): its
  * search attributes (status, tool, requester, template, queue, source; the workflow keeps the
- * status current, unless `tracksStatus` is false: `--temporal-run-status off`, no status) and a memo naming the command's digest (`sha256:` + hex SHA-256 of the command
- * as submitted, so the command itself, which may name anything, stays out of Temporal) and the
- * template.
+ * status current; no status when `tracksStatus` is false, `--temporal-run-status off`) and a memo
+ * naming the command's digest (`sha256:` + hex SHA-256 of the command as submitted, so the
+ * command itself, which may name anything, stays out of Temporal) and the template.
  */
 export function opsWindow(run: Run, tracksStatus = true): { typedSearchAttributes: SearchAttributePair[]; memo: Record<string, string | null> } {
   const keyword = (key: SearchAttributePair['key'], value: string | null): SearchAttributePair[] =>
