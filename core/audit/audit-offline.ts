@@ -656,16 +656,22 @@ function checkDecisions(decisions: unknown, entries: Record<string, unknown>[], 
 function rootOfHexHashes(entries: unknown[]): string | undefined {
   const tree = new MerkleAccumulator();
   for (const entry of entries) {
-    const hash = isRecord(entry) ? entry.hash : undefined;
-    if (typeof hash !== 'string' || !HEX64.test(hash)) return undefined;
+    const hash = hexHashOf(entry);
+    if (hash === undefined) return undefined;
     tree.push(leafOfHexHashBinary(hash));
   }
   return tree.root().toString('hex');
 }
 
-function leafFor(entry: unknown): Buffer | undefined {
+/** The entry's hash when it is 64 lowercase hex digits, the form a leaf is made of. */
+function hexHashOf(entry: unknown): string | undefined {
   const hash = isRecord(entry) ? entry.hash : undefined;
-  return typeof hash === 'string' && HEX64.test(hash) ? leafHash(Buffer.from(hash, 'hex')) : undefined;
+  return typeof hash === 'string' && HEX64.test(hash) ? hash : undefined;
+}
+
+function leafFor(entry: unknown): Buffer | undefined {
+  const hash = hexHashOf(entry);
+  return hash === undefined ? undefined : leafHash(Buffer.from(hash, 'hex'));
 }
 
 function hexHash(value: unknown): Buffer | undefined {
