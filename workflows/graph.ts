@@ -69,7 +69,7 @@ export async function graphWorkflow(input: GraphWorkflowInput): Promise<void> {
             timeoutSeconds: input.stepTimeoutSeconds,
             leaseSeconds: input.leaseSeconds,
             executionQueue: input.executionQueue,
-            ...(input.tracksRunStatus === false && { tracksRunStatus: false as const }),
+            tracksRunStatus: input.tracksRunStatus,
           },
         ],
       });

@@ -442,7 +442,7 @@ export async function startOwedRun(ctx: ServerContext, runId: string, completing
  * naming the command's digest (`sha256:` + hex SHA-256 of the command as submitted, so the
  * command itself, which may name anything, stays out of Temporal) and the template.
  */
-export function opsWindow(run: Run, tracksStatus = true): { typedSearchAttributes: SearchAttributePair[]; memo: Record<string, string | null> } {
+export function opsWindow(run: Run, tracksStatus: boolean): { typedSearchAttributes: SearchAttributePair[]; memo: Record<string, string | null> } {
   const keyword = (key: SearchAttributePair['key'], value: string | null): SearchAttributePair[] =>
     value ? [{ key, value } as SearchAttributePair] : [];
   return {
@@ -480,19 +480,19 @@ export async function startRunWorkflow(ctx: ServerContext, run: Run, completing:
     ...opsWindow(run, tracksStatus),
   } as const;
   const executionQueue = executionTaskQueue(ctx.config.poolQueue, run.queue);
-  // Only when off, so a run's input is what it always was by default.
-  const statusTracking = tracksStatus ? {} : { tracksRunStatus: false as const };
+  // Left out when tracked (JSON drops undefined), so a run's input is what it always was by default.
+  const tracksRunStatus = tracksStatus ? undefined : false;
   try {
     if (PARENT_KINDS.includes(run.kind)) {
       // A parent runs its children; each child carries the parent's timeout and queue as its own.
       await ctx.temporal.workflow.start<(input: GraphWorkflowInput) => Promise<void>>(GRAPH_WORKFLOW, {
         ...once,
-        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue, ...statusTracking }],
+        args: [{ parentRunId: run.id, stepTimeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue, tracksRunStatus }],
       });
     } else {
       await ctx.temporal.workflow.start<(input: RunWorkflowInput) => Promise<void>>(RUN_WORKFLOW, {
         ...once,
-        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue, ...statusTracking }],
+        args: [{ runId: run.id, timeoutSeconds: run.timeout_seconds, leaseSeconds: ctx.config.leaseSeconds, executionQueue, tracksRunStatus }],
       });
     }
   } catch (err) {
