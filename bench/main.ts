@@ -81,6 +81,7 @@ async function main(): Promise<void> {
         temporalAddress: env.server.temporalAddress,
         namespace: env.server.context.config.temporalNamespace,
         poolSize: env.server.context.config.poolSize,
+        isolation: env.server.context.config,
         ...(await installPids()),
       };
       sections.push(await temporalCostBenchmark(client, env.sql, temporal));

@@ -1,12 +1,10 @@
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { ToolLauncher } from '../runtime/launcher';
-import { prepareSandbox, type RunIsolationSettings } from '../runtime/sandbox-setup';
+import type { RunIsolationSettings } from '../runtime/sandbox-setup';
 import type { RunNetwork } from '../runtime/sandbox';
 import { mapLimit } from './concurrency';
 import type { Section } from './report';
 import { msSince } from './stats';
 import { cpuSoFar, type TemporalTarget } from './temporal-cost';
+import { trueStarter } from './true-starter';
 
 const STARTS = 300;
 const WARMUP = 20;
@@ -53,20 +51,8 @@ export async function sandboxStartBenchmark(settings: RunIsolationSettings, targ
 async function startCost(settings: RunIsolationSettings, target: SandboxStartTarget): Promise<StartCost> {
   // Preparing a sandbox also sets this process's tool search path; the last one prepared (a
   // sandbox, as the in-process server's own) leaves it as the server set it.
-  const { sandbox, workRoot } = await prepareSandbox(settings, () => undefined);
-  const launcher = new ToolLauncher(sandbox);
-  let made = 0;
-  const start = async () => {
-    const workDir = await fs.mkdtemp(path.join(workRoot, `bench-start-${made++}-`));
-    try {
-      if (sandbox?.user) await fs.chown(workDir, sandbox.user.uid, sandbox.user.gid);
-      const tool = await launcher.launch(['bash', '-c', 'true'], { cwd: workDir, env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' }, onOutput: () => undefined });
-      const exit = await tool.exited;
-      if (exit.exitCode !== 0) throw new Error(`sandbox start: bash -c true exited ${exit.exitCode ?? exit.signal}`);
-    } finally {
-      await fs.rm(workDir, { recursive: true, force: true });
-    }
-  };
+  const starter = await trueStarter(settings);
+  const start = () => starter.start();
   try {
     await mapLimit(WARMUP, AT_ONCE, start);
     const before = cpuSoFar(target);
@@ -80,6 +66,6 @@ async function startCost(settings: RunIsolationSettings, target: SandboxStartTar
       machine: ((after.machine - before.machine) * 1000) / STARTS,
     };
   } finally {
-    await launcher.stop();
+    await starter.stop();
   }
 }

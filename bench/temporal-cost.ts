@@ -11,6 +11,8 @@ import { describeActions, historyCost, processesStarted, transactionsCommitted, 
 import { startStatementTally, statementsSentSoFar, statementTally } from '../store/db';
 import { machineCpuTicks, processTable, processTreeCpuSeconds, TICKS_PER_SECOND } from '../embedded/process-cpu';
 import { spawnTrue } from './spawn-baseline';
+import { trueStarter } from './true-starter';
+import type { RunIsolationSettings } from '../runtime/sandbox-setup';
 import { msSince, percentile, sleep } from './stats';
 
 const RUNS = Number(process.env.CAIRN_BENCH_COST_RUNS ?? 500);
@@ -28,6 +30,8 @@ export interface TemporalTarget {
   namespace: string;
   /** The Cairn worker's settings, copied onto the bare worker. */
   poolSize: number;
+  /** The server's sandbox settings: the sandboxed bare batches start their tool in the same sandbox. */
+  isolation: RunIsolationSettings;
   /** The Temporal dev server's and PostgreSQL's process trees, whose CPU each batch is charged. */
   temporalPid: number;
   postgresPid: number;
@@ -86,9 +90,15 @@ const restOf = (cpu: CpuSoFar) => cpu.machine - cpu.temporal - cpu.postgres - cp
  * start to end as the record keeps it (Cairn: created_at to finished_at; bare: the workflow's start
  * and close times in Temporal). The bare batch runs once before Cairn's and once after, and the
  * baseline is the two together: a batch run later on the same dev server costs it more.
+ *
+ * Beside it, the same bare workflow whose activity starts the tool as Cairn's worker does, in the
+ * run's sandbox with the server's settings, also once just before Cairn's batch and once just
+ * after: what is left over that is what Cairn itself adds (records, events, audit, the API), apart
+ * from what isolating a run costs.
  */
 export async function temporalCostBenchmark(client: BenchClient, sql: postgres.Sql, target: TemporalTarget): Promise<Section> {
-  const bareBefore = await bareBatch(target);
+  const bareBefore = await bareBatch(target, 'bash');
+  const sandboxedBefore = await bareBatch(target, 'sandboxed');
 
   await mapLimit(WARMUP, IN_FLIGHT, () => submitTrue(client));
   await waitIdle(client, process.hrtime.bigint());
@@ -119,8 +129,10 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
   // The dev server's cost per workflow grows with the workflows it holds (SQLite, caches), so a
   // batch run second pays more than the same batch run first: the baseline is the bare batch's
   // mean over one before Cairn's and one after.
-  const bareAfter = await bareBatch(target);
+  const sandboxedAfter = await bareBatch(target, 'sandboxed');
+  const bareAfter = await bareBatch(target, 'bash');
   const bare = bothBatches(bareBefore, bareAfter);
+  const sandboxed = bothBatches(sandboxedBefore, sandboxedAfter);
   const rateRatio = cairnRate / bare.rate;
   const p50Ratio = percentile(cairnLatency, 50) / percentile(bare.latency, 50);
   return {
@@ -129,6 +141,11 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
       { metric: 'cost over Temporal: throughput ratio to bare', value: rateRatio, baseline: 1, unit: 'x', budget: { min: 0.9 } },
       { metric: 'cost over Temporal: run latency p50 (start to end)', value: percentile(cairnLatency, 50), baseline: percentile(bare.latency, 50), unit: 'ms' },
       { metric: 'cost over Temporal: p50 ratio to bare', value: p50Ratio, baseline: 1, unit: 'x', budget: { max: 1.1 } },
+      // Beside the same workflow starting the tool as a worker does, in the run's sandbox: what
+      // Cairn costs over Temporal and the sandbox together (no budget of its own: see the note).
+      { metric: 'cost over Temporal: throughput, bare in the sandbox', value: sandboxed.rate, baseline: bare.rate, unit: 'runs/s' },
+      { metric: 'cost over Temporal: throughput ratio to bare in the sandbox', value: cairnRate / sandboxed.rate, baseline: 1, unit: 'x' },
+      { metric: 'cost over Temporal: p50 ratio to bare in the sandbox', value: percentile(cairnLatency, 50) / percentile(sandboxed.latency, 50), baseline: 1, unit: 'x' },
       { metric: 'per run: PostgreSQL statements (round trips)', value: perRun.statements, baseline: 0, unit: '' },
       { metric: 'per run: PostgreSQL transactions committed', value: perRun.transactions, baseline: 0, unit: '' },
       { metric: 'per run: Temporal history events', value: cairnHistory.events, baseline: bare.history.events, unit: '' },
@@ -140,6 +157,9 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
       { metric: 'per run: CPU of the server (bare: the worker)', value: cpu.process, baseline: bare.cpu.process, unit: 'ms' },
       { metric: 'per run: CPU of the tool launcher, sandboxes, tools', value: cpu.children, baseline: bare.cpu.children, unit: 'ms' },
       { metric: 'per run: CPU of the rest of the machine', value: restOf(cpu), baseline: restOf(bare.cpu), unit: 'ms' },
+      { metric: 'per run: CPU of the machine, bare in the sandbox', value: sandboxed.cpu.machine, baseline: bare.cpu.machine, unit: 'ms' },
+      { metric: 'per run: CPU of the tool launcher, sandboxes, tools, bare in the sandbox', value: sandboxed.cpu.children, baseline: bare.cpu.children, unit: 'ms' },
+      { metric: 'per run: CPU of the rest of the machine, bare in the sandbox', value: restOf(sandboxed.cpu), baseline: restOf(bare.cpu), unit: 'ms' },
     ],
     notes: [
       `per-run cost: PostgreSQL counts are the batch's less the API polls that found its end (${pollCost.statements.toFixed(1)} statements each), over ${RUNS} runs; ` +
@@ -152,6 +172,9 @@ export async function temporalCostBenchmark(client: BenchClient, sql: postgres.S
       `cost: ${RUNS} runs after ${WARMUP} warm-up each side, ${IN_FLIGHT} submissions in flight; the bare side is one workflow + one activity spawning bash -c true ` +
         `on the same Temporal dev server, task queue of its own, maxConcurrentActivityTaskExecutions ${target.poolSize} like Cairn's pool, ` +
         `one batch before Cairn's and one after, the baseline their mean (${describeBatch(bareBefore)} before; ${describeBatch(bareAfter)} after); ` +
+        `the same workflow whose activity starts bash -c true as Cairn's worker starts a run's tool (a work dir of its own, a tool launcher, the run's sandbox with the server's settings: network ${target.isolation.runNetwork}), ` +
+        `one batch just before Cairn's and one just after (${describeBatch(sandboxedBefore)} before; ${describeBatch(sandboxedAfter)} after); ` +
+        `the budgets are against the bare side as the issue sets them, bash -c true spawned straight from the worker; ` +
         `Cairn ${cairnRate.toFixed(1)} runs/s in ${(elapsed / 1000).toFixed(1)} s, p50 ${percentile(cairnLatency, 50).toFixed(0)} ms, p95 ${percentile(cairnLatency, 95).toFixed(0)} ms`,
       `per-run statements by kind (their first words, the API polls' included; ${polls} polls): ` +
         tally
@@ -217,9 +240,25 @@ function bothBatches(a: BareBatch, b: BareBatch): BareBatch {
 }
 
 const describeBatch = (batch: BareBatch) =>
-  `${batch.rate.toFixed(1)} workflows/s, p50 ${percentile(batch.latency, 50).toFixed(0)} ms, Temporal ${batch.cpu.temporal.toFixed(1)} ms a workflow`;
+  `${batch.rate.toFixed(1)} workflows/s, p50 ${percentile(batch.latency, 50).toFixed(0)} ms, ` +
+  `CPU a workflow: Temporal ${batch.cpu.temporal.toFixed(1)} ms, the worker ${batch.cpu.process.toFixed(1)} ms, its tool launcher ${batch.cpu.children.toFixed(1)} ms, the rest ${restOf(batch.cpu).toFixed(1)} ms`;
 
-async function bareBatch(target: TemporalTarget): Promise<BareBatch> {
+/**
+ * One bare batch: `bash` spawns `bash -c true` straight from the worker; `sandboxed` starts it as
+ * Cairn's worker starts a run's tool, in the run's sandbox (bench/true-starter.ts).
+ */
+async function bareBatch(target: TemporalTarget, tool: 'bash' | 'sandboxed'): Promise<BareBatch> {
+  if (tool === 'bash') return bareBatchStarting(target, spawnTrue);
+  const starter = await trueStarter(target.isolation);
+  try {
+    return await bareBatchStarting(target, () => starter.start());
+  } finally {
+    await starter.stop();
+  }
+}
+
+/** A bare batch whose activity is `startTrue`. */
+async function bareBatchStarting(target: TemporalTarget, startTrue: () => Promise<unknown>): Promise<BareBatch> {
   const connection = await NativeConnection.connect({ address: target.temporalAddress });
   const taskQueue = `cairn-bench-bare-${randomBytes(4).toString('hex')}`;
   const worker = await Worker.create({
@@ -227,7 +266,7 @@ async function bareBatch(target: TemporalTarget): Promise<BareBatch> {
     namespace: target.namespace,
     taskQueue,
     workflowsPath: path.join(__dirname, 'bare-run-workflow.ts'),
-    activities: { spawnTrue },
+    activities: { startTrue },
     maxConcurrentActivityTaskExecutions: target.poolSize,
     maxConcurrentLocalActivityExecutions: Math.max(target.poolSize, 16),
   });
