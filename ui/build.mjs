@@ -3,8 +3,13 @@
 // one stylesheet, named by their content's hash, and the page that loads them. No inline script
 // or style anywhere, so the page runs under a Content-Security-Policy without 'unsafe-inline'.
 // `node ui/build.mjs --watch` rebuilds on every change.
+//
+// A server may be serving ui/dist while it is rebuilt (the browser tests rebuild it beside other
+// tests that load /ui/): the build is made in a staging directory and moved in by renames, each
+// file replaced whole, the page last, so a reader finds the old console or the new one and never
+// a missing or half-written file. Assets the new page does not load are removed after it is in.
 import * as esbuild from 'esbuild';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -30,7 +35,7 @@ const options = {
   logLevel: 'warning',
 };
 
-/** The page: the built script and stylesheet by their hashed names, nothing inline. */
+/** The page: the built script and stylesheet by their hashed names, nothing inline; written whole, by a rename. */
 function writePage(metafile) {
   const outputs = Object.keys(metafile.outputs).map((file) => path.basename(file));
   const script = outputs.find((name) => /^console-.*\.js$/.test(name));
@@ -54,10 +59,11 @@ function writePage(metafile) {
 </body>
 </html>
 `;
-  writeFileSync(path.join(dist, 'index.html'), page);
+  const partial = path.join(dist, `index.html.partial-${process.pid}`);
+  writeFileSync(partial, page);
+  renameSync(partial, path.join(dist, 'index.html'));
 }
 
-rmSync(dist, { recursive: true, force: true });
 mkdirSync(path.join(dist, 'assets'), { recursive: true });
 
 if (watch) {
@@ -69,7 +75,17 @@ if (watch) {
   process.stdout.write('watching ui/src; reload the console after each change\n');
 } else {
   const started = Date.now();
-  const result = await esbuild.build(options);
-  writePage(result.metafile);
+  const staging = mkdtempSync(path.join(here, 'dist.partial-'));
+  try {
+    const result = await esbuild.build({ ...options, outdir: staging });
+    const built = readdirSync(staging);
+    for (const name of built) renameSync(path.join(staging, name), path.join(dist, 'assets', name));
+    writePage(result.metafile);
+    for (const name of readdirSync(path.join(dist, 'assets'))) {
+      if (!built.includes(name)) rmSync(path.join(dist, 'assets', name), { force: true });
+    }
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
   process.stdout.write(`cairn: console built into ui/dist in ${Date.now() - started} ms\n`);
 }
