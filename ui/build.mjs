@@ -35,7 +35,10 @@ const options = {
   logLevel: 'warning',
 };
 
-/** The page: the built script and stylesheet by their hashed names, nothing inline; written whole, by a rename. */
+/**
+ * The page: the built script and stylesheet by their hashed names, nothing inline; written whole,
+ * by a rename. Then the assets it does not load (an earlier build's) are removed.
+ */
 function writePage(metafile) {
   const outputs = Object.keys(metafile.outputs).map((file) => path.basename(file));
   const script = outputs.find((name) => /^console-.*\.js$/.test(name));
@@ -62,6 +65,9 @@ function writePage(metafile) {
   const partial = path.join(dist, `index.html.partial-${process.pid}`);
   writeFileSync(partial, page);
   renameSync(partial, path.join(dist, 'index.html'));
+  for (const name of readdirSync(path.join(dist, 'assets'))) {
+    if (!outputs.includes(name)) rmSync(path.join(dist, 'assets', name), { force: true });
+  }
 }
 
 mkdirSync(path.join(dist, 'assets'), { recursive: true });
@@ -78,12 +84,8 @@ if (watch) {
   const staging = mkdtempSync(path.join(here, 'dist.partial-'));
   try {
     const result = await esbuild.build({ ...options, outdir: staging });
-    const built = readdirSync(staging);
-    for (const name of built) renameSync(path.join(staging, name), path.join(dist, 'assets', name));
+    for (const name of readdirSync(staging)) renameSync(path.join(staging, name), path.join(dist, 'assets', name));
     writePage(result.metafile);
-    for (const name of readdirSync(path.join(dist, 'assets'))) {
-      if (!built.includes(name)) rmSync(path.join(dist, 'assets', name), { force: true });
-    }
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
