@@ -2,7 +2,7 @@ import { claimDueEffects, completeEffects, OUTBOX_CHANNEL, retryEffectLater, typ
 import { getRun } from '../store/runs';
 import type { ServerContext } from './context';
 import { deliverPlanDecision, deliverStepDecision } from './runs/decisions';
-import { handOffDelivery, OWED_GRACE_SECONDS, recordOwedEvents } from './notifications/notification-recorder';
+import { handOffDelivery, recordOwedEventEffects } from './notifications/notification-recorder';
 import { startProjectUpdateWorkflow } from './projects';
 import { startKeyRotationWorkflow } from './federation/keys';
 import type { KeyRotationWorkflowInput, PullRequestWorkflowInput } from '../workflows/definitions';
@@ -24,8 +24,11 @@ import { launchOwedDelivery } from './schedules/hook-deliveries';
  * dispatcher lost mid-effect (its lease runs out) only makes it late.
  */
 
-/** Carries out a batch of one kind's effects; the effects that failed are answered with their errors. */
-type Handler = (ctx: ServerContext, effects: OwedEffect[]) => Promise<Map<string, Error>>;
+/**
+ * Carries out a batch of one kind's effects; answers those that failed, with their errors, and any
+ * it completed itself (its last write removed them from the outbox, sparing the dispatcher's).
+ */
+type Handler = (ctx: ServerContext, effects: OwedEffect[]) => Promise<{ failed: Map<string, Error>; completed?: ReadonlySet<string> }>;
 
 /** A handler carrying out each effect on its own. */
 const eachOf =
@@ -39,7 +42,7 @@ const eachOf =
         }),
       ),
     );
-    return failed;
+    return { failed };
   };
 
 const HANDLERS: Record<EffectKind, Handler> = {
@@ -54,10 +57,7 @@ const HANDLERS: Record<EffectKind, Handler> = {
   }),
   'plan.decided': eachOf((ctx, { subject }) => deliverPlanDecision(ctx, subject)),
   'schedule.hand_off': eachOf((ctx, { subject }) => deliverSchedule(ctx, subject)),
-  // An event recorded late (its first dispatcher was lost) is checked for having been overtaken.
-  'event.record': eachOf((ctx, { subject, payload, created_at }) =>
-    recordOwedEvents(ctx, subject, Number(payload.seq), Date.now() - created_at.getTime() > OWED_GRACE_SECONDS * 1000),
-  ),
+  'event.record': recordOwedEventEffects,
   // One signal per target for every subject (run, skipped fire) owed to it in the batch.
   'delivery.hand_off': async (ctx, effects) => {
     const failed = new Map<string, Error>();
@@ -70,7 +70,7 @@ const HANDLERS: Record<EffectKind, Handler> = {
         }),
       ),
     );
-    return failed;
+    return { failed };
   },
   'project.update': eachOf((ctx, { subject }) => startProjectUpdateWorkflow(ctx, subject)),
   'federation.rotate': eachOf((ctx, { payload }) => startKeyRotationWorkflow(ctx, payload as unknown as KeyRotationWorkflowInput)),
@@ -97,17 +97,20 @@ async function drain(ctx: ServerContext, stopped: () => boolean): Promise<number
     const byKind = new Map<EffectKind, OwedEffect[]>();
     for (const effect of effects) byKind.set(effect.effect, [...(byKind.get(effect.effect) ?? []), effect]);
     const failed = new Map<string, Error>();
+    const completed = new Set<string>();
+    const failing = (owed: OwedEffect[], err: Error): Awaited<ReturnType<Handler>> => ({ failed: new Map(owed.map((e) => [e.id, err])) });
     // Kinds side by side; a run's start before its cancel is not needed (each reads the run as it is).
     await Promise.all(
       [...byKind].map(async ([kind, owed]) => {
         const handler = HANDLERS[kind];
-        const errors = handler ? await handler(ctx, owed).catch((err: Error) => new Map(owed.map((e) => [e.id, err]))) : new Map(owed.map((e) => [e.id, new Error(`no handler for ${kind}`)]));
-        for (const [id, err] of errors) failed.set(id, err);
+        const outcome = handler ? await handler(ctx, owed).catch((err: Error) => failing(owed, err)) : failing(owed, new Error(`no handler for ${kind}`));
+        for (const [id, err] of outcome.failed) failed.set(id, err);
+        for (const id of outcome.completed ?? []) completed.add(id);
       }),
     );
     await completeEffects(
       ctx.sql,
-      effects.filter((e) => !failed.has(e.id)).map((e) => e.id),
+      effects.filter((e) => !failed.has(e.id) && !completed.has(e.id)).map((e) => e.id),
     );
     for (const effect of effects) {
       const err = failed.get(effect.id);

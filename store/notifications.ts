@@ -298,16 +298,8 @@ function attachmentsOfRun(db: Db) {
  * each announces, the run, and the attachments that hear it. Undefined when none is owed. Nothing
  * is locked: `settleOwedEvents` writes what the recorder decided only if these are still the
  * events owed.
- *
- * With `recordIfHeardByNone`, the same statement also records them when nothing stored can hear
- * any of them: the run and its template (if it names one) exist and have no notifications of their
- * own, no attachment is on its template, schedule, project or organization, and each owed event's
- * run event exists. It writes what deciding and settling them would (each recorded, no delivery),
- * locking them in event order first as settling does, so a recorder of an earlier one is waited
- * for; `recorded` then says so, and there is nothing left to decide. Otherwise nothing is locked
- * or written.
  */
-export async function readOwedEventsUpTo(db: Db, runId: string, seq: number, recordIfHeardByNone = false): Promise<(OwedEvents & { recorded: boolean }) | undefined> {
+export async function readOwedEventsUpTo(db: Db, runId: string, seq: number): Promise<OwedEvents | undefined> {
   type Row = Run & {
     owed_seq: number;
     owed_event: string;
@@ -316,36 +308,15 @@ export async function readOwedEventsUpTo(db: Db, runId: string, seq: number, rec
     run_event_at: Date | null;
     owed_template_exists: boolean;
     owed_hearing: HearingAttachment[];
-    owed_recorded: boolean;
   };
-  const heardByNone = recordIfHeardByNone
-    ? db`, unheard AS (
-        SELECT 1 FROM runs r
-        WHERE r.id = ${runId} AND r.notifications = '[]'::jsonb
-          AND (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates t WHERE t.id = r.template_id AND t.notifications = '[]'::jsonb))
-          AND NOT EXISTS (SELECT 1 ${attachmentsOfRun(db)})
-      ), still_owed AS MATERIALIZED (
-        SELECT n.seq, EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = n.subject_id AND e.seq = n.seq) AS announces
-        FROM notification_events n
-        WHERE n.subject_id = ${runId} AND n.seq <= ${seq} AND n.state = 'owed' AND EXISTS (SELECT 1 FROM unheard)
-        ORDER BY n.seq FOR UPDATE OF n
-      ), recordable AS (
-        SELECT count(*) > 0 AND bool_and(announces) AS all_of_them FROM still_owed
-      ), recorded AS (
-        UPDATE notification_events n SET state = 'recorded', reason = NULL, recorded_at = now()
-        FROM still_owed s
-        WHERE n.subject_id = ${runId} AND n.seq = s.seq AND (SELECT all_of_them FROM recordable)
-      )`
-    : db``;
   const rows = await db<Row[]>`
     WITH owed AS (
       SELECT subject_id, seq, event FROM notification_events
       WHERE subject_id = ${runId} AND seq <= ${seq} AND state = 'owed'
-    ) ${heardByNone}
+    )
     SELECT r.*, o.seq AS owed_seq, o.event AS owed_event, e.kind AS run_event_kind, e.body AS run_event_body, e.at AS run_event_at,
       (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates WHERE id = r.template_id)) AS owed_template_exists,
-      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb) ${attachmentsOfRun(db)}) AS owed_hearing,
-      ${recordIfHeardByNone ? db`coalesce((SELECT all_of_them FROM recordable), false)` : db`false`} AS owed_recorded
+      (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object('target_id', a.target_id, 'event', a.event)), '[]'::jsonb) ${attachmentsOfRun(db)}) AS owed_hearing
     FROM owed o
     LEFT JOIN run_events e ON e.run_id = o.subject_id AND e.seq = o.seq
     LEFT JOIN runs r ON r.id = o.subject_id
@@ -357,8 +328,57 @@ export async function readOwedEventsUpTo(db: Db, runId: string, seq: number, rec
     run_event: kind !== null && body !== null && at !== null ? { kind, body, at } : null,
   }));
   // Every row carries the same run; the owed event's own columns are not the run's.
-  const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, owed_recorded, ...run } = rows[0];
-  return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing, recorded: owed_recorded };
+  const { owed_seq, owed_event, run_event_kind, run_event_body, run_event_at, owed_template_exists, owed_hearing, ...run } = rows[0];
+  return { owed, run: run.id === null ? undefined : run, template_exists: owed_template_exists, hearing: owed_hearing };
+}
+
+/** An `event.record` effect as the outbox holds it: its id, and the run event up to which the run's events are owed. */
+export interface OwedRecording {
+  effectId: string;
+  runId: string;
+  seq: number;
+}
+
+/**
+ * Records, in one statement for a batch of `event.record` effects, the owed events of every run
+ * in it that nothing stored can hear, and completes (deletes) those runs' effects in the outbox
+ * in the same statement; answers the ids of the effects completed. Nothing can hear a run when it
+ * exists, it and its template (if it names one) have no notifications of their own, and no
+ * attachment is on its template, schedule, project or organization. Its events owed up to the
+ * latest of its effects' sequences are recorded (each recorded, no delivery: what deciding and
+ * settling them would write) when each one's run event exists; a run with none owed any longer
+ * has nothing left to do. They are locked in (run, event) order first, as settling locks a run's
+ * in event order, so a recorder of an earlier one is waited for. Every other effect (a run heard,
+ * gone, or owing an event whose run event is missing) is left as it is, for the recorder to read,
+ * decide and settle.
+ */
+export async function recordUnheardOwedEvents(db: Db, recordings: OwedRecording[]): Promise<string[]> {
+  if (recordings.length === 0) return [];
+  const rows = await db<{ id: string }[]>`
+    WITH unheard_recordings AS (
+      SELECT i.effect_id, i.run_id, i.seq FROM jsonb_to_recordset(${db.json(recordings.map((r) => ({ effect_id: r.effectId, run_id: r.runId, seq: r.seq })) as never)}) AS i(effect_id bigint, run_id text, seq integer)
+    ), unheard AS (
+      SELECT r.id AS run_id, max(i.seq) AS seq FROM unheard_recordings i JOIN runs r ON r.id = i.run_id
+      WHERE r.notifications = '[]'::jsonb
+        AND (r.template_id IS NULL OR EXISTS (SELECT 1 FROM templates t WHERE t.id = r.template_id AND t.notifications = '[]'::jsonb))
+        AND NOT EXISTS (SELECT 1 ${attachmentsOfRun(db)})
+      GROUP BY r.id
+    ), still_owed AS MATERIALIZED (
+      SELECT n.subject_id, n.seq, EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = n.subject_id AND e.seq = n.seq) AS announces
+      FROM notification_events n JOIN unheard u ON n.subject_id = u.run_id AND n.seq <= u.seq
+      WHERE n.state = 'owed'
+      ORDER BY n.subject_id, n.seq FOR UPDATE OF n
+    ), recordable AS (
+      SELECT u.run_id FROM unheard u WHERE NOT EXISTS (SELECT 1 FROM still_owed s WHERE s.subject_id = u.run_id AND NOT s.announces)
+    ), recorded AS (
+      UPDATE notification_events n SET state = 'recorded', reason = NULL, recorded_at = now()
+      FROM still_owed s
+      WHERE n.subject_id = s.subject_id AND n.seq = s.seq AND s.subject_id IN (SELECT run_id FROM recordable)
+    )
+    DELETE FROM outbox o USING unheard_recordings i
+    WHERE o.id = i.effect_id AND i.run_id IN (SELECT run_id FROM recordable)
+    RETURNING o.id::text AS id`;
+  return rows.map((r) => r.id);
 }
 
 /** How the recorder settled one owed event. */

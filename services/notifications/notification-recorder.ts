@@ -12,8 +12,8 @@ import {
 } from '../../core/notifications/notification-kinds';
 import { announcementOf } from '../../core/notifications/notification-messages';
 import type { Run } from '../../core/runs/run';
-import { getTargets, readOwedEventsUpTo, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
-import { oweEffects, type Effect } from '../../store/outbox';
+import { getTargets, readOwedEventsUpTo, recordUnheardOwedEvents, settleOwedEvents, type EventSettlement, type NewDelivery, type OwedEvents, type RunEventRecord } from '../../store/notifications';
+import { oweEffects, type Effect, type OwedEffect } from '../../store/outbox';
 import type { Db } from '../../store/db';
 import { getRun } from '../../store/runs';
 import { getTemplate } from '../../store/templates';
@@ -40,7 +40,7 @@ import { notifyExtensions } from './extension-notifiers';
 /** A write the database refuses for a moment is asked again for this long (spec part B 6.3 rule 2). */
 const RECORD_RETRY_MS = 5000;
 /** An owed event recorded later than this after it was owed is checked for having been overtaken (spec part B 6.3 rule 5). */
-export const OWED_GRACE_SECONDS = 2;
+const OWED_GRACE_SECONDS = 2;
 
 /** Why an owed event is no longer worth sending when the sweep finds it (spec part B 6.3 rule 5). */
 async function movedPast(ctx: ServerContext, run: Run, event: AnnouncedEvent, body: Record<string, unknown>): Promise<string | undefined> {
@@ -76,6 +76,37 @@ async function withRetries<T>(work: () => Promise<T>): Promise<T> {
 /** Reads of the owed events one recording makes at most; each read after the first follows another server's progress. */
 const RECORD_READS = 10;
 
+/** Whether an `event.record` effect is carried out late: its first dispatcher was lost (spec part B 6.3 rule 5). */
+const isLate = (effect: Pick<OwedEffect, 'created_at'>) => Date.now() - effect.created_at.getTime() > OWED_GRACE_SECONDS * 1000;
+
+/**
+ * Carries out a batch of `event.record` effects (services/outbox.ts); answers those that failed,
+ * and those completed here already. Most runs are heard by nothing: one statement records the
+ * events of all such runs in the batch and completes their effects (store/notifications.ts
+ * recordUnheardOwedEvents), with nothing to decide. The rest are recorded one run at a time
+ * (recordOwedEvents): a run heard, a late effect (its event may be one the run moved past,
+ * recorded skipped with why), and every effect on a server that tells its own channels or
+ * extension notifiers of every run, as it records their events.
+ */
+export async function recordOwedEventEffects(ctx: ServerContext, effects: OwedEffect[]): Promise<{ failed: Map<string, Error>; completed: Set<string> }> {
+  const failed = new Map<string, Error>();
+  let completed = new Set<string>();
+  const unheardFirst = tellsEveryRun(ctx) ? [] : effects.filter((effect) => !isLate(effect));
+  try {
+    completed = new Set(
+      await withRetries(() => recordUnheardOwedEvents(ctx.sql, unheardFirst.map((effect) => ({ effectId: effect.id, runId: effect.subject, seq: Number(effect.payload.seq) })))),
+    );
+  } catch (err) {
+    for (const effect of unheardFirst) failed.set(effect.id, err as Error);
+  }
+  await Promise.all(
+    effects
+      .filter((effect) => !completed.has(effect.id) && !failed.has(effect.id))
+      .map((effect) => recordOwedEvents(ctx, effect.subject, Number(effect.payload.seq), isLate(effect)).catch((err: Error) => void failed.set(effect.id, err))),
+  );
+  return { failed, completed };
+}
+
 /**
  * Records a run's events owed up to `seq`, in event order, in one statement: each one's
  * deliveries queued (or skipped with why) and the event marked recorded, and the hand-off of the
@@ -84,14 +115,11 @@ const RECORD_READS = 10;
  * of them meanwhile, they are read again (that server's progress; an event, once recorded, is
  * never owed again). With `late`, an event the run has moved past is recorded skipped instead.
  */
-export async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
-  // Most runs are heard by nothing: the first read records their events, and nothing is left to
-  // decide. A late event may be one the run moved past (recorded skipped, with why), so it is decided.
-  const recordIfHeardByNone = !late && !tellsEveryRun(ctx);
+async function recordOwedEvents(ctx: ServerContext, runId: string, seq: number, late: boolean): Promise<void> {
   const recorded = await withRetries(async () => {
     for (let read = 1; read <= RECORD_READS; read++) {
-      const owed = await readOwedEventsUpTo(ctx.sql, runId, seq, recordIfHeardByNone);
-      if (!owed || owed.recorded) return undefined;
+      const owed = await readOwedEventsUpTo(ctx.sql, runId, seq);
+      if (!owed) return undefined;
       const decided = await decide(ctx, runId, owed, late);
       const handOffs = await settleOwedEvents(ctx.sql, runId, seq, decided.settled, decided.deliveries, deliveryHandOffs(decided.targets, runId));
       if (handOffs) return { run: owed.run!, events: decided.events, targets: decided.targets, handOffs };

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { startStatementTally, statementTally } from '../../store/db';
+import { recordUnheardOwedEvents } from '../../store/notifications';
 import { startReceiver, type Receiver } from '../support/receivers';
 import { ok, settledDeliveries } from '../support/notifications';
 import { waitUntil } from '../support/schedules';
@@ -7,9 +8,10 @@ import { startTestServer, waitForRunEnd, type TestServer } from '../support/serv
 
 // A run's start and end are owed to whatever hears them (store/runs.ts updateRunIf). When nothing
 // can (no attachment, no notifications of the run's or its template's, and no server-wide channel
-// or extension notifier on the server recording them), the read of each records it, in one
-// statement (store/notifications.ts readOwedEventsUpTo); otherwise it is read, decided and
-// settled, two. Both end the same way on the run's notifications.
+// or extension notifier on the server recording them), one statement records the events of every
+// such run in the dispatcher's batch and completes their outbox effects (store/notifications.ts
+// recordUnheardOwedEvents); otherwise each run's are read, decided and settled, two statements,
+// and the dispatcher completes the effects. Both end the same way on the run's notifications.
 
 let t: TestServer;
 let receiver: Receiver;
@@ -42,14 +44,72 @@ function sentStarting(tally: [string, number][], head: string): number {
   return tally.filter(([kind]) => kind.startsWith(head)).reduce((n, [, count]) => n + count, 0);
 }
 
-test('a run nothing hears has its start and end recorded by their reads, with no settling statement', async () => {
+test('a run nothing hears has its start and end recorded, and their effects completed, by the batch statement alone', async () => {
   startStatementTally();
   const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
   await waitForRunEnd(t.api, run.id);
   expect(await recordedEvents(run.id)).toEqual(['run.started:recorded:0', 'run.finished:recorded:0']);
   const tally = statementTally();
-  expect(sentStarting(tally, 'WITH owed AS')).toBeGreaterThanOrEqual(1);
+  expect(sentStarting(tally, 'WITH unheard_recordings AS')).toBeGreaterThanOrEqual(1);
+  // No read, no settling, and no separate completion of the effects.
+  expect(sentStarting(tally, 'WITH owed AS')).toBe(0);
   expect(sentStarting(tally, 'WITH still_owed AS')).toBe(0);
+  expect(sentStarting(tally, 'DELETE FROM outbox')).toBe(0);
+  const sql = t.server.context.sql;
+  expect(await sql`SELECT id FROM outbox WHERE effect = 'event.record' AND subject = ${run.id}`).toHaveLength(0);
+});
+
+/**
+ * An `event.record` effect owed for a run's event `seq` (and the event owed), kept from the
+ * dispatchers for an hour so that only the test carries it out.
+ */
+async function oweRecording(runId: string, seq: number): Promise<string> {
+  const sql = t.server.context.sql;
+  await sql`INSERT INTO notification_events (subject_id, seq, event) VALUES (${runId}, ${seq}, 'run.finished')`;
+  const [{ id }] = await sql<{ id: string }[]>`
+    INSERT INTO outbox (effect, subject, payload, due_at) VALUES ('event.record', ${runId}, ${sql.json({ seq })}, now() + interval '1 hour') RETURNING id::text AS id`;
+  return id;
+}
+
+/** A run event of the run that no notification event is owed for: one to owe in a test. */
+async function unannouncedSeq(runId: string): Promise<number> {
+  const [{ seq }] = await t.server.context.sql<{ seq: number }[]>`
+    SELECT seq FROM run_events e WHERE run_id = ${runId} AND NOT EXISTS (SELECT 1 FROM notification_events n WHERE n.subject_id = e.run_id AND n.seq = e.seq)
+    ORDER BY seq LIMIT 1`;
+  return seq;
+}
+
+test('the batch records and completes only the runs nothing hears whose owed events all announce', async () => {
+  const sql = t.server.context.sql;
+  const template = await ok(await t.api.post('/v1/templates', { name: 'heard in a batch', tool: 'bash', command: 'true' }));
+  const hook = await ok(await t.api.post('/v1/notifications', { name: 'batch hook', kind: 'webhook', url: `${receiver.url}/batch` }));
+  await ok(await t.api.post(`/v1/notifications/${hook.id}/attachments`, { object_kind: 'template', object_id: template.id, event: 'success' }));
+  const unheard = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
+  const unannounced = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
+  const heard = await ok(await t.api.post(`/v1/templates/${template.id}/launch`, {}));
+  for (const run of [unheard, unannounced, heard]) {
+    await waitForRunEnd(t.api, run.id);
+    await recordedEvents(run.id);
+  }
+  const unheardSeq = await unannouncedSeq(unheard.id);
+  const recordings = [
+    { runId: unheard.id, seq: unheardSeq, effectId: await oweRecording(unheard.id, unheardSeq) },
+    // Owed for an event with no run event behind it: left for the recorder to settle skipped.
+    { runId: unannounced.id, seq: 1000, effectId: await oweRecording(unannounced.id, 1000) },
+    { runId: heard.id, seq: await unannouncedSeq(heard.id), effectId: '' },
+  ];
+  recordings[2].effectId = await oweRecording(heard.id, recordings[2].seq);
+
+  expect(await recordUnheardOwedEvents(sql, recordings)).toEqual([recordings[0].effectId]);
+  const stateOf = async ({ runId, seq }: { runId: string; seq: number }) =>
+    (await sql<{ state: string }[]>`SELECT state FROM notification_events WHERE subject_id = ${runId} AND seq = ${seq}`)[0]?.state;
+  expect(await Promise.all(recordings.map(stateOf))).toEqual(['recorded', 'owed', 'owed']);
+  const left = await sql<{ id: string }[]>`SELECT id::text AS id FROM outbox WHERE id IN ${sql(recordings.map((r) => r.effectId))} ORDER BY id`;
+  expect(left.map((row) => row.id)).toEqual([recordings[1].effectId, recordings[2].effectId]);
+  // Carried out again, the batch finds nothing left to record for the first and leaves the others.
+  expect(await recordUnheardOwedEvents(sql, recordings)).toEqual([]);
+  await sql`DELETE FROM outbox WHERE id IN ${sql(recordings.map((r) => r.effectId))}`;
+  for (const { runId, seq } of recordings.slice(1)) await sql`DELETE FROM notification_events WHERE subject_id = ${runId} AND seq = ${seq}`;
 });
 
 test('a run a target hears is read and decided, and its target is told', async () => {
