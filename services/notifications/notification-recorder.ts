@@ -93,11 +93,10 @@ export async function recordOwedEventEffects(ctx: ServerContext, effects: OwedEf
   let completed = new Set<string>();
   const unheardFirst = tellsEveryRun(ctx) ? [] : effects.filter((effect) => !isLate(effect));
   try {
-    completed = new Set(
-      await withRetries(() => recordUnheardOwedEvents(ctx.sql, unheardFirst.map((effect) => ({ effectId: effect.id, runId: effect.subject, seq: Number(effect.payload.seq) })))),
-    );
+    completed = new Set(await recordUnheardOwedEvents(ctx.sql, unheardFirst.map((effect) => ({ effectId: effect.id, runId: effect.subject, seq: Number(effect.payload.seq) }))));
   } catch (err) {
-    for (const effect of unheardFirst) failed.set(effect.id, err as Error);
+    // One effect the statement cannot take must not hold up the rest: each goes its own way below.
+    ctx.logger.warn({ effects: unheardFirst.length, err: (err as Error).message }, 'recording a batch of owed events failed; recording them one run at a time');
   }
   await Promise.all(
     effects

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { startStatementTally, statementTally } from '../../store/db';
 import { recordUnheardOwedEvents } from '../../store/notifications';
+import { recordOwedEventEffects } from '../../services/notifications/notification-recorder';
 import { startReceiver, type Receiver } from '../support/receivers';
 import { ok, settledDeliveries } from '../support/notifications';
 import { waitUntil } from '../support/schedules';
@@ -133,4 +134,25 @@ test('a run with notifications of its own is read and decided too', async () => 
   expect(await recordedEvents(run.id)).toEqual(['run.started:recorded:0', 'run.finished:recorded:0']);
   expect(sentStarting(statementTally(), 'WITH still_owed AS')).toBeGreaterThanOrEqual(1);
   await waitUntil('the run\'s own webhook', async () => receiver.received.some((r) => r.path === '/own'), 10_000);
+});
+
+test('a batch the statement cannot take is recorded one run at a time instead', async () => {
+  const sql = t.server.context.sql;
+  const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
+  await waitForRunEnd(t.api, run.id);
+  await recordedEvents(run.id);
+  const seq = await unannouncedSeq(run.id);
+  const effectId = await oweRecording(run.id, seq);
+  const now = new Date();
+  const outcome = await recordOwedEventEffects(t.server.context, [
+    { id: effectId, effect: 'event.record', subject: run.id, payload: { seq }, created_at: now, attempts: 1 },
+    // An id no outbox row can have: the batch statement refuses the whole batch.
+    { id: 'not-an-id', effect: 'event.record', subject: 'run_gone', payload: { seq: 1 }, created_at: now, attempts: 1 },
+  ]);
+  expect([...outcome.completed]).toEqual([]);
+  expect([...outcome.failed.keys()]).toEqual([]);
+  expect((await sql<{ state: string }[]>`SELECT state FROM notification_events WHERE subject_id = ${run.id} AND seq = ${seq}`)[0].state).toBe('recorded');
+  // Recorded one run at a time, the effect is left for the dispatcher to complete.
+  expect(await sql`SELECT id FROM outbox WHERE id = ${effectId}`).toHaveLength(1);
+  await sql`DELETE FROM outbox WHERE id = ${effectId}`;
 });
