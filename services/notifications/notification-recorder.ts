@@ -89,18 +89,18 @@ const isLate = (effect: Pick<OwedEffect, 'created_at'>) => Date.now() - effect.c
  * extension notifiers of every run, as it records their events.
  */
 export async function recordOwedEventEffects(ctx: ServerContext, effects: OwedEffect[]): Promise<{ failed: Map<string, Error>; completed: Set<string> }> {
-  const failed = new Map<string, Error>();
-  let completed = new Set<string>();
   const unheardFirst = tellsEveryRun(ctx) ? [] : effects.filter((effect) => !isLate(effect));
-  try {
-    completed = new Set(await recordUnheardOwedEvents(ctx.sql, unheardFirst.map((effect) => ({ effectId: effect.id, runId: effect.subject, seq: Number(effect.payload.seq) }))));
-  } catch (err) {
-    // One effect the statement cannot take must not hold up the rest: each goes its own way below.
-    ctx.logger.warn({ effects: unheardFirst.length, err: (err as Error).message }, 'recording a batch of owed events failed; recording them one run at a time');
-  }
+  const completed = new Set(
+    await recordUnheardOwedEvents(ctx.sql, unheardFirst.map((effect) => ({ effectId: effect.id, runId: effect.subject, seq: Number(effect.payload.seq) }))).catch((err: Error) => {
+      // One effect the statement cannot take must not hold up the rest: each goes its own way below.
+      ctx.logger.warn({ effects: unheardFirst.length, err: err.message }, 'recording a batch of owed events failed; recording them one run at a time');
+      return [];
+    }),
+  );
+  const failed = new Map<string, Error>();
   await Promise.all(
     effects
-      .filter((effect) => !completed.has(effect.id) && !failed.has(effect.id))
+      .filter((effect) => !completed.has(effect.id))
       .map((effect) => recordOwedEvents(ctx, effect.subject, Number(effect.payload.seq), isLate(effect)).catch((err: Error) => void failed.set(effect.id, err))),
   );
   return { failed, completed };
