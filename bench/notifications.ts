@@ -1,4 +1,5 @@
 import type postgres from 'postgres';
+import { recordUnheardOwedEvents } from '../store/notifications';
 import { OUTBOX_CHANNEL } from '../store/outbox';
 import { startReceiver, type Receiver } from '../test/support/receivers';
 import { mapLimit } from './concurrency';
@@ -13,6 +14,9 @@ const ROUNDS = 3;
 const IN_FLIGHT = 50;
 const LATENCY_RUNS = 50;
 const TIMEOUT_MS = 180_000;
+const OTHER_ATTACHMENTS = 5000;
+const BATCH_RUNS = 50;
+const BATCH_ROUNDS = 20;
 
 async function post<T>(client: BenchClient, path: string, body: unknown, what: string): Promise<T> {
   return expectStatus(await client.request<T>('POST', path, body), 201, what);
@@ -99,6 +103,7 @@ export async function notificationBenchmark(client: BenchClient, sql: postgres.S
     await waitUntil('the 1,000 deliveries', () => receiver.arrived().length >= SEEDED_RUNS, start);
     const perSecond = SEEDED_RUNS / (msSince(start) / 1000);
     const duplicates = SEEDED_RUNS - new Set(receiver.arrived().map((r) => r.headers['idempotency-key'])).size;
+    const beside = await unheardCheckBesideAttachments(sql, bare);
 
     return {
       rows: [
@@ -106,14 +111,52 @@ export async function notificationBenchmark(client: BenchClient, sql: postgres.S
         { metric: 'run throughput with one target attached', value: withTarget, baseline: without, unit: 'runs/s' },
         { metric: 'with-target / without throughput', value: withTarget / without, baseline: 1, unit: 'ratio', budget: { min: 0.8 } },
         { metric: 'delivery latency p50 (run end to receiver)', value: percentile(latencies, 50), baseline: percentile(latencies, 95), unit: 'ms', budget: { max: 100 } },
+        { metric: `unheard check of ${BATCH_RUNS} runs, ${OTHER_ATTACHMENTS} attachments elsewhere, p50`, value: beside.withOthers, baseline: beside.alone, unit: 'ms' },
       ],
       notes: [
         `notifications: ${SEEDED_RUNS} owed ends recorded and delivered in ${(msSince(start) / 1000).toFixed(1)} s, ${duplicates} sent twice; baseline is runs/s with a target`,
         `notifications: ${THROUGHPUT_RUNS} template launches each in ${ROUNDS} alternating rounds, ${IN_FLIGHT} in flight: ${without.toFixed(1)} runs/s without a target, ${withTarget.toFixed(1)} with one`,
         `notifications: latency over ${LATENCY_RUNS} sequential runs, p50 ${percentile(latencies, 50).toFixed(1)} ms, p95 (the baseline column) ${percentile(latencies, 95).toFixed(1)} ms`,
+        `notifications: the statement that records a batch of unheard runs' events (store/notifications.ts recordUnheardOwedEvents), over ${BATCH_RUNS} ended runs that nothing hears, ` +
+          `${BATCH_ROUNDS} times with ${OTHER_ATTACHMENTS} attachments to other templates, schedules, projects and organizations and ${BATCH_ROUNDS} times with none (the baseline), alternating; ` +
+          'every run is checked against the attachments that could hear it, and none here does, so nothing is written',
       ],
     };
   } finally {
     await receiver.close();
   }
+}
+
+/**
+ * The unheard-runs statement's time beside the install's attachments: a run's check must cost a
+ * probe per scope it belongs to, not a look at every attachment in the install. Its runs' events
+ * are already recorded and its effect ids are none the outbox holds, so it writes nothing.
+ */
+async function unheardCheckBesideAttachments(sql: postgres.Sql, templateId: string): Promise<{ alone: number; withOthers: number }> {
+  const runs = await sql<{ id: string }[]>`SELECT id FROM runs WHERE template_id = ${templateId} ORDER BY id LIMIT ${BATCH_RUNS}`;
+  const recordings = runs.map((run, i) => ({ effectId: String(-1 - i), runId: run.id, seq: 2 }));
+  const [target] = await sql<{ id: string }[]>`SELECT id FROM notification_targets ORDER BY id LIMIT 1`;
+  const timedOnce = async () => {
+    const start = process.hrtime.bigint();
+    const completed = await recordUnheardOwedEvents(sql, recordings);
+    if (completed.length !== 0) throw new Error(`the unheard check completed ${completed.length} effects that do not exist`);
+    return msSince(start);
+  };
+  const alone: number[] = [];
+  const withOthers: number[] = [];
+  const kinds = ['template', 'schedule', 'project', 'org'];
+  try {
+    for (let round = 0; round < BATCH_ROUNDS; round++) {
+      alone.push(await timedOnce());
+      await sql`
+        INSERT INTO notification_attachments (id, target_id, object_kind, object_id, event, created_by)
+        SELECT 'att_bench' || g, ${target.id}, (${kinds}::text[])[1 + g % 4], 'obj_bench' || g, 'success', 'bench'
+        FROM generate_series(1, ${OTHER_ATTACHMENTS}) g`;
+      withOthers.push(await timedOnce());
+      await sql`DELETE FROM notification_attachments WHERE created_by = 'bench' AND id LIKE 'att_bench%'`;
+    }
+  } finally {
+    await sql`DELETE FROM notification_attachments WHERE created_by = 'bench' AND id LIKE 'att_bench%'`;
+  }
+  return { alone: percentile(alone, 50), withOthers: percentile(withOthers, 50) };
 }

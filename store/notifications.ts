@@ -280,17 +280,23 @@ function owningScopes(db: Db, templateId: postgres.Fragment, projectId: postgres
 }
 
 /**
- * `FROM` and `WHERE` of the attachments through which a target may hear the events of the run
- * named `r` (OwedEvents.hearing says which).
+ * `FROM` of the attachments (`a`) through which a target may hear the events of the run named `r`
+ * (OwedEvents.hearing says which): the run's scopes (its template, its schedule, its projects and
+ * their organizations), each looked up in the attachments' index. So a run costs a probe a scope
+ * however many attachments the install holds, and the planner's estimate of it does not grow with
+ * them (an estimate that grows as tables fill makes PostgreSQL plan the statement afresh at every
+ * call: see docs/operations.md, "Owed events recorded a batch at a time").
  */
 function attachmentsOfRun(db: Db) {
   const { projects, orgs } = owningScopes(db, db`r.template_id`, db`r.spec #>> '{project,id}'`);
   return db`
-    FROM notification_attachments a
-    WHERE (a.object_kind = 'template' AND a.object_id = r.template_id)
-      OR (a.object_kind = 'schedule' AND r.source_kind = 'schedule' AND a.object_id = r.source_id)
-      OR (a.object_kind = 'project' AND a.object_id IN (${projects}))
-      OR (a.object_kind = 'org' AND a.object_id IN (${orgs}))`;
+    FROM (
+      SELECT 'template' AS kind, r.template_id AS id
+      UNION ALL SELECT 'schedule', r.source_id WHERE r.source_kind = 'schedule'
+      UNION ALL SELECT 'project', p.id FROM (${projects}) p(id)
+      UNION ALL SELECT 'org', o.id FROM (${orgs}) o(id)
+    ) scope
+    JOIN notification_attachments a ON a.object_kind = scope.kind AND a.object_id = scope.id`;
 }
 
 /**

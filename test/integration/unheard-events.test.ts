@@ -156,3 +156,32 @@ test('a batch the statement cannot take is recorded one run at a time instead', 
   expect(await sql`SELECT id FROM outbox WHERE id = ${effectId}`).toHaveLength(1);
   await sql`DELETE FROM outbox WHERE id = ${effectId}`;
 });
+
+test("a run's check reads only the attachments of its own scopes, however many the install holds", async () => {
+  const sql = t.server.context.sql;
+  const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
+  await waitForRunEnd(t.api, run.id);
+  await recordedEvents(run.id);
+  const hook = await ok(await t.api.post('/v1/notifications', { name: 'elsewhere hook', kind: 'webhook', url: `${receiver.url}/elsewhere` }));
+  await sql`
+    INSERT INTO notification_attachments (id, target_id, object_kind, object_id, event, created_by)
+    SELECT 'att_elsewhere' || g, ${hook.id}, (ARRAY['template', 'schedule', 'project', 'org'])[1 + g % 4], 'obj_elsewhere' || g, 'success', 'test'
+    FROM generate_series(1, 2000) g`;
+  await sql`ANALYZE notification_attachments`;
+  try {
+    // The run's events are recorded and the effect is none the outbox holds: nothing is written.
+    // The session's counters of attachment rows read, before and after, in one transaction (they
+    // may hold earlier transactions' reads not yet flushed, never flushed within one).
+    const read = await sql.begin(async (tx) => {
+      const attachmentRowsRead = async () =>
+        (await tx<{ n: number }[]>`
+          SELECT pg_stat_get_xact_tuples_returned('notification_attachments'::regclass) + pg_stat_get_xact_tuples_fetched('notification_attachments'::regclass) AS n`)[0].n;
+      const before = await attachmentRowsRead();
+      expect(await recordUnheardOwedEvents(tx, [{ effectId: '-1', runId: run.id, seq: 2 }])).toEqual([]);
+      return (await attachmentRowsRead()) - before;
+    });
+    expect(read).toBe(0);
+  } finally {
+    await sql`DELETE FROM notification_attachments WHERE id LIKE 'att_elsewhere%'`;
+  }
+});
