@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { startStatementTally, statementTally } from '../../store/db';
-import { recordUnheardOwedEvents } from '../../store/notifications';
+import type postgres from 'postgres';
+import { readOwedEventsUpTo, recordUnheardOwedEvents } from '../../store/notifications';
 import { recordOwedEventEffects } from '../../services/notifications/notification-recorder';
 import { startReceiver, type Receiver } from '../support/receivers';
 import { ok, settledDeliveries } from '../support/notifications';
@@ -162,25 +163,47 @@ test("a run's check reads only the attachments of its own scopes, however many t
   const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
   await waitForRunEnd(t.api, run.id);
   await recordedEvents(run.id);
+  const seq = await unannouncedSeq(run.id);
   const hook = await ok(await t.api.post('/v1/notifications', { name: 'elsewhere hook', kind: 'webhook', url: `${receiver.url}/elsewhere` }));
   await sql`
     INSERT INTO notification_attachments (id, target_id, object_kind, object_id, event, created_by)
     SELECT 'att_elsewhere' || g, ${hook.id}, (ARRAY['template', 'schedule', 'project', 'org'])[1 + g % 4], 'obj_elsewhere' || g, 'success', 'test'
     FROM generate_series(1, 2000) g`;
   await sql`ANALYZE notification_attachments`;
+  // The attachment rows `work` reads: the session's counters before and after, in one transaction
+  // (they may hold earlier transactions' reads not yet flushed, and are never flushed within one),
+  // which is rolled back.
+  const attachmentRowsReadBy = async (work: (tx: postgres.TransactionSql) => Promise<void>): Promise<number> => {
+    let read = -1;
+    await sql
+      .begin(async (tx) => {
+        const counted = async () =>
+          (await tx<{ n: number }[]>`
+            SELECT pg_stat_get_xact_tuples_returned('notification_attachments'::regclass) + pg_stat_get_xact_tuples_fetched('notification_attachments'::regclass) AS n`)[0].n;
+        const before = await counted();
+        await work(tx);
+        read = (await counted()) - before;
+        throw new Error('rolled back');
+      })
+      .catch((err: Error) => {
+        if (err.message !== 'rolled back') throw err;
+      });
+    return read;
+  };
   try {
-    // The run's events are recorded and the effect is none the outbox holds: nothing is written.
-    // The session's counters of attachment rows read, before and after, in one transaction (they
-    // may hold earlier transactions' reads not yet flushed, never flushed within one).
-    const read = await sql.begin(async (tx) => {
-      const attachmentRowsRead = async () =>
-        (await tx<{ n: number }[]>`
-          SELECT pg_stat_get_xact_tuples_returned('notification_attachments'::regclass) + pg_stat_get_xact_tuples_fetched('notification_attachments'::regclass) AS n`)[0].n;
-      const before = await attachmentRowsRead();
-      expect(await recordUnheardOwedEvents(tx, [{ effectId: '-1', runId: run.id, seq: 2 }])).toEqual([]);
-      return (await attachmentRowsRead()) - before;
-    });
-    expect(read).toBe(0);
+    // The batch: the run's events are recorded and the effect is none the outbox holds.
+    expect(
+      await attachmentRowsReadBy(async (tx) => {
+        expect(await recordUnheardOwedEvents(tx, [{ effectId: '-1', runId: run.id, seq: 2 }])).toEqual([]);
+      }),
+    ).toBe(0);
+    // The per-run read of an event owed: it finds the run heard by nothing.
+    expect(
+      await attachmentRowsReadBy(async (tx) => {
+        await tx`INSERT INTO notification_events (subject_id, seq, event) VALUES (${run.id}, ${seq}, 'run.finished')`;
+        expect((await readOwedEventsUpTo(tx, run.id, seq))?.hearing).toEqual([]);
+      }),
+    ).toBe(0);
   } finally {
     await sql`DELETE FROM notification_attachments WHERE id LIKE 'att_elsewhere%'`;
   }
