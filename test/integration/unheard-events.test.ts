@@ -137,12 +137,17 @@ test('a run with notifications of its own is read and decided too', async () => 
   await waitUntil('the run\'s own webhook', async () => receiver.received.some((r) => r.path === '/own'), 10_000);
 });
 
-test('a batch the statement cannot take is recorded one run at a time instead', async () => {
-  const sql = t.server.context.sql;
+/** A run ended with its owed events recorded, and one of its run events no notification event is owed for. */
+async function endedRunAndUnannouncedSeq(): Promise<{ run: { id: string }; seq: number }> {
   const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
   await waitForRunEnd(t.api, run.id);
   await recordedEvents(run.id);
-  const seq = await unannouncedSeq(run.id);
+  return { run, seq: await unannouncedSeq(run.id) };
+}
+
+test('a batch the statement cannot take is recorded one run at a time instead', async () => {
+  const sql = t.server.context.sql;
+  const { run, seq } = await endedRunAndUnannouncedSeq();
   const effectId = await oweRecording(run.id, seq);
   const now = new Date();
   const outcome = await recordOwedEventEffects(t.server.context, [
@@ -160,10 +165,7 @@ test('a batch the statement cannot take is recorded one run at a time instead', 
 
 test("a run's check reads only the attachments of its own scopes, however many the install holds", async () => {
   const sql = t.server.context.sql;
-  const run = await ok(await t.api.post('/v1/runs', { tool: 'bash', command: 'true' }));
-  await waitForRunEnd(t.api, run.id);
-  await recordedEvents(run.id);
-  const seq = await unannouncedSeq(run.id);
+  const { run, seq } = await endedRunAndUnannouncedSeq();
   const hook = await ok(await t.api.post('/v1/notifications', { name: 'elsewhere hook', kind: 'webhook', url: `${receiver.url}/elsewhere` }));
   await sql`
     INSERT INTO notification_attachments (id, target_id, object_kind, object_id, event, created_by)
