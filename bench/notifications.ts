@@ -145,6 +145,7 @@ async function unheardCheckBesideAttachments(sql: postgres.Sql, templateId: stri
   const alone: number[] = [];
   const withOthers: number[] = [];
   const kinds = ['template', 'schedule', 'project', 'org'];
+  const removeOthers = () => sql`DELETE FROM notification_attachments WHERE created_by = 'bench' AND id LIKE 'att_bench%'`;
   try {
     for (let round = 0; round < BATCH_ROUNDS; round++) {
       alone.push(await timedOnce());
@@ -153,10 +154,10 @@ async function unheardCheckBesideAttachments(sql: postgres.Sql, templateId: stri
         SELECT 'att_bench' || g, ${target.id}, (${kinds}::text[])[1 + g % 4], 'obj_bench' || g, 'success', 'bench'
         FROM generate_series(1, ${OTHER_ATTACHMENTS}) g`;
       withOthers.push(await timedOnce());
-      await sql`DELETE FROM notification_attachments WHERE created_by = 'bench' AND id LIKE 'att_bench%'`;
+      await removeOthers();
     }
   } finally {
-    await sql`DELETE FROM notification_attachments WHERE created_by = 'bench' AND id LIKE 'att_bench%'`;
+    await removeOthers();
   }
   return { alone: percentile(alone, 50), withOthers: percentile(withOthers, 50) };
 }

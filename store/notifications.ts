@@ -282,10 +282,8 @@ function owningScopes(db: Db, templateId: postgres.Fragment, projectId: postgres
 /**
  * `FROM` of the attachments (`a`) through which a target may hear the events of the run named `r`
  * (OwedEvents.hearing says which): the run's scopes (its template, its schedule, its projects and
- * their organizations), each looked up in the attachments' index. So a run costs a probe a scope
- * however many attachments the install holds, and the planner's estimate of it does not grow with
- * them (an estimate that grows as tables fill makes PostgreSQL plan the statement afresh at every
- * call: see docs/operations.md, "Owed events recorded a batch at a time").
+ * their organizations), each looked up in the attachments' index. So a run costs a probe a scope,
+ * however many attachments the install holds.
  */
 function attachmentsOfRun(db: Db) {
   const { projects, orgs } = owningScopes(db, db`r.template_id`, db`r.spec #>> '{project,id}'`);
