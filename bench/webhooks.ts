@@ -42,9 +42,10 @@ function pushPayload(i: number): Buffer {
  * template launched through `POST /v1/templates/{id}/launch` at the same concurrency: the launch
  * every delivery makes, without the signature check, the push reading and the record. The runs of
  * both are waited out before the next benchmark. The timed deliveries follow one wave of deliveries
- * to another trigger, as the other sections warm up; that wave's answers are reported apart. The deliveries go to a `cairn serve` process of
- * its own (bench/environment.ts), which also executes their runs: a sender's answer is the server's
- * alone, not shared with the event loop that runs the benchmark's 50 clients.
+ * to another trigger, as the other sections warm up; that wave's answers are reported apart. The
+ * deliveries go to a `cairn serve` process of its own (bench/environment.ts), which also executes
+ * their runs: a sender's answer is the server's alone, not shared with the event loop that runs the
+ * benchmark's 50 clients.
  */
 export async function webhookBenchmark(client: BenchClient, sql: Sql): Promise<Section> {
   const template = expectStatus(await client.request<{ id: string }>('POST', '/v1/templates', { name: 'bench webhook', tool: 'bash', command: 'true' }), 201, 'POST /v1/templates');
@@ -69,11 +70,11 @@ export async function webhookBenchmark(client: BenchClient, sql: Sql): Promise<S
     201,
     'POST /v1/triggers',
   );
-  const statuses = new Map<number, number>();
-  const firstMs = await deliver(client, warmTrigger, WARMUP_DELIVERIES, 0, statuses);
+  const firstMs = await deliver(client, warmTrigger, WARMUP_DELIVERIES, 0, new Map());
   await waitLaunched(sql, warmTrigger.id);
   await waitOut(client);
-  statuses.clear();
+  // The answers' statuses are counted for the timed deliveries only.
+  const statuses = new Map<number, number>();
   const answerMs = await deliver(client, trigger, DELIVERIES, WARMUP_DELIVERIES, statuses);
   // Launches wait while deliveries are answered: every delivery is launched before the runs are waited out.
   await waitLaunched(sql, trigger.id);
