@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
 import { type Db, type Page, type PageRequest, readPage } from './db';
-import { countRuns } from './run-counts';
+import { maintainedRunCount } from './run-counts';
 
 /**
  * What a grant may name, and the SQL of the one access check (spec part A 2.8, part B 5.2 rules
@@ -114,36 +114,33 @@ export function followerReadableBy(db: Db, accountId: string, ownerColumn: strin
 }
 
 /**
- * How many runs matching `conditions` (over unqualified run columns) the account may read, as a
- * query answering `n`: the set runReadableBy selects, counted as two disjoint parts so each is
- * counted from an index rather than by testing every run: the runs of each template it may read,
- * and its own runs of no such template.
+ * How many runs matching `conditions` (over unqualified run columns) the account may read: the
+ * set runReadableBy selects, counted as two disjoint parts so each is counted from an index
+ * rather than by testing every run: the runs of each template it may read, and its own runs of
+ * no such template. Both parts read the readable templates from one materialized CTE, worked out
+ * once: for an account holding many grants it is the costly part of the count.
+ *
+ * `maintained` says the conditions are at most a status and a tool (these values): the first part
+ * then sums the maintained counts (store/run-counts.ts) instead of counting runs.
  */
-/**
- * The same count as readableRunCount for a list filtered by status and tool at most: the runs of
- * the templates the account may read summed from the maintained counts (store/run-counts.ts), and
- * its own runs of no such template counted from its index.
- */
-export async function readableRunCountMaintained(db: Db, accountId: string, filter: { status?: string; tool?: string }): Promise<number> {
-  const templates = readableIds(db, 'template', accountId);
-  const [ofTemplates, [{ n: own }]] = await Promise.all([
-    countRuns(db, { ...filter, templates }),
-    db<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM runs
-      WHERE account_id = ${accountId} AND (template_id IS NULL OR template_id NOT IN (${templates}))
-        ${filter.status !== undefined ? db`AND status = ${filter.status}` : db``}
-        ${filter.tool !== undefined ? db`AND tool = ${filter.tool}` : db``}`,
-  ]);
-  return ofTemplates + own;
-}
-
-export function readableRunCount(db: Db, accountId: string, conditions: postgres.Fragment[]) {
+export async function readableRunCount(
+  db: Db,
+  accountId: string,
+  conditions: postgres.Fragment[],
+  maintained?: { status?: string; tool?: string },
+): Promise<number> {
   const and = conditions.reduce((acc, c) => db`${acc} AND ${c}`, db``);
-  return db`
-    SELECT ((SELECT coalesce(sum(c.n), 0) FROM (${readableIds(db, 'template', accountId)}) t
-               CROSS JOIN LATERAL (SELECT count(*) AS n FROM runs WHERE template_id = t.id ${and}) c)
+  const readable = db`SELECT id FROM readable_templates`;
+  const ofTemplates = maintained
+    ? maintainedRunCount(db, { ...maintained, templates: readable })
+    : db`(SELECT coalesce(sum(c.n), 0) FROM readable_templates t
+            CROSS JOIN LATERAL (SELECT count(*) AS n FROM runs WHERE template_id = t.id ${and}) c)`;
+  const [{ n }] = await db<{ n: number }[]>`
+    WITH readable_templates AS MATERIALIZED (${readableIds(db, 'template', accountId)})
+    SELECT (${ofTemplates}
           + (SELECT count(*) FROM runs WHERE account_id = ${accountId}
-               AND (template_id IS NULL OR template_id NOT IN (${readableIds(db, 'template', accountId)})) ${and}))::int AS n`;
+               AND (template_id IS NULL OR template_id NOT IN (${readable})) ${and}))::int AS n`;
+  return n;
 }
 
 /**

@@ -2,22 +2,33 @@ import type postgres from 'postgres';
 import type { Db, Sql } from './db';
 import { LOCKS, tryTakeLock } from './locks';
 
+/** Which runs a maintained count counts; `templates` (a subquery of template ids) keeps the runs of those templates. */
+export interface RunCountFilter {
+  status?: string;
+  tool?: string;
+  templates?: postgres.Fragment;
+}
+
 /**
  * Exact run counts per (status, tool, template) without scanning `runs` (schema/017_scale.sql):
  * the compacted `run_counts` plus the `run_count_deltas` that triggers append in the same
  * transaction as every insert, delete and change of status, tool or template, read in one
- * snapshot. `templates` (a subquery of template ids) counts only the runs of those templates.
+ * snapshot. As an SQL expression, for a statement that counts more than this.
  */
-export async function countRuns(db: Db, filter: { status?: string; tool?: string; templates?: postgres.Fragment } = {}): Promise<number> {
+export function maintainedRunCount(db: Db, filter: RunCountFilter = {}): postgres.Fragment {
   const where = (table: string) => {
     const t = db(table);
     return db`WHERE true ${filter.status !== undefined ? db`AND ${t}.status = ${filter.status}` : db``}
                         ${filter.tool !== undefined ? db`AND ${t}.tool = ${filter.tool}` : db``}
                         ${filter.templates !== undefined ? db`AND ${t}.template IN (${filter.templates})` : db``}`;
   };
-  const [{ n }] = await db<{ n: string }[]>`
-    SELECT coalesce((SELECT sum(n) FROM run_counts ${where('run_counts')}), 0)
-         + coalesce((SELECT sum(delta) FROM run_count_deltas ${where('run_count_deltas')}), 0) AS n`;
+  return db`(coalesce((SELECT sum(n) FROM run_counts ${where('run_counts')}), 0)
+           + coalesce((SELECT sum(delta) FROM run_count_deltas ${where('run_count_deltas')}), 0))`;
+}
+
+/** {@link maintainedRunCount} on its own. */
+export async function countRuns(db: Db, filter: RunCountFilter = {}): Promise<number> {
+  const [{ n }] = await db<{ n: string }[]>`SELECT ${maintainedRunCount(db, filter)} AS n`;
   return Number(n);
 }
 

@@ -1,7 +1,7 @@
 import type { AuditEntryFields } from '../core/audit/audit-chain';
 import type { Hold } from '../core/runs/policy-gate';
 import { auditAppendSteps } from './audit';
-import { readableRunCount, readableRunCountMaintained, runReadableBy } from './access';
+import { readableRunCount, runReadableBy } from './access';
 import { whereAll, type Db } from './db';
 import { countRuns } from './run-counts';
 import { RUN_ACTIVITY_CHANNEL } from './events';
@@ -221,15 +221,13 @@ export async function listRuns(db: Db, query: RunListQuery): Promise<{ rows: Run
   // Unfiltered, or by status and tool only: the maintained counts (store/run-counts.ts), not a scan.
   const counted = !query.after && !query.before && !query.q && !query.task && !query.template_id && !query.requested_by && query.queue === undefined;
   const byStatusAndTool = { status: query.status || undefined, tool: query.tool || undefined };
-  const [rows, [{ n }]] = await Promise.all([
+  const [rows, n] = await Promise.all([
     db<Run[]>`SELECT * FROM runs ${where} ORDER BY id ${direction} LIMIT ${query.limit} OFFSET ${query.offset}`,
     query.readerId !== undefined
-      ? counted
-        ? readableRunCountMaintained(db, query.readerId, byStatusAndTool).then((n) => [{ n }])
-        : db<{ n: number }[]>`${readableRunCount(db, query.readerId, filters)}`
+      ? readableRunCount(db, query.readerId, filters, counted ? byStatusAndTool : undefined)
       : counted
-        ? countRuns(db, byStatusAndTool).then((n) => [{ n }])
-        : db<{ n: number }[]>`SELECT count(*)::int AS n FROM runs ${where}`,
+        ? countRuns(db, byStatusAndTool)
+        : db<{ n: number }[]>`SELECT count(*)::int AS n FROM runs ${where}`.then(([row]) => row.n),
   ]);
   return { rows, total: n };
 }

@@ -1,5 +1,6 @@
 import { migrate } from '../../store/migrate';
 import { connectDatabase, type Sql } from '../../store/db';
+import { readableIds, readableRunCount } from '../../store/access';
 import { compactRunCounts, countRuns, runCountsByStatusAndTool } from '../../store/run-counts';
 import { grant, person, template } from '../support/access';
 import { createTestDatabase, schemaBefore } from '../support/database';
@@ -129,6 +130,49 @@ test('a reader’s total sums the maintained counts of the templates it may read
     expect({ query, total: (await asReader.get(`/v1/runs?limit=1&${query}`)).body.total }).toEqual({ query, total: n });
   }
   expect((await asReader.get('/v1/runs?limit=1')).body.total).toBe(7);
+});
+
+test('a reader’s total works out the templates it may read once, whether counted or maintained', async () => {
+  const reader = await person(t.api, 'operator');
+  const granted: string[] = [];
+  for (const [command, permission] of [['echo one', 'use'], ['echo two', 'read'], ['echo three', 'read']] as const) {
+    granted.push((await template(t.api, { command })).id);
+    await grant(t.api, granted.at(-1)!, permission, { user_id: reader.id });
+  }
+  // Every part of the count given rows to match against the set (an empty side lets PostgreSQL
+  // skip reading it): compacted counts, deltas since, and a run of the reader's own.
+  const launchAndEnd = async (api: typeof t.api) => {
+    const launched = await api.post(`/v1/templates/${granted[0]}/launch`, {});
+    expect(launched.status).toBe(201);
+    await waitForRunEnd(t.api, launched.body.id);
+  };
+  await launchAndEnd(t.api);
+  await compactRunCounts(sql);
+  await launchAndEnd(t.as(reader.token));
+  // Rows of `templates` read inside a transaction, from PostgreSQL's per-transaction counters,
+  // which it then rolls back.
+  const templateRowsReadBy = async (work: (tx: Sql) => Promise<unknown>): Promise<number> => {
+    let read = -1;
+    await sql
+      .begin(async (tx) => {
+        const counted = async () =>
+          (await tx<{ n: number }[]>`
+            SELECT (pg_stat_get_xact_tuples_returned('templates'::regclass) + pg_stat_get_xact_tuples_fetched('templates'::regclass))::int AS n`)[0].n;
+        const before = await counted();
+        await work(tx as unknown as Sql);
+        read = (await counted()) - before;
+        throw new Error('rolled back');
+      })
+      .catch((err: Error) => {
+        if (err.message !== 'rolled back') throw err;
+      });
+    return read;
+  };
+  const once = await templateRowsReadBy((tx) => tx`SELECT count(*) FROM (${readableIds(tx, 'template', reader.id)}) readable`);
+  expect(once).toBeGreaterThanOrEqual(3);
+  const status = sql`status = 'succeeded'`;
+  expect(await templateRowsReadBy((tx) => readableRunCount(tx, reader.id, [status], { status: 'succeeded' }))).toBe(once);
+  expect(await templateRowsReadBy((tx) => readableRunCount(tx, reader.id, [status]))).toBe(once);
 });
 
 test('two compactions at once fold each delta once', async () => {
