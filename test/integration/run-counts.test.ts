@@ -3,7 +3,7 @@ import { connectDatabase, type Sql } from '../../store/db';
 import { readableIds, readableRunCount } from '../../store/access';
 import { compactRunCounts, countRuns, runCountsByStatusAndTool } from '../../store/run-counts';
 import { grant, person, template } from '../support/access';
-import { createTestDatabase, schemaBefore } from '../support/database';
+import { createTestDatabase, rowsReadOf, schemaBefore } from '../support/database';
 import { startTestServer, waitForRun, waitForRunEnd, type TestServer } from '../support/server';
 
 // The runs list's `total` and the metrics' run counts come from counts maintained with every
@@ -149,30 +149,12 @@ test('a reader’s total works out the templates it may read once, whether count
   await launchAndEnd(t.api);
   await compactRunCounts(sql);
   await launchAndEnd(t.as(reader.token));
-  // Rows of `templates` read inside a transaction, from PostgreSQL's per-transaction counters,
-  // which it then rolls back.
-  const templateRowsReadBy = async (work: (tx: Sql) => Promise<unknown>): Promise<number> => {
-    let read = -1;
-    await sql
-      .begin(async (tx) => {
-        const counted = async () =>
-          (await tx<{ n: number }[]>`
-            SELECT (pg_stat_get_xact_tuples_returned('templates'::regclass) + pg_stat_get_xact_tuples_fetched('templates'::regclass))::int AS n`)[0].n;
-        const before = await counted();
-        await work(tx as unknown as Sql);
-        read = (await counted()) - before;
-        throw new Error('rolled back');
-      })
-      .catch((err: Error) => {
-        if (err.message !== 'rolled back') throw err;
-      });
-    return read;
-  };
-  const once = await templateRowsReadBy((tx) => tx`SELECT count(*) FROM (${readableIds(tx, 'template', reader.id)}) readable`);
+  // Rows of `templates` read to work the set out once, alone; the total reads no more than that.
+  const once = await rowsReadOf(sql, 'templates', (tx) => tx`SELECT count(*) FROM (${readableIds(tx, 'template', reader.id)}) readable`);
   expect(once).toBeGreaterThanOrEqual(3);
   const status = sql`status = 'succeeded'`;
-  expect(await templateRowsReadBy((tx) => readableRunCount(tx, reader.id, [status], { status: 'succeeded' }))).toBe(once);
-  expect(await templateRowsReadBy((tx) => readableRunCount(tx, reader.id, [status]))).toBe(once);
+  expect(await rowsReadOf(sql, 'templates', (tx) => readableRunCount(tx, reader.id, [status], { status: 'succeeded' }))).toBe(once);
+  expect(await rowsReadOf(sql, 'templates', (tx) => readableRunCount(tx, reader.id, [status]))).toBe(once);
 });
 
 test('two compactions at once fold each delta once', async () => {

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { startStatementTally, statementTally } from '../../store/db';
-import type postgres from 'postgres';
 import { readOwedEventsUpTo, recordUnheardOwedEvents } from '../../store/notifications';
 import { recordOwedEventEffects } from '../../services/notifications/notification-recorder';
 import { startReceiver, type Receiver } from '../support/receivers';
 import { ok, settledDeliveries } from '../support/notifications';
+import { rowsReadOf } from '../support/database';
 import { waitUntil } from '../support/schedules';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 
@@ -172,36 +172,16 @@ test("a run's check reads only the attachments of its own scopes, however many t
     SELECT 'att_elsewhere' || g, ${hook.id}, (ARRAY['template', 'schedule', 'project', 'org'])[1 + g % 4], 'obj_elsewhere' || g, 'success', 'test'
     FROM generate_series(1, 2000) g`;
   await sql`ANALYZE notification_attachments`;
-  // The attachment rows `work` reads: the session's counters before and after, in one transaction
-  // (they may hold earlier transactions' reads not yet flushed, and are never flushed within one),
-  // which is rolled back.
-  const attachmentRowsReadBy = async (work: (tx: postgres.TransactionSql) => Promise<void>): Promise<number> => {
-    let read = -1;
-    await sql
-      .begin(async (tx) => {
-        const counted = async () =>
-          (await tx<{ n: number }[]>`
-            SELECT pg_stat_get_xact_tuples_returned('notification_attachments'::regclass) + pg_stat_get_xact_tuples_fetched('notification_attachments'::regclass) AS n`)[0].n;
-        const before = await counted();
-        await work(tx);
-        read = (await counted()) - before;
-        throw new Error('rolled back');
-      })
-      .catch((err: Error) => {
-        if (err.message !== 'rolled back') throw err;
-      });
-    return read;
-  };
   try {
     // The batch: the run's events are recorded and the effect is none the outbox holds.
     expect(
-      await attachmentRowsReadBy(async (tx) => {
+      await rowsReadOf(sql, 'notification_attachments', async (tx) => {
         expect(await recordUnheardOwedEvents(tx, [{ effectId: '-1', runId: run.id, seq: 2 }])).toEqual([]);
       }),
     ).toBe(0);
     // The per-run read of an event owed: it finds the run heard by nothing.
     expect(
-      await attachmentRowsReadBy(async (tx) => {
+      await rowsReadOf(sql, 'notification_attachments', async (tx) => {
         await tx`INSERT INTO notification_events (subject_id, seq, event) VALUES (${run.id}, ${seq}, 'run.finished')`;
         expect((await readOwedEventsUpTo(tx, run.id, seq))?.hearing).toEqual([]);
       }),

@@ -95,3 +95,27 @@ export async function schemaBefore(sql: postgres.Sql, version: string): Promise<
     await sql`INSERT INTO schema_migrations (version) VALUES (${file})`;
   }
 }
+
+/**
+ * Rows of `table` PostgreSQL read while `work` ran: the session's per-transaction counters before
+ * and after, in one transaction that is then rolled back (the counters may hold earlier
+ * transactions' reads not yet flushed, and are never flushed within one).
+ */
+export async function rowsReadOf(sql: postgres.Sql, table: string, work: (tx: postgres.Sql) => Promise<unknown>): Promise<number> {
+  const rolledBack = new Error('rolled back');
+  let read = -1;
+  await sql
+    .begin(async (tx) => {
+      const counted = async () =>
+        (await tx<{ n: number }[]>`
+          SELECT (pg_stat_get_xact_tuples_returned(${table}::regclass) + pg_stat_get_xact_tuples_fetched(${table}::regclass))::int AS n`)[0].n;
+      const before = await counted();
+      await work(tx as unknown as postgres.Sql);
+      read = (await counted()) - before;
+      throw rolledBack;
+    })
+    .catch((err: unknown) => {
+      if (err !== rolledBack) throw err;
+    });
+  return read;
+}
