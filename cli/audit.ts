@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { verifyAuditDocument, type OfflineReport } from '../core/audit/audit-offline';
 import { ConfigError } from '../core/config';
+import { lendMerkleThreads } from '../services/audit/merkle-threads';
 
 const USAGE = 'usage: cairn audit verify --seal <seal.json> <bundle-or-receipt-file>';
 
@@ -33,6 +34,7 @@ export async function runAuditCommand(args: string[], out: (line: string) => voi
 
   const seal = readJson(sealPath, 'seal');
   const document = readText(files[0], 'document');
+  lendMerkleThreads();
   const report = await verifyAuditDocument(document, seal);
   printReport(files[0], report, out);
   if (!report.ok) process.exitCode = 1;

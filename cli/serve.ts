@@ -25,6 +25,7 @@ import { samlIdpCertificate } from '../services/access/saml-certificate';
 import { executionFacts } from '../runtime/sandbox-setup';
 import { DEFAULT_RETRY_BASE_MS } from '../core/notifications/notification-kinds';
 import { startAnchoring } from '../services/audit/audit-anchors';
+import { lendMerkleThreads } from '../services/audit/merkle-threads';
 import { connectDatabase, waitForSessions, type Sql } from '../store/db';
 import { liveTokenCount, openCaller } from '../store/tokens';
 import { migrate } from '../store/migrate';
@@ -175,6 +176,8 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     for (const stop of stack.reverse()) await stop().catch((err) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
   };
   try {
+    // Whole-chain verifications and bundles build their Merkle trees on a thread beside the scan.
+    lendMerkleThreads();
     const sealer = buildSealer(config);
     // A bad --attention-file stops the start before anything is started.
     const attention = attentionSettingsOf(config);

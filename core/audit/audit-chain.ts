@@ -1,5 +1,5 @@
 import { CanonicalText, canonicalJson, sha256Hex } from './canonical';
-import { MerkleAccumulator, leafOfHexHashBinary, leafOfStoredHashBinary } from './merkle';
+import { MerkleAccumulator, leafOfStoredHashBinary } from './merkle';
 
 /**
  * The tamper-evident audit chain (spec part A 4.15, part B 6.5 and 7.4). Every mutation appends an
@@ -285,7 +285,8 @@ export class ChainVerifier {
     // Built from the hashes as stored, also past a break, so anchors are judged on what is there;
     // a hash that is not hex still makes a leaf (of its text), which no honest anchor covers. A
     // linked entry's hash equals the SHA-256 hex `check` computed, so its digits need no look.
-    this.tree.push(linked ? leafOfHexHashBinary(stored) : leafOfStoredHashBinary(stored));
+    if (linked) this.tree.pushHexHash(stored);
+    else this.tree.push(leafOfStoredHashBinary(stored));
     while (this.nextAnchor < this.anchors.length && this.anchors[this.nextAnchor].size === this.position) {
       this.checkAnchor(this.anchors[this.nextAnchor++]);
     }

@@ -1,6 +1,6 @@
 import { GENESIS_HASH, checkAnchors, entryHash, type AuditAnchor } from './audit-chain';
 import { BUNDLE_TYPE, readBundleDocument, type BundleDocumentV2 } from './audit-bundle';
-import { MerkleAccumulator, leafHash, leafOfHexHashBinary, verifyConsistency, verifyInclusion } from './merkle';
+import { MerkleAccumulator, leafHash, verifyConsistency, verifyInclusion } from './merkle';
 import { opensCommitment } from './reason-commitment';
 import { SignatureError, documentKeyId, jwkThumbprint, verifyDocument } from './signing';
 
@@ -658,7 +658,7 @@ function rootOfHexHashes(entries: unknown[]): string | undefined {
   for (const entry of entries) {
     const hash = hexHashOf(entry);
     if (hash === undefined) return undefined;
-    tree.push(leafOfHexHashBinary(hash));
+    tree.pushHexHash(hash);
   }
   return tree.root().toString('hex');
 }

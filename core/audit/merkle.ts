@@ -366,17 +366,80 @@ export function verifyConsistency(
 }
 
 /**
+ * Somewhere else to hash whole chunks of a tree, such as another thread, so that a long chain's
+ * tree is built beside its verification instead of between its entries. Core code starts no
+ * threads: a process's entry point lends accumulators one (`offloadSubtrees`).
+ */
+export interface SubtreeHasher {
+  /** Leaves in a chunk: a power of two, so that each chunk is a perfect subtree. */
+  readonly chunkLeaves: number;
+  /** A new, empty chunk to fill. */
+  chunk(): SubtreeChunk;
+}
+
+/** One chunk's leaves, filled in order and then handed off whole. */
+export interface SubtreeChunk {
+  /**
+   * 32 bytes a leaf: a stored hash's bytes, whose leaf is still to be made (SHA-256(0x00 || bytes)),
+   * or, where `isLeaf` holds 1, the leaf hash itself.
+   */
+  readonly values: Buffer;
+  readonly isLeaf: Uint8Array;
+  /** Hands off the full chunk (`chunkLeaves` leaves); it must not be written after. */
+  submit(): PendingSubtree;
+}
+
+/** A chunk's root on its way. */
+export interface PendingSubtree {
+  /** True once `root` answers without waiting. */
+  readonly done: boolean;
+  /**
+   * MTH of the chunk's leaves as a 32-character binary (latin1) string, waiting for it if need be;
+   * undefined when it cannot be had, and the accumulator then hashes the chunk itself.
+   */
+  root(): string | undefined;
+}
+
+let lentHasher: SubtreeHasher | undefined;
+
+/**
+ * Lends every accumulator made after this call a hasher for whole chunks, or none (undefined):
+ * everything is then hashed where it is pushed. A process's entry point calls it once; it returns
+ * the hasher lent before, for a caller that lends one for a while.
+ */
+export function offloadSubtrees(hasher: SubtreeHasher | undefined): SubtreeHasher | undefined {
+  const before = lentHasher;
+  lentHasher = hasher;
+  return before;
+}
+
+// Chunks handed off and not yet folded in, at most; past it a push waits for the oldest.
+const MAX_HANDED_OFF = 16;
+
+/**
  * RFC 9162 roots of a growing list of leaves: a stack of perfect subtrees whose sizes are the
  * bits of the count, so each leaf costs one hash plus a merge per trailing one bit, and a root at
  * any size folds the stack from the right (MTH splits at the largest power of two below n).
+ *
+ * With a hasher lent (`offloadSubtrees`), leaves from a chunk's edge on are gathered into chunks
+ * and each full chunk is hashed elsewhere and folded in as one perfect subtree. A chunk is handed
+ * off only once the next leaf arrives, and reading the tree (root, frontier, last path) folds the
+ * chunk being filled leaf by leaf, so the last leaf's path is always known. The roots are the same
+ * either way; a chunk whose root cannot be had is hashed here.
  */
 export class MerkleAccumulator {
   // Subtree roots as 32-character latin1 strings: a Buffer per node costs more than its hash.
   private stack: string[] = [];
+  // Leaves folded into the stack; chunks handed off or being filled are not counted yet.
   private leaves = 0;
   // The subtree roots the last push merged with, smallest first: with the stack below the new
   // top, the siblings of the last leaf (see lastPath). Undefined until a leaf is pushed.
   private merged: string[] | undefined;
+  private readonly handedOff: { chunk: SubtreeChunk; pending: PendingSubtree }[] = [];
+  private filling: SubtreeChunk | undefined;
+  private filled = 0;
+
+  constructor(private readonly hasher: SubtreeHasher | undefined = lentHasher) {}
 
   /** The accumulator after `size` leaves whose perfect subtrees have these roots (hex, largest first). */
   static resume(size: number, frontier: readonly string[]): MerkleAccumulator {
@@ -387,21 +450,27 @@ export class MerkleAccumulator {
   }
 
   frontier(): string[] {
+    this.foldAll();
     return this.stack.map((hash) => Buffer.from(hash, 'latin1').toString('hex'));
   }
 
   /** Adds the next leaf, a binary (latin1) string as {@link leafOfStoredHashBinary} makes. */
   push(leaf: string): void {
-    let hash = leaf;
-    const merged = (this.merged ??= []);
-    merged.length = 0;
-    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) {
-      const left = this.stack.pop()!;
-      merged.push(left);
-      hash = nodeHashBinary(left, hash);
-    }
-    this.stack.push(hash);
-    this.leaves++;
+    const chunk = this.chunkForNextLeaf();
+    if (chunk === undefined) return this.foldLeaf(leaf);
+    chunk.values.write(leaf, this.filled * HASH_SIZE, 'latin1');
+    chunk.isLeaf[this.filled++] = 1;
+  }
+
+  /**
+   * Adds the leaf of a stored hash already known to be 64 lowercase hex digits, as
+   * {@link leafOfHexHashBinary} makes it; with a hasher lent, the leaf is made where its chunk is hashed.
+   */
+  pushHexHash(hash: string): void {
+    const chunk = this.chunkForNextLeaf();
+    if (chunk === undefined) return this.foldLeaf(leafOfHexHashBinary(hash));
+    chunk.values.write(hash, this.filled * HASH_SIZE, 'hex');
+    chunk.isLeaf[this.filled++] = 0;
   }
 
   /**
@@ -411,16 +480,88 @@ export class MerkleAccumulator {
    * Undefined when no leaf was pushed since the accumulator was made or resumed.
    */
   lastPath(): Buffer[] | undefined {
+    this.foldAll();
     if (this.merged === undefined) return undefined;
     const below = this.stack.slice(0, -1).reverse();
     return [...this.merged, ...below].map((hash) => Buffer.from(hash, 'latin1'));
   }
 
   root(): Buffer {
+    this.foldAll();
     if (this.stack.length === 0) return Buffer.from(EMPTY_ROOT);
     let root = this.stack[this.stack.length - 1];
     for (let i = this.stack.length - 2; i >= 0; i--) root = nodeHashBinary(this.stack[i], root);
     return Buffer.from(root, 'latin1');
+  }
+
+  /** The chunk the next leaf goes into, handing off the full one first; undefined when it is folded here. */
+  private chunkForNextLeaf(): SubtreeChunk | undefined {
+    const hasher = this.hasher;
+    if (hasher === undefined) return undefined;
+    if (this.filling === undefined) {
+      // A chunk is a perfect subtree only when it starts on a multiple of its size.
+      if (this.leaves % hasher.chunkLeaves !== 0) return undefined;
+    } else if (this.filled === hasher.chunkLeaves) {
+      this.handedOff.push({ chunk: this.filling, pending: this.filling.submit() });
+      this.foldHandedOff(MAX_HANDED_OFF);
+    } else {
+      return this.filling;
+    }
+    this.filling = hasher.chunk();
+    this.filled = 0;
+    return this.filling;
+  }
+
+  /** Folds in the chunks handed off whose roots are in, oldest first, and more until at most `keep` are left. */
+  private foldHandedOff(keep: number): void {
+    const size = this.hasher!.chunkLeaves;
+    while (this.handedOff.length > 0 && (this.handedOff.length > keep || this.handedOff[0].pending.done)) {
+      const { chunk, pending } = this.handedOff.shift()!;
+      const root = pending.root();
+      if (root === undefined) this.foldChunk(chunk, size);
+      else this.foldSubtree(root, size);
+    }
+  }
+
+  /** Everything pushed, folded into the stack, the chunk being filled leaf by leaf. */
+  private foldAll(): void {
+    if (this.hasher === undefined) return;
+    this.foldHandedOff(0);
+    if (this.filling !== undefined) this.foldChunk(this.filling, this.filled);
+    this.filling = undefined;
+  }
+
+  private foldChunk(chunk: SubtreeChunk, count: number): void {
+    for (let i = 0; i < count; i++) {
+      const value = chunk.values.subarray(i * HASH_SIZE, (i + 1) * HASH_SIZE);
+      if (chunk.isLeaf[i] === 1) {
+        this.foldLeaf(value.toString('latin1'));
+      } else {
+        leafInput.set(value, 1);
+        this.foldLeaf(sha256Binary(leafInput));
+      }
+    }
+  }
+
+  private foldLeaf(leaf: string): void {
+    const merged = (this.merged ??= []);
+    merged.length = 0;
+    let hash = leaf;
+    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) {
+      const left = this.stack.pop()!;
+      merged.push(left);
+      hash = nodeHashBinary(left, hash);
+    }
+    this.stack.push(hash);
+    this.leaves++;
+  }
+
+  /** Folds in a perfect subtree of `size` leaves, `size` a power of two dividing the leaves so far. */
+  private foldSubtree(root: string, size: number): void {
+    let hash = root;
+    for (let bits = this.leaves / size; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHashBinary(this.stack.pop()!, hash);
+    this.stack.push(hash);
+    this.leaves += size;
   }
 }
 

@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { seedAuditEntries } from '../../bench/seed';
 import { startCairn } from '../support/processes';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
@@ -80,6 +81,22 @@ test('one byte edited makes it exit non-zero, naming the problem and where it is
   const editedEntry = await verify('--seal', files['seal.json'], save('bundle-entry-edited.json', JSON.stringify(document)));
   expect(editedEntry.code).toBe(1);
   expect(editedEntry.output).toMatch(/FAIL {2}entries\[1\] \(seq 2\): hash is \S+ but the entry recomputes to/);
+});
+
+test('a bundle of 10,000 entries, whose Merkle trees the server and the command build on threads, verifies; an entry edited deep in it is named', async () => {
+  await seedAuditEntries(t.server.context.sql, 10_000);
+  const text = (await t.api.get('/v1/audit/bundle')).text;
+  const whole = await verify('--seal', files['seal.json'], save('bundle-10k.json', text));
+  expect(whole.output).toMatch(/ok {4}entries: \d{5} \(seq 1\.\.\d{5}\) recompute and link from the genesis hash/);
+  expect(whole.output).toMatch(/^bundle verified: \d+ checks hold$/m);
+  expect(whole.code).toBe(0);
+
+  const document = JSON.parse(text);
+  const deep = document.entries.length - 1_500;
+  document.entries[deep].actor = 'mallory';
+  const edited = await verify('--seal', files['seal.json'], save('bundle-10k-edited.json', JSON.stringify(document)));
+  expect(edited.code).toBe(1);
+  expect(edited.output).toMatch(new RegExp(`FAIL {2}entries\\[${deep}\\] \\(seq ${deep + 1}\\): hash is \\S+ but the entry recomputes to`));
 });
 
 test("a bundle checked against another install's seal fails on the key", async () => {
