@@ -113,7 +113,6 @@ export function merkleThreads(threads: number = os.availableParallelism() - 1): 
       } catch {
         return;
       }
-      worker.unref();
       const thread: Thread = { worker, open: [] };
       // It answers its chunks in the order sent, each with a message once its state word is set.
       worker.on('message', () => thread.open.shift());
@@ -125,6 +124,8 @@ export function merkleThreads(threads: number = os.availableParallelism() - 1): 
           Atomics.notify(state, 0);
         }
       });
+      // Last: a message listener added after it would hold the process open again.
+      worker.unref();
       pool.push(thread);
     }
   };
