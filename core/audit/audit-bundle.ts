@@ -14,7 +14,8 @@ import type { AuditEntry, UnhashedAuditEntry } from './audit-chain';
  * `{"entries": [...], "signed": "<compact JWS>", "type": "cairn.audit.bundle", "version": 2}`,
  * each exactly the fields its hash covers (no `hash` member: its hash is the signed one at its
  * place), so the server writes each entry as the very text it stored and verified, and a
- * verifier recomputes each to the signed hash. Changing one is as visible as in version 1, and
+ * verifier hashes each as carried (recomputing only one whose text does not hash to the signed
+ * hash, to name what it recomputes to). Changing one is as visible as in version 1, and
  * the signature costs the same whatever the entries weigh.
  */
 
@@ -77,6 +78,12 @@ export interface BundleDocumentV2 {
   entries: unknown;
   version: unknown;
   type: unknown;
+  /**
+   * Each element of `entries` as the document's own text, when the document is laid out as Cairn
+   * writes it (canonical JSON, so it opens with that list); undefined otherwise. An element whose
+   * text hashes to its signed hash is that very entry text, which a verifier need not recompute.
+   */
+  entryTexts: string[] | undefined;
 }
 
 /** The version 2 document in `text`, or undefined when the text is not a JSON object (a version 1 JWS, or damage). */
@@ -90,5 +97,46 @@ export function readBundleDocument(text: string): BundleDocumentV2 | undefined {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
   const { signed, entries, version, type } = parsed as Record<string, unknown>;
-  return { signed, entries, version, type };
+  return { signed, entries, version, type, entryTexts: entryTextsOf(text) };
+}
+
+const ENTRIES_OPEN = '{"entries":[';
+
+/**
+ * The text of each element of the list `text` opens with, split at its top-level commas. Only
+ * strings and nesting are followed (JSON.parse has already found the text to be JSON), a string
+ * skipped to its closing quote at once.
+ */
+function entryTextsOf(text: string): string[] | undefined {
+  if (!text.startsWith(ENTRIES_OPEN)) return undefined;
+  const texts: string[] = [];
+  let start = ENTRIES_OPEN.length;
+  let depth = 0;
+  for (let i = start; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      i = closingQuote(text, i);
+      if (i < 0) return undefined;
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+    } else if (c === 0x7d || c === 0x5d) {
+      if (depth-- > 0) continue;
+      if (i > start) texts.push(text.slice(start, i));
+      return texts;
+    } else if (c === 0x2c && depth === 0) {
+      texts.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  return undefined;
+}
+
+/** Where the string opened by the quote at `open` ends: the next quote not escaped, or -1. */
+function closingQuote(text: string, open: number): number {
+  for (let quote = text.indexOf('"', open + 1); quote !== -1; quote = text.indexOf('"', quote + 1)) {
+    let backslashes = 0;
+    while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++;
+    if (backslashes % 2 === 0) return quote;
+  }
+  return -1;
 }

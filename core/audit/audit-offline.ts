@@ -3,6 +3,7 @@ import { BUNDLE_TYPE, readBundleDocument, type BundleDocumentV2 } from './audit-
 import { MerkleAccumulator, leafHash, verifyConsistency, verifyInclusion } from './merkle';
 import { opensCommitment } from './reason-commitment';
 import { SignatureError, documentKeyId, jwkThumbprint, verifyDocument } from './signing';
+import { sha256Hex } from '../sha256';
 
 /**
  * Offline verification of the audit documents the service signs (spec part A 4.15, 2.7 item 4):
@@ -115,13 +116,18 @@ async function checkBundleV2(doc: BundleDocumentV2, sealOrJwk: unknown, f: Findi
   const hashes = p.entry_hashes as unknown[];
   if (hashes.length !== carried.length) f.fail('payload.entry_hashes', `the signed part lists ${hashes.length} entry hashes, the document carries ${carried.length} entries`);
   const after = isRecord(p.window) ? (nonNegativeInteger(p.window.after) ?? 0) : 0;
+  // An entry whose text in the document hashes to its signed hash is the text the chain hashed:
+  // its fields are read from those bytes, so recomputing its canonical form would find the same.
+  const texts = doc.entryTexts?.length === carried.length ? doc.entryTexts : undefined;
+  const hashedAsCarried = new Set<number>();
   const entries = carried.map((entry, i) => {
     if (!isRecord(entry)) return entry;
     if ('hash' in entry) f.fail(`entries[${i}] (seq ${after + i + 1})`, 'a version 2 entry carries no hash: its hash is the signed entry_hashes at its place');
+    else if (texts !== undefined && typeof hashes[i] === 'string' && sha256Hex(texts[i]) === hashes[i]) hashedAsCarried.add(i);
     return { ...entry, hash: hashes[i] };
   });
   if (hashes.length === carried.length) f.ok(`entry hashes: the ${carried.length} entries carried are held to the ${hashes.length} signed hashes, in order`);
-  await checkBundle(p, entries, opened.key, opened.pin, f);
+  await checkBundle(p, entries, opened.key, opened.pin, f, hashedAsCarried);
 }
 
 /**
@@ -286,7 +292,14 @@ function treeHead(p: Payload, f: Findings) {
 // ---------------------------------------------------------------------------------------------
 // Bundle
 
-async function checkBundle(p: Payload, carried: unknown, key: Record<string, unknown> | undefined, pin: Pin | undefined, f: Findings): Promise<void> {
+async function checkBundle(
+  p: Payload,
+  carried: unknown,
+  key: Record<string, unknown> | undefined,
+  pin: Pin | undefined,
+  f: Findings,
+  hashedAsCarried: ReadonlySet<number> = new Set(),
+): Promise<void> {
   const { size, root, head } = treeHead(p, f);
 
   const window = isRecord(p.window) ? p.window : undefined;
@@ -309,7 +322,7 @@ async function checkBundle(p: Payload, carried: unknown, key: Record<string, unk
   }
 
   // Entries recompute and link, each judged on its own so every bad one is named.
-  const linked = checkLinks(entries, after, prevHash, f);
+  const linked = checkLinks(entries, after, prevHash, f, hashedAsCarried);
   const last = entries.length > 0 && isRecord(entries[entries.length - 1]) ? (entries[entries.length - 1] as Record<string, unknown>) : undefined;
   const full = after === 0 && size !== undefined && entries.length === size;
 
@@ -354,8 +367,12 @@ async function checkBundle(p: Payload, carried: unknown, key: Record<string, unk
   await checkBundleAnchors(p, key, pin, { size, root, head, after, prevHash, entries, full }, f);
 }
 
-/** Per-entry recomputation and linkage from `prevHash`; true when every entry holds. */
-function checkLinks(entries: unknown[], after: number, prevHash: string, f: Findings): boolean {
+/**
+ * Per-entry recomputation and linkage from `prevHash`; true when every entry holds. Entries at the
+ * indexes in `hashedAsCarried` were hashed as carried and found to be their hash's text, so only
+ * their links are checked.
+ */
+function checkLinks(entries: unknown[], after: number, prevHash: string, f: Findings, hashedAsCarried: ReadonlySet<number>): boolean {
   let expectedPrev = prevHash;
   let allGood = true;
   entries.forEach((entry, i) => {
@@ -367,7 +384,7 @@ function checkLinks(entries: unknown[], after: number, prevHash: string, f: Find
       expectedPrev = '';
       return;
     }
-    const problem = entryProblem(entry, seq, expectedPrev);
+    const problem = entryProblem(entry, seq, expectedPrev, hashedAsCarried.has(i));
     if (problem) {
       f.fail(where, problem);
       allGood = false;
@@ -379,11 +396,12 @@ function checkLinks(entries: unknown[], after: number, prevHash: string, f: Find
 }
 
 /** Why the entry is not the chain entry `seq` following `expectedPrev` (undefined: it is). */
-function entryProblem(entry: Record<string, unknown>, seq: number | undefined, expectedPrev: string | undefined): string | undefined {
+function entryProblem(entry: Record<string, unknown>, seq: number | undefined, expectedPrev: string | undefined, hashedAsCarried = false): string | undefined {
   if (seq !== undefined && entry.seq !== seq) return `seq is ${describe(entry.seq)}, expected ${seq}`;
   if (expectedPrev !== undefined && entry.prev_hash !== expectedPrev) {
     return `prev_hash is ${describe(entry.prev_hash)}, expected ${expectedPrev === GENESIS_HASH ? 'the genesis hash' : 'the previous hash'} ${expectedPrev || '(unknown)'}`;
   }
+  if (hashedAsCarried) return undefined;
   let recomputed: string;
   try {
     recomputed = entryHash(entry as never);

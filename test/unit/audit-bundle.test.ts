@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChainVerifier, GENESIS_HASH, chainEntry, entryForBundle, type AuditEntry } from '../../core/audit/audit-chain';
-import { bundleDocumentV2, bundleEntryV2, bundlePayloadV1, bundlePayloadV2, type BundleHead, type BundleVersion } from '../../core/audit/audit-bundle';
+import { bundleDocumentV2, bundleEntryV2, bundlePayloadV1, bundlePayloadV2, readBundleDocument, type BundleHead, type BundleVersion } from '../../core/audit/audit-bundle';
 import { ANCHOR_TYPE, verifyAuditDocument, verifyBundle, type OfflineReport } from '../../core/audit/audit-offline';
 import { canonicalJson } from '../../core/audit/canonical';
 import { inclusionProof, leafHash, leafOfStoredHash, rootFromLeafHashes } from '../../core/audit/merkle';
@@ -149,6 +149,25 @@ describe('version 2: the tree head and the entries\' hashes signed, the entries 
     expect(wheres(dropped)).toContain('payload.entry_hashes');
     const added = await verifyBundle(editEntries(original, (list) => list.push(list[7])), seal);
     expect(wheres(added)).toContain('payload.entry_hashes');
+  });
+
+  test('each entry is read as the document carries it, quotes, commas and brackets inside its strings included; a document laid out otherwise is recomputed and verifies', async () => {
+    const tricky = ['a "quoted", [bracketed] {braced} text', 'ends in a backslash \\', '\\"},{"actor":"mallory"', 'line\nbreak, and \u0001'];
+    const entries: AuditEntry[] = [];
+    for (const [i, note] of tricky.entries()) {
+      entries.push(chainEntry(entries.at(-1), { id: `aud_${i}`, at: new Date(Date.UTC(2025, 0, 1, 0, 0, i)), actor: 'admin', method: 'POST', path: '/v1/users', fingerprint: '', outcome: 201, body: { kind: 'user.created', note, nested: [{ note }, [note]] } }));
+    }
+    const document = await bundle(2, entries);
+    expect(readBundleDocument(document)!.entryTexts).toEqual(storedRows(entries).map((row) => row.canonical));
+    expect(await verifyBundle(document, seal)).toMatchObject({ ok: true });
+
+    const laidOut = JSON.stringify(JSON.parse(document), null, 2);
+    expect(readBundleDocument(laidOut)!.entryTexts).toBeUndefined();
+    expect(await verifyBundle(laidOut, seal)).toMatchObject({ ok: true });
+    const editedLaidOut = JSON.parse(document);
+    editedLaidOut.entries[1].body.note = 'changed';
+    const edited = await verifyBundle(JSON.stringify(editedLaidOut, null, 2), seal);
+    expect(wheres(edited)).toEqual(['entries[1] (seq 2)']);
   });
 
   test('the signed part is held to its signature, its version and its document', async () => {
