@@ -85,6 +85,12 @@ interface Thread {
   readonly worker: Worker;
   /** State words of the chunks sent to it and not yet answered, oldest first: failed at once if it exits. */
   readonly open: Int32Array[];
+  /**
+   * Set when a wait for one of its chunks ran out, cleared when it next answers: while set, it is
+   * sent nothing and its chunks are not waited for, so a thread gone quiet costs one wait, not one
+   * a chunk.
+   */
+  stalled: boolean;
 }
 
 /**
@@ -95,8 +101,9 @@ interface Thread {
  * thread failed is hashed by the caller, so the roots never depend on the threads.
  *
  * Undefined on a machine with one core, where a thread would only take turns with the caller.
+ * `waitLimitMs` is how long a chunk's root is waited for before its caller hashes it.
  */
-export function merkleThreads(threads: number = os.availableParallelism() - 1): MerkleThreads | undefined {
+export function merkleThreads(threads: number = os.availableParallelism() - 1, waitLimitMs: number = WAIT_LIMIT_MS): MerkleThreads | undefined {
   if (threads < 1) return undefined;
   const pool: Thread[] = [];
   let started = false;
@@ -113,9 +120,12 @@ export function merkleThreads(threads: number = os.availableParallelism() - 1): 
       } catch {
         return;
       }
-      const thread: Thread = { worker, open: [] };
+      const thread: Thread = { worker, open: [], stalled: false };
       // It answers its chunks in the order sent, each with a message once its state word is set.
-      worker.on('message', () => thread.open.shift());
+      worker.on('message', () => {
+        thread.open.shift();
+        thread.stalled = false;
+      });
       worker.on('error', () => undefined); // the exit below follows and says all there is
       worker.once('exit', () => {
         if (pool.includes(thread)) pool.splice(pool.indexOf(thread), 1);
@@ -134,7 +144,8 @@ export function merkleThreads(threads: number = os.availableParallelism() - 1): 
     if (!started && !closed) start();
     const result = new SharedArrayBuffer(4 + HASH_SIZE);
     const state = new Int32Array(result, 0, 1);
-    const thread = pool[next++ % Math.max(pool.length, 1)];
+    const ready = pool.filter((candidate) => !candidate.stalled);
+    const thread = ready[next++ % Math.max(ready.length, 1)];
     if (thread === undefined) state[0] = FAILED;
     else {
       thread.open.push(state);
@@ -145,10 +156,11 @@ export function merkleThreads(threads: number = os.availableParallelism() - 1): 
         return Atomics.load(state, 0) !== PENDING;
       },
       root() {
-        const deadline = Date.now() + WAIT_LIMIT_MS;
+        const deadline = Date.now() + (thread?.stalled ? 0 : waitLimitMs);
         for (let now = Date.now(); Atomics.load(state, 0) === PENDING && now < deadline; now = Date.now()) {
           Atomics.wait(state, 0, PENDING, deadline - now);
         }
+        if (thread !== undefined && Atomics.load(state, 0) === PENDING) thread.stalled = true;
         return Atomics.load(state, 0) === DONE ? Buffer.from(result, 4, HASH_SIZE).toString('latin1') : undefined;
       },
     };

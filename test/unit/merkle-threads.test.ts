@@ -84,6 +84,27 @@ test('chunks whose threads have ended are hashed by the caller, to the same root
   expect(treeState(lent)).toEqual(treeState(here));
 });
 
+test('chunks not back in time are hashed by the caller, and a thread that kept one waiting is sent nothing until it answers: the same roots', async () => {
+  const impatient = merkleThreads(1, 0)!;
+  // Made beforehand, so the pushes outrun the thread and the oldest chunk is read before it is in.
+  const hashes = Array.from({ length: 40 * C + 1 }, (_, i) => storedHash(i).toString('hex'));
+  try {
+    const lent = new MerkleAccumulator(impatient);
+    const here = new MerkleAccumulator(undefined);
+    for (const [from, to] of [
+      [0, 20 * C + 3],
+      [20 * C + 3, 40 * C + 1],
+    ]) {
+      for (let i = from; i < to; i++) lent.pushHexHash(hashes[i]);
+      for (let i = from; i < to; i++) here.pushHexHash(hashes[i]);
+      expect(treeState(lent)).toEqual(treeState(here));
+      await sleep(50); // the thread's answers are heard, and it is sent chunks again
+    }
+  } finally {
+    await impatient.close();
+  }
+});
+
 describe('the chain verifier with threads lent', () => {
   const chain: AuditEntry[] = [];
   for (let i = 0; i < 3 * C + 17; i++) {
