@@ -543,23 +543,25 @@ export class MerkleAccumulator {
     }
   }
 
+  /** Folds in one leaf, keeping what it merged with for {@link lastPath}. */
   private foldLeaf(leaf: string): void {
     const merged = (this.merged ??= []);
     merged.length = 0;
-    let hash = leaf;
-    for (let bits = this.leaves; bits % 2 === 1; bits = Math.floor(bits / 2)) {
-      const left = this.stack.pop()!;
-      merged.push(left);
-      hash = nodeHashBinary(left, hash);
-    }
-    this.stack.push(hash);
-    this.leaves++;
+    this.foldSubtree(leaf, 1, merged);
   }
 
-  /** Folds in a perfect subtree of `size` leaves, `size` a power of two dividing the leaves so far. */
-  private foldSubtree(root: string, size: number): void {
+  /**
+   * Folds in a perfect subtree of `size` leaves, `size` a power of two dividing the leaves so far:
+   * each trailing one bit of the count in units of `size` is a same-sized left sibling now
+   * complete, merged with it (and, when given, recorded in `merged`, smallest first).
+   */
+  private foldSubtree(root: string, size: number, merged?: string[]): void {
     let hash = root;
-    for (let bits = this.leaves / size; bits % 2 === 1; bits = Math.floor(bits / 2)) hash = nodeHashBinary(this.stack.pop()!, hash);
+    for (let bits = this.leaves / size; bits % 2 === 1; bits = Math.floor(bits / 2)) {
+      const left = this.stack.pop()!;
+      merged?.push(left);
+      hash = nodeHashBinary(left, hash);
+    }
     this.stack.push(hash);
     this.leaves += size;
   }

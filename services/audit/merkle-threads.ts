@@ -128,7 +128,8 @@ export function merkleThreads(threads: number = os.availableParallelism() - 1, w
       });
       worker.on('error', () => undefined); // the exit below follows and says all there is
       worker.once('exit', () => {
-        if (pool.includes(thread)) pool.splice(pool.indexOf(thread), 1);
+        const at = pool.indexOf(thread);
+        if (at >= 0) pool.splice(at, 1);
         for (const state of thread.open) {
           Atomics.compareExchange(state, 0, PENDING, FAILED);
           Atomics.notify(state, 0);
