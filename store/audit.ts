@@ -189,11 +189,19 @@ export interface StoredAnchor extends AuditAnchor {
   at: Date;
 }
 
-export async function insertAnchor(db: Db, anchor: Omit<StoredAnchor, 'at'>): Promise<void> {
+/** Stores an anchor; `wholeCheck` says whether the whole chain was checked before it was signed. */
+export async function insertAnchor(db: Db, anchor: Omit<StoredAnchor, 'at'>, wholeCheck: boolean): Promise<void> {
   await db`
-    INSERT INTO audit_anchors (size, head_hash, merkle_root, signed, key_id)
-    VALUES (${anchor.size}, ${anchor.head_hash}, ${anchor.merkle_root}, ${anchor.signed}, ${anchor.key_id})
+    INSERT INTO audit_anchors (size, head_hash, merkle_root, signed, key_id, whole_check)
+    VALUES (${anchor.size}, ${anchor.head_hash}, ${anchor.merkle_root}, ${anchor.signed}, ${anchor.key_id}, ${wholeCheck})
     ON CONFLICT (size) DO NOTHING`;
+}
+
+/** Whether an anchor taken after a whole-chain check is younger than `seconds`, by the database's clock. */
+export async function wholeCheckedWithin(db: Db, seconds: number): Promise<boolean> {
+  const [{ recent }] = await db<{ recent: boolean }[]>`
+    SELECT EXISTS (SELECT 1 FROM audit_anchors WHERE whole_check AND at > now() - make_interval(secs => ${seconds})) AS recent`;
+  return recent;
 }
 
 export async function listAnchors(db: Db): Promise<StoredAnchor[]> {

@@ -1,7 +1,7 @@
 import { ANCHOR_TYPE } from '../../core/audit/audit-offline';
 import { ChainVerifier, type ChainCheckpoint } from '../../core/audit/audit-chain';
 import { verifyDocument } from '../../core/audit/signing';
-import { chainHead, insertAnchor, lastAnchoredSize, newestAnchor } from '../../store/audit';
+import { chainHead, insertAnchor, lastAnchoredSize, newestAnchor, wholeCheckedWithin } from '../../store/audit';
 import type { Db } from '../../store/db';
 import { LOCKS, tryTakeLock } from '../../store/locks';
 import { reportCoordinates, scanWholeChain, type WholeChainReport } from './audit-verify';
@@ -9,7 +9,7 @@ import type { ServerContext } from '../context';
 
 /**
  * Signed anchors over the audit chain: from time to time, and on a graceful stop, the chain is
- * checked whole and, when it is intact and longer than the last anchor, `{size, head_hash,
+ * checked and, when it is intact and longer than the last anchor, `{size, head_hash,
  * merkle_root}` is signed with the install key and stored. An anchor is what shows a tail cut off
  * cleanly or a chain rewritten and relinked (core/audit-chain.ts); it is only ever taken over a
  * chain that verifies, so it never vouches for tampering.
@@ -18,15 +18,17 @@ import type { ServerContext } from '../context';
  * time and the others skip that round. A round on an idle chain (no entries since the last
  * anchor) reads two rows and stops. Each anchor signs the chain's Merkle frontier too, so most
  * rounds check only the entries since the last anchor (resuming from its signed frontier) and
- * cost what the chain grew by, not its length; every FULL_SCAN_EVERY-th round re-reads the whole
- * chain, so tampering anywhere still shows in the server log within that many intervals.
+ * cost what the chain grew by, not its length. A round re-reads the whole chain when no anchor of
+ * the install was taken after a whole check within WHOLE_CHECK_EVERY rounds' time, so tampering
+ * anywhere still shows in the server log within that long, and a restarted, stopped or added
+ * server adds no whole scans (on a long chain, a whole scan at every stop would slow every stop).
  */
 
-/** Rounds between whole-chain scans: hourly at the default 60 s interval. */
-export const FULL_SCAN_EVERY = 60;
+/** Rounds between whole-chain checks: hourly at the default 60 s interval. */
+export const WHOLE_CHECK_EVERY = 60;
 
 export type AnchorOutcome =
-  | { anchored: true; size: number; head_hash: string; merkle_root: string; signed: string }
+  | { anchored: true; size: number; head_hash: string; merkle_root: string; signed: string; whole_check: boolean }
   | { anchored: false; why: 'locked' | 'empty' | 'unchanged' }
   | { anchored: false; why: 'chain_does_not_verify'; report: Exclude<WholeChainReport, { ok: true }> };
 
@@ -35,9 +37,11 @@ type Ctx = Pick<ServerContext, 'sql' | 'identity' | 'logger'>;
 /**
  * One anchoring round; see the module comment. A broken chain is logged at error level, not
  * anchored. With `resume`, the round checks only what follows the last anchor when that anchor
- * carries a frontier signed by this install; otherwise, and by default, the whole chain.
+ * carries a frontier signed by this install; otherwise, and by default, the whole chain. With
+ * `wholeCheckEvery` (seconds) too, it resumes only while an anchor taken after a whole check is
+ * younger than that.
  */
-export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): Promise<AnchorOutcome> {
+export async function takeAnchor(ctx: Ctx, options: { resume?: boolean; wholeCheckEvery?: number } = {}): Promise<AnchorOutcome> {
   return ctx.sql.begin(async (tx): Promise<AnchorOutcome> => {
     if (!(await tryTakeLock(tx, LOCKS.auditAnchor))) return { anchored: false, why: 'locked' };
     const head = await chainHead(tx);
@@ -45,7 +49,8 @@ export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): 
     if (head.seq === 0) return { anchored: false, why: 'empty' };
     if (head.seq <= last) return { anchored: false, why: 'unchanged' };
 
-    const from = options.resume ? await lastCheckpoint(ctx, tx) : undefined;
+    const resume = options.resume && (options.wholeCheckEvery === undefined || (await wholeCheckedWithin(tx, options.wholeCheckEvery)));
+    const from = resume ? await lastCheckpoint(ctx, tx) : undefined;
     const { report, checkpoint } = await scanWholeChain(ctx, { db: tx, from });
     if (!report.ok) {
       ctx.logger.error(reportCoordinates(report), 'the audit chain does not verify; no anchor taken');
@@ -61,9 +66,10 @@ export async function takeAnchor(ctx: Ctx, options: { resume?: boolean } = {}): 
       frontier: checkpoint!.frontier,
       at: new Date().toISOString(),
     });
-    await insertAnchor(tx, { size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root, signed, key_id: ctx.identity.keyId });
-    ctx.logger.debug({ size: report.count, merkle_root: report.merkle_root }, 'audit anchor taken');
-    return { anchored: true, size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root, signed };
+    const wholeCheck = from === undefined;
+    await insertAnchor(tx, { size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root, signed, key_id: ctx.identity.keyId }, wholeCheck);
+    ctx.logger.debug({ size: report.count, merkle_root: report.merkle_root, whole_check: wholeCheck }, 'audit anchor taken');
+    return { anchored: true, size: report.count, head_hash: report.head_hash, merkle_root: report.merkle_root, signed, whole_check: wholeCheck };
   });
 }
 
@@ -91,9 +97,9 @@ async function lastCheckpoint(ctx: Ctx, db: Db): Promise<ChainCheckpoint | undef
 export function startAnchoring(ctx: Ctx & Pick<ServerContext, 'config'>): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
   let stopped = false;
-  let rounds = 0;
+  const wholeCheckEvery = WHOLE_CHECK_EVERY * ctx.config.anchorInterval;
   const round = () =>
-    takeAnchor(ctx, { resume: rounds++ % FULL_SCAN_EVERY !== 0 }).catch((err) => {
+    takeAnchor(ctx, { resume: true, wholeCheckEvery }).catch((err) => {
       ctx.logger.warn({ err: (err as Error).message }, 'audit anchoring round failed');
     });
   const timer = setInterval(() => {

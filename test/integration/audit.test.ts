@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../core/config';
 import { createLogger } from '../../cli/serve';
 import { verifyBundle, verifyReceipt } from '../../core/audit/audit-offline';
-import { takeAnchor } from '../../services/audit/audit-anchors';
+import { startAnchoring, takeAnchor } from '../../services/audit/audit-anchors';
 import { connectDatabase, type Sql } from '../../store/db';
 import { createTestDatabase } from '../support/database';
 import { apiClient } from '../support/http';
@@ -359,6 +359,43 @@ describe('tampering', () => {
     } finally {
       await db`UPDATE audit_entries SET canonical = ${tail.canonical} WHERE seq = ${last}`;
     }
+  });
+
+  test('the anchorer checks the whole chain once a period for the install, whichever server or round comes next', async () => {
+    const ctx = t.server.context;
+    const hourly = { resume: true, wholeCheckEvery: 3600 };
+    await db`UPDATE audit_anchors SET whole_check = false`;
+    await t.api.post('/v1/users', { username: unique('period'), role: 'viewer' });
+    // No anchor was taken after a whole check: the round checks the whole chain.
+    expect(await takeAnchor(ctx, hourly)).toMatchObject({ anchored: true, whole_check: true });
+    await t.api.post('/v1/users', { username: unique('period'), role: 'viewer' });
+    // One was, within the period: the next round (of this server or another) resumes.
+    expect(await takeAnchor(ctx, hourly)).toMatchObject({ anchored: true, whole_check: false });
+
+    const [row] = await db`SELECT canonical FROM audit_entries WHERE seq = 2`;
+    await forgeActor(2);
+    try {
+      await t.api.post('/v1/users', { username: unique('period'), role: 'viewer' });
+      expect(await takeAnchor(ctx, hourly)).toMatchObject({ anchored: true, whole_check: false });
+      // The period has passed since that whole check: the next round reads everything, sees the
+      // break, and every round after it does too until the chain verifies again.
+      await db`UPDATE audit_anchors SET at = at - interval '2 hours' WHERE whole_check`;
+      await t.api.post('/v1/users', { username: unique('period'), role: 'viewer' });
+      expect(await takeAnchor(ctx, hourly)).toMatchObject({ anchored: false, why: 'chain_does_not_verify', report: { broke_at: 2 } });
+      expect(await takeAnchor(ctx, hourly)).toMatchObject({ anchored: false, why: 'chain_does_not_verify', report: { broke_at: 2 } });
+    } finally {
+      await db`UPDATE audit_entries SET canonical = ${row.canonical} WHERE seq = 2`;
+    }
+    expect(await takeAnchor(ctx, hourly)).toMatchObject({ anchored: true, whole_check: true });
+    const [{ wholes }] = await db`SELECT count(*)::int AS wholes FROM audit_anchors WHERE whole_check AND at > now() - interval '1 hour'`;
+    expect(wholes).toBe(1);
+
+    // A server's graceful stop anchors what it wrote, resuming as its rounds do.
+    const anchorer = startAnchoring(ctx);
+    await t.api.post('/v1/users', { username: unique('period'), role: 'viewer' });
+    await anchorer.stop();
+    const [newest] = await db`SELECT size, whole_check FROM audit_anchors ORDER BY size DESC LIMIT 1`;
+    expect(newest).toEqual({ size: await chainSize(), whole_check: false });
   });
 
   test('an anchor row edited in PostgreSQL no longer holds what its signature covers', async () => {
