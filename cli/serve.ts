@@ -15,7 +15,7 @@ import { loadLicensing } from '../services/access/licensing';
 import { BUILT_IN_LICENSE_KEYS } from '../core/access/license';
 import { Faults, type ServerContext } from '../services/context';
 import { createMetrics } from '../services/metrics';
-import { RunActivityHub } from '../services/runs/run-activity-hub';
+import { ChannelWakeups } from '../services/channel-wakeups';
 import { startSweeper } from '../services/sweeper';
 import { startOutboxDispatcher } from '../services/outbox';
 import { AiProviderRegistry } from '../core/ai/provider';
@@ -27,6 +27,8 @@ import { DEFAULT_RETRY_BASE_MS } from '../core/notifications/notification-kinds'
 import { startAnchoring } from '../services/audit/audit-anchors';
 import { lendMerkleThreads } from '../services/audit/merkle-threads';
 import { connectDatabase, waitForSessions, type Sql } from '../store/db';
+import { RUN_ACTIVITY_CHANNEL } from '../store/events';
+import { RELAY_DISPATCH_CHANNEL } from '../store/relay';
 import { liveTokenCount, openCaller } from '../store/tokens';
 import { migrate } from '../store/migrate';
 import { startPoolWorker } from '../workers/pool';
@@ -240,7 +242,7 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     if (config.ai) logger.info({ provider: config.ai.provider, model: config.ai.model, endpoint: new URL(config.ai.endpoint).host }, 'advisory AI on (--ai-provider)');
 
     const metrics = createMetrics(sql, config.poolSize);
-    const hub = new RunActivityHub(sql, logger);
+    const hub = new ChannelWakeups(sql, RUN_ACTIVITY_CHANNEL, logger);
     await hub.start();
     stack.push(() => hub.stop());
     const context: ServerContext = {
@@ -264,7 +266,10 @@ export async function startServer(config: Config, logger: Logger = createLogger(
     // Pushed before the worker and the sweeper so it stops after them: its last anchor on a
     // graceful stop covers every entry they appended, and the database is still open for it.
     if (config.workerToken) {
-      const relay = startRelayDispatcher(context, { connection, namespace: config.temporalNamespace, logger });
+      const dispatches = new ChannelWakeups(sql, RELAY_DISPATCH_CHANNEL, logger);
+      await dispatches.start();
+      stack.push(() => dispatches.stop());
+      const relay = startRelayDispatcher(context, { connection, namespace: config.temporalNamespace, logger, dispatches });
       context.relay = relay;
       stack.push(() => relay.stop());
       logger.info('serving the worker relay at /relay/v1 (--worker-token)');

@@ -11,7 +11,7 @@ import type { Sql } from '../store/db';
 import type { InstallIdentity } from './audit/install-identity';
 import type { Licensing } from './access/licensing';
 import type { Metrics } from './metrics';
-import type { RunActivityHub } from './runs/run-activity-hub';
+import type { ChannelWakeups } from './channel-wakeups';
 
 /** What request handlers, activities, the outbox dispatcher and the sweeper share: the stores, the Temporal client and settings. */
 export interface ServerContext {
@@ -26,7 +26,8 @@ export interface ServerContext {
   temporal: Client;
   logger: Logger;
   metrics: Metrics;
-  hub: RunActivityHub;
+  /** Wakes live run streams when a run gets new events or log (NOTIFY on store/events.ts RUN_ACTIVITY_CHANNEL, keyed by run id). */
+  hub: ChannelWakeups;
   faults: Faults;
   /** The install's id and signing key. */
   identity: InstallIdentity;
@@ -57,6 +58,8 @@ export interface ServerContext {
 export interface RelayDispatch {
   /** Starts taking the named queue's execution attempts for relay workers, if this server does not yet. */
   serveQueue(queue: string): Promise<void>;
+  /** Resolves when an attempt of the queue is recorded for relay workers (by any server), after `maxWaitMs`, or when the signal aborts. */
+  waitForDispatch(queue: string, maxWaitMs: number, signal?: AbortSignal): Promise<void>;
 }
 
 /**

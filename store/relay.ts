@@ -14,15 +14,21 @@ export interface RelayLease {
 
 const COLUMNS = ['run_id', 'queue', 'attempt', 'task_token', 'dispatched_at', 'worker_id', 'claimed_at', 'renewed_at'];
 
+/** Notified with the queue's name at each attempt recorded for relay workers: it wakes the claims waiting on that queue, on every server. */
+export const RELAY_DISPATCH_CHANNEL = 'cairn_relay_dispatch';
+
 /** Records an attempt waiting for a relay worker; a later attempt of the same run replaces the earlier one and its holder. */
 export async function recordRelayDispatch(db: Db, lease: { run_id: string; queue: string; attempt: number; task_token: Buffer }): Promise<void> {
   await db`DELETE FROM relay_reports WHERE run_id = ${lease.run_id} AND attempt <> ${lease.attempt}`;
   await db`
-    INSERT INTO relay_leases (run_id, queue, attempt, task_token)
-    VALUES (${lease.run_id}, ${lease.queue}, ${lease.attempt}, ${lease.task_token})
-    ON CONFLICT (run_id) DO UPDATE SET
-      queue = EXCLUDED.queue, attempt = EXCLUDED.attempt, task_token = EXCLUDED.task_token, dispatched_at = now(),
-      worker_id = NULL, capability_hash = NULL, claimed_at = NULL, renewed_at = NULL`;
+    WITH recorded AS (
+      INSERT INTO relay_leases (run_id, queue, attempt, task_token)
+      VALUES (${lease.run_id}, ${lease.queue}, ${lease.attempt}, ${lease.task_token})
+      ON CONFLICT (run_id) DO UPDATE SET
+        queue = EXCLUDED.queue, attempt = EXCLUDED.attempt, task_token = EXCLUDED.task_token, dispatched_at = now(),
+        worker_id = NULL, capability_hash = NULL, claimed_at = NULL, renewed_at = NULL
+      RETURNING queue)
+    SELECT pg_notify(${RELAY_DISPATCH_CHANNEL}, queue) FROM recorded`;
 }
 
 /** Takes the oldest waiting attempt of the queue for a worker, with its capability's hash; none when nothing waits. */

@@ -3,6 +3,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { attemptAlive } from '../services/relay/relay';
+import type { ChannelWakeups } from '../services/channel-wakeups';
 import type { RelayDispatch, ServerContext } from '../services/context';
 import { recordRelayDispatch, waitingRelayLeases } from '../store/relay';
 import { executionTaskQueue } from '../workflows/ids';
@@ -22,7 +23,8 @@ export interface RelayDispatcher extends RelayDispatch {
  */
 export function startRelayDispatcher(
   server: ServerContext,
-  options: { connection: NativeConnection; namespace: string; logger: Logger },
+  /** `dispatches` listens on store/relay.ts RELAY_DISPATCH_CHANNEL: waiting claims wake on it. */
+  options: { connection: NativeConnection; namespace: string; logger: Logger; dispatches: ChannelWakeups },
 ): RelayDispatcher {
   const { sql, config } = server;
   const running = new Map<string, Promise<{ worker: Worker; done: Promise<void> }>>();
@@ -48,6 +50,7 @@ export function startRelayDispatcher(
       .finally(() => (sweeping = undefined));
   }, (config.leaseSeconds * 1000) / 3);
   return {
+    waitForDispatch: (queue, maxWaitMs, signal) => options.dispatches.waitFor(queue, maxWaitMs, signal),
     serveQueue(queue) {
       let started = running.get(queue);
       if (!started) {

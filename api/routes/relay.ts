@@ -178,9 +178,9 @@ export function relayRoutes(server: ServerContext): Router {
   router.post('/claim', async (ctx) => {
     const input = parseInput(claimInput, ctx.request.body);
     // A worker that hangs up stops the wait (the response closes before it is written).
-    let open = true;
-    ctx.res.once('close', () => (open = false));
-    const claimed = await claimRun(server, worker(input.worker), input.wait_seconds, () => open);
+    const hungUp = new AbortController();
+    ctx.res.once('close', () => hungUp.abort());
+    const claimed = await claimRun(server, worker(input.worker), input.wait_seconds, hungUp.signal);
     if (!claimed) {
       ctx.status = 204;
       return;

@@ -326,7 +326,7 @@ async function pumpStream(server: ServerContext, feeds: RunFeeds, runId: string,
         delivery = await send(': keep-alive\n\n');
         idleSince = Date.now();
       }
-      if (!progressed) await server.hub.waitForActivity(runId, 1000, closed);
+      if (!progressed) await server.hub.waitFor(runId, 1000, closed);
     }
   } finally {
     release();

@@ -36,8 +36,12 @@ import { relayIacInputs, settleIacAttempt, startIacAttempt } from './relay-plans
 export const MAX_REPORT_ITEMS = 2000;
 /** The longest a claim waits for a run before answering that none waits. */
 export const MAX_CLAIM_WAIT_SECONDS = 30;
-/** How often a waiting claim looks again. */
-const CLAIM_POLL_MS = 200;
+/**
+ * The longest a waiting claim sleeps between looks. It is woken sooner when an attempt of its
+ * queue is recorded (a NOTIFY); the limit covers a notification lost while the server's listening
+ * connection was re-established.
+ */
+const CLAIM_LOOK_AGAIN_MS = 2000;
 
 /** A relay worker as it describes itself on each call; untrusted, used only for the fleet view and the run's exec host. */
 export interface RelayWorker {
@@ -80,14 +84,16 @@ export interface Claimed {
 
 /**
  * Leases the oldest attempt of the worker's queue waiting for a relay worker, waiting up to
- * `waitSeconds` for one. The attempt is checked alive with Temporal first (a heartbeat): one
- * Temporal no longer knows is dropped, one asked to cancel is reported canceled, and the next is
- * taken. Undefined when none came in time.
+ * `waitSeconds` for one (woken when one is recorded). The attempt is checked alive with Temporal
+ * first (a heartbeat): one Temporal no longer knows is dropped, one asked to cancel is reported
+ * canceled, and the next is taken. Undefined when none came in time or the caller hung up
+ * (`hungUp`).
  */
-export async function claimRun(server: ServerContext, worker: RelayWorker, waitSeconds: number, stillWanted: () => boolean): Promise<Claimed | undefined> {
+export async function claimRun(server: ServerContext, worker: RelayWorker, waitSeconds: number, hungUp: AbortSignal): Promise<Claimed | undefined> {
   requireTeam(server);
   if (!worker.queue) throw new DomainError('invalid', 'a relay worker serves a named queue: send worker.queue', { field: 'worker.queue' });
-  await server.relay!.serveQueue(worker.queue);
+  const relay = server.relay!;
+  await relay.serveQueue(worker.queue);
   const deadline = Date.now() + waitSeconds * 1000;
   let contacted = 0;
   for (;;) {
@@ -95,9 +101,13 @@ export async function claimRun(server: ServerContext, worker: RelayWorker, waitS
       await noteContact(server, worker);
       contacted = Date.now();
     }
+    // Waiting from before the look, so an attempt recorded while it looks still wakes it.
+    const looked = new AbortController();
+    const woken = relay.waitForDispatch(worker.queue, Math.min(CLAIM_LOOK_AGAIN_MS, Math.max(0, deadline - Date.now())), AbortSignal.any([looked.signal, hungUp]));
     const capability = `cairn_cap_${randomBytes(32).toString('base64url')}`;
     const lease = await takeWaitingLease(server.sql, worker.queue, worker.id, sha256(capability));
     if (lease) {
+      looked.abort();
       if (await attemptAlive(server, lease, { worker: worker.id, host: worker.host })) {
         return {
           run_id: lease.run_id,
@@ -109,8 +119,13 @@ export async function claimRun(server: ServerContext, worker: RelayWorker, waitS
       }
       continue;
     }
-    if (Date.now() >= deadline || !stillWanted()) return undefined;
-    await new Promise((resolve) => setTimeout(resolve, CLAIM_POLL_MS));
+    if (Date.now() >= deadline || hungUp.aborted) {
+      looked.abort();
+      return undefined;
+    }
+    await woken;
+    // A worker that hung up meanwhile takes nothing: its lease would only lapse.
+    if (hungUp.aborted) return undefined;
   }
 }
 

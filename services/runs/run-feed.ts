@@ -1,7 +1,7 @@
 import type { RunEvent } from '../../core/runs/run';
 import type { Sql } from '../../store/db';
 import { readRunActivity, type RunActivitySnapshot } from '../../store/run-activity';
-import type { RunActivityHub } from './run-activity-hub';
+import type { ChannelWakeups } from '../channel-wakeups';
 
 /** Events one read of a run's activity takes at a time. */
 export const STREAM_EVENT_PAGE = 100;
@@ -128,7 +128,7 @@ export class RunFeed {
 
   constructor(
     private readonly sql: Sql,
-    private readonly hub: RunActivityHub,
+    private readonly hub: ChannelWakeups,
     readonly runId: string,
     start: StreamPosition,
     private readonly onFailed: (feed: RunFeed) => void,
@@ -207,7 +207,7 @@ export class RunFeed {
         else if (read.finished && this.head.log_offset >= read.log_bytes) {
           this.ended = { status: read.status, error: read.error, log_bytes: read.log_bytes };
           this.announce();
-        } else await this.hub.waitForActivity(this.runId, 1000, this.stopped.signal);
+        } else await this.hub.waitFor(this.runId, 1000, this.stopped.signal);
       }
     } catch (err) {
       this.failed = err as Error;
@@ -245,7 +245,7 @@ export class RunFeed {
 export class RunFeeds {
   private readonly feeds = new Map<string, RunFeed>();
 
-  constructor(private readonly sql: Sql, private readonly hub: RunActivityHub) {}
+  constructor(private readonly sql: Sql, private readonly hub: ChannelWakeups) {}
 
   /** The run's feed for a stream starting at `at`; call the function returned when the stream ends. */
   subscribe(runId: string, at: StreamPosition): { feed: RunFeed; release: () => void } {

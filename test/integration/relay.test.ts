@@ -4,6 +4,7 @@ import path from 'node:path';
 import { processesMatching, startTsScript, type ChildHandle } from '../support/processes';
 import { waitUntil } from '../support/schedules';
 import { testLicense } from '../support/license';
+import { connectDatabase } from '../../store/db';
 import { apiClient, type ApiClient } from '../support/http';
 import { startTestServer, waitForRunEnd, type TestServer } from '../support/server';
 import { tempDir } from '../support/temp';
@@ -238,6 +239,34 @@ test('the relay refuses a wrong worker token (401), another run’s capability (
     stopRenewingB();
   }
   expect((await waitForRunEnd(t.api, claimB.body.run_id)).status).toBe('canceled');
+});
+
+test('a waiting claim is woken by the attempt recorded for its queue (a NOTIFY), not at its next look', async () => {
+  // The queue's dispatch is served from the first claim on: this one only starts it.
+  expect((await relay.post('/relay/v1/claim', { worker: worker('woken'), wait_seconds: 1 })).status).toBe(204);
+  const claiming = relay.post('/relay/v1/claim', { worker: worker('woken'), wait_seconds: 15 });
+  // Past its first look: unwoken, it would look again 2 s after it.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const run = await submit({ command: 'echo woken', queue: 'woken' });
+  const claim = await claiming;
+  expect(claim.status).toBe(200);
+  expect(claim.body.run_id).toBe(run.id);
+  const db = connectDatabase(t.databaseUrl, { max: 1 });
+  try {
+    const [lease] = await db<{ ms: number }[]>`SELECT (extract(epoch FROM claimed_at - dispatched_at) * 1000)::float8 AS ms FROM relay_leases WHERE run_id = ${run.id}`;
+    expect(lease.ms).toBeLessThan(1000);
+  } finally {
+    await db.end();
+  }
+  const capability = { 'cairn-capability': claim.body.capability };
+  const stopRenewing = keepRenewing(run.id, capability);
+  try {
+    expect((await relay.request('POST', `/relay/v1/runs/${run.id}/start`, { body: { worker: worker('woken'), work_root: '/tmp/nowhere' }, headers: capability })).status).toBe(200);
+    expect((await relay.request('POST', `/relay/v1/runs/${run.id}/save`, { body: { outcome: { kind: 'exited', exit_code: 0, signal: null } }, headers: capability })).status).toBe(200);
+  } finally {
+    stopRenewing();
+  }
+  expect((await waitForRunEnd(t.api, run.id)).status).toBe('succeeded');
 });
 
 test('a holder silent past its lease has a stale capability: refused, and the next claim gets the run as a new attempt', async () => {
