@@ -183,6 +183,9 @@ export async function capacityBenchmark(env: BenchEnvironment, teardown: Teardow
 
   await Promise.all([addServer(shape), addWorker(shape)]);
   const { idle: idleTwo, batch: two, perRun: perRunTwo } = await measureShape(shape, watched, env.sql);
+  // Stopped now (the teardown would only at the end of the pass), so the sections after this one
+  // share the machine with none of its processes.
+  await Promise.all([...shape.servers, ...shape.workers].map((p) => p.stop()));
   // Predicted from the first shape's costs and the second's idle CPU, measured before its batch.
   const predicted = (cpuPerSecond - total(idleTwo)) / total(perRun);
 

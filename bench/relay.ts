@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,19 +25,23 @@ interface RunBody {
   finished_at: string | null;
 }
 
-/** A real `cairn worker --server` process of its own data dir, with no database or Temporal in its environment, on the bench queue. */
-async function startRelayWorker(url: string, token: string, slots: number, teardown: Teardown): Promise<ChildProcess> {
+/**
+ * A real `cairn worker --server` process of its own data dir, with no database or Temporal in its
+ * environment, on the bench queue; stopped by the function it answers (or by the teardown).
+ */
+async function startRelayWorker(url: string, token: string, slots: number, teardown: Teardown): Promise<() => Promise<void>> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'cairn-bench-relay-'));
   teardown.push(`removing ${dataDir}`, () => fs.rm(dataDir, { recursive: true, force: true }));
   const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'cairn.js'), 'worker', '--server', url, '--worker-token', token, '--queue', RELAY_QUEUE], {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, CAIRN_DATA_DIR: dataDir, CAIRN_POOL_SIZE: String(slots), CAIRN_LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  teardown.push('stopping the relay worker', async () => {
-    if (child.exitCode !== null) return;
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
     await new Promise((resolve) => child.once('exit', resolve));
-  });
+  };
+  teardown.push('stopping the relay worker', stop);
   await new Promise<void>((resolve, reject) => {
     let said = '';
     const timer = setTimeout(() => reject(new Error(`the relay worker did not start polling: ${said.slice(-2000)}`)), 120_000);
@@ -55,7 +59,7 @@ async function startRelayWorker(url: string, token: string, slots: number, teard
     child.stderr!.on('data', (chunk: Buffer) => (said += chunk.toString()));
     child.once('exit', (code) => reject(new Error(`the relay worker exited ${code}: ${said.slice(-2000)}`)));
   });
-  return child;
+  return stop;
 }
 
 async function submit(client: BenchClient, command: string, queue: string | undefined): Promise<RunBody> {
@@ -111,7 +115,7 @@ async function logRate(client: BenchClient, queue: string | undefined): Promise<
  * many slots as the pool.
  */
 export async function relayBenchmark(client: BenchClient, url: string, workerToken: string, slots: number, teardown: Teardown, log: (line: string) => void): Promise<Section> {
-  await startRelayWorker(url, workerToken, slots, teardown);
+  const stopWorker = await startRelayWorker(url, workerToken, slots, teardown);
   const directLatency = await latencies(client, undefined);
   const relayLatency = await latencies(client, RELAY_QUEUE);
   log(`(q) latency p50: direct ${percentile(directLatency, 50).toFixed(1)} ms, relay ${percentile(relayLatency, 50).toFixed(1)} ms`);
@@ -120,6 +124,8 @@ export async function relayBenchmark(client: BenchClient, url: string, workerTok
   log(`(q) throughput: direct ${directThroughput.toFixed(1)} runs/s, relay ${relayThroughput.toFixed(1)} runs/s`);
   const directLog = await logRate(client, undefined);
   const relayLog = await logRate(client, RELAY_QUEUE);
+  // Its idle claims are not left to weigh on the sections after this one.
+  await stopWorker();
   const p = (xs: number[], q: number) => percentile(xs, q);
   const mib = (n: number) => n / 2 ** 20;
   return {
